@@ -1,0 +1,168 @@
+"""Typed, versioned records that cross every stage boundary.
+
+A `Task` comes out of synthesis, a `Trajectory` out of rollout, a `Verdict` out of
+verification. Records are plain pydantic models: no I/O, no behaviour beyond hashing.
+Each carries `schema_version`; readers refuse versions they do not know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TASK_SCHEMA_VERSION = 1
+TRAJECTORY_SCHEMA_VERSION = 1
+VERDICT_SCHEMA_VERSION = 1
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form every content hash is taken of."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def content_hash(value: Any, length: int = 16) -> str:
+    """Short sha256 hex digest of the canonical JSON of `value`."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ToolCall(Record):
+    """One call the agent (or a reference path) makes: a tool name and its arguments."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+    def key(self) -> str:
+        """Canonical form used for comparing and deduplicating calls."""
+        return canonical_json({"name": self.name, "arguments": self.arguments})
+
+
+class UserScenario(Record):
+    """What the simulated user is and knows (τ²-bench's user scenario)."""
+
+    persona: str = "a customer"
+    reason: str = ""
+    known_info: dict[str, str] = Field(default_factory=dict)
+    unknown_info: list[str] = Field(default_factory=list)
+    task_instructions: str = ""
+
+
+class StateRef(Record):
+    """How to rebuild a task's initial state: a world's generator seed and scale plus
+    the Set Designer's patches (SQL statements), and the hash the result must have."""
+
+    world: str
+    seed: int
+    scale: int
+    patches: list[str] = Field(default_factory=list)
+    state_hash: str
+
+
+class Task(Record):
+    """A verifiable task in an executable world. `id` is a hash of the content."""
+
+    schema_version: int = TASK_SCHEMA_VERSION
+    id: str = ""
+    world: str
+    method: str
+    split: Literal["train", "test"] = "train"
+    instruction: str
+    user: UserScenario
+    initial_state: StateRef
+    target_state_hash: str
+    target_diff: list[dict[str, Any]] = Field(default_factory=list)
+    reference_solution: list[ToolCall] = Field(default_factory=list)
+    difficulty: float = 0.0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def compute_id(self) -> str:
+        body = self.model_dump(exclude={"id", "split", "metadata"})
+        return "task-" + content_hash(body)
+
+    def with_id(self) -> Task:
+        self.id = self.compute_id()
+        return self
+
+
+TerminationReason = Literal[
+    "user_stop",  # the user simulator ended the conversation (###STOP###)
+    "transfer",  # the agent or the user transferred to a human
+    "out_of_scope",
+    "agent_stop",  # the agent answered and the user had nothing left to say
+    "max_turns",
+    "model_error",  # the model backend failed after its retries
+    "env_error",  # the environment itself failed (a bug, not an agent mistake)
+]
+
+
+class Step(Record):
+    """One agent action and what came back from it."""
+
+    index: int
+    turn: int
+    action: ToolCall | None = None  # None when the model produced text only
+    observation: str = ""
+    error: str | None = None  # error class, e.g. "rule_violation", "bad_json", "unknown_tool"
+    error_detail: str | None = None
+    state_hash: str | None = None  # world state after the step
+    latency_s: float = 0.0
+
+
+class Sampling(Record):
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int | None = None
+
+
+class Usage(Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_calls: int = 0
+
+
+class Trajectory(Record):
+    """One rollout of a task: OpenAI-format messages plus per-step records."""
+
+    schema_version: int = TRAJECTORY_SCHEMA_VERSION
+    id: str = ""
+    task_id: str
+    trial: int
+    model: str
+    sampling: Sampling = Field(default_factory=Sampling)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    termination: TerminationReason = "agent_stop"
+    error_counts: dict[str, int] = Field(default_factory=dict)
+    final_state_hash: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @staticmethod
+    def make_id(task_id: str, trial: int, model: str, sampling: Sampling) -> str:
+        return "traj-" + content_hash([task_id, trial, model, sampling.model_dump()])
+
+    def actions(self) -> list[ToolCall]:
+        return [s.action for s in self.steps if s.action is not None]
+
+
+class Verdict(Record):
+    """A verifier's judgement of one trajectory."""
+
+    schema_version: int = VERDICT_SCHEMA_VERSION
+    trajectory_id: str
+    task_id: str
+    verifier: str
+    verifier_version: str
+    passed: bool
+    score: float
+    reasons: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,259 @@
+"""Explicit Arrow schemas for every record kind and released dataset, and the row codecs.
+
+Nested values whose shape varies per row (tool schemas, tool-call arguments, metadata)
+are stored as JSON strings: as Arrow structs their schemas would be merged across rows and
+`"a": null` fields would leak into prompts. Messages are real Arrow structs so that TRL and
+DuckDB can read them directly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from data.records import Step, Task, ToolCall, Trajectory, Verdict, canonical_json
+
+FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
+TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])
+MESSAGE_TYPE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
+MESSAGES_TYPE = pa.list_(MESSAGE_TYPE)
+
+TASK_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("id", pa.string()),
+        ("world", pa.string()),
+        ("method", pa.string()),
+        ("split", pa.string()),
+        ("instruction", pa.string()),
+        ("user", pa.string()),  # JSON
+        ("initial_state", pa.string()),  # JSON
+        ("target_state_hash", pa.string()),
+        ("target_diff", pa.string()),  # JSON
+        ("reference_solution", pa.string()),  # JSON
+        ("difficulty", pa.float64()),
+        ("metadata", pa.string()),  # JSON
+    ]
+)
+
+STEP_TYPE = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("turn", pa.int32()),
+        ("action_name", pa.string()),
+        ("action_arguments", pa.string()),  # JSON
+        ("observation", pa.string()),
+        ("error", pa.string()),
+        ("error_detail", pa.string()),
+        ("state_hash", pa.string()),
+        ("latency_s", pa.float64()),
+    ]
+)
+SAMPLING_TYPE = pa.struct(
+    [
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+        ("max_tokens", pa.int32()),
+        ("seed", pa.int64()),
+    ]
+)
+USAGE_TYPE = pa.struct(
+    [("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("model_calls", pa.int64())]
+)
+
+TRAJECTORY_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("id", pa.string()),
+        ("task_id", pa.string()),
+        ("trial", pa.int32()),
+        ("model", pa.string()),
+        ("sampling", SAMPLING_TYPE),
+        ("messages", MESSAGES_TYPE),
+        ("tools", pa.string()),  # JSON
+        ("steps", pa.list_(STEP_TYPE)),
+        ("usage", USAGE_TYPE),
+        ("termination", pa.string()),
+        ("error_counts", pa.string()),  # JSON
+        ("final_state_hash", pa.string()),
+        ("metadata", pa.string()),  # JSON
+    ]
+)
+
+VERDICT_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("trajectory_id", pa.string()),
+        ("task_id", pa.string()),
+        ("verifier", pa.string()),
+        ("verifier_version", pa.string()),
+        ("passed", pa.bool_()),
+        ("score", pa.float64()),
+        ("reasons", pa.list_(pa.string())),
+        ("details", pa.string()),  # JSON
+    ]
+)
+
+# Released datasets. `sft` is TRL's conversational format; `rl` is a prompt-only dataset
+# carrying everything a reward function needs to rebuild and verify the world.
+SFT_SCHEMA = pa.schema(
+    [
+        ("messages", MESSAGES_TYPE),
+        ("tools", pa.string()),  # JSON list of OpenAI function schemas
+        ("task_id", pa.string()),
+        ("trajectory_id", pa.string()),
+        ("world", pa.string()),
+        ("method", pa.string()),
+        ("model", pa.string()),
+        ("trial", pa.int32()),
+        ("score", pa.float64()),
+        ("split", pa.string()),
+    ]
+)
+RL_SCHEMA = pa.schema(
+    [
+        ("prompt", MESSAGES_TYPE),
+        ("tools", pa.string()),  # JSON
+        ("task_id", pa.string()),
+        ("world", pa.string()),
+        ("method", pa.string()),
+        ("task", pa.string()),  # JSON of the full Task record (for reward functions)
+        ("pass_rate", pa.float64()),
+        ("n_trials", pa.int32()),
+        ("selection_reason", pa.string()),
+        ("split", pa.string()),
+    ]
+)
+
+
+def _dumps(value: Any) -> str:
+    return canonical_json(value)
+
+
+def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-format message in the exact shape of MESSAGE_TYPE (arguments as JSON)."""
+    calls = None
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            fn = call.get("function", {})
+            args = fn.get("arguments", "{}")
+            calls.append(
+                {
+                    "id": call.get("id"),
+                    "type": call.get("type", "function"),
+                    "function": {
+                        "name": fn.get("name"),
+                        "arguments": args if isinstance(args, str) else _dumps(args),
+                    },
+                }
+            )
+    return {
+        "role": message["role"],
+        "content": message.get("content"),
+        "tool_calls": calls,
+        "tool_call_id": message.get("tool_call_id"),
+        "name": message.get("name"),
+    }
+
+
+def strip_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Drop the null fields Arrow adds back, giving a plain OpenAI-format message."""
+    out = {k: v for k, v in message.items() if v is not None}
+    if "tool_calls" in out:
+        out["tool_calls"] = [{k: v for k, v in c.items() if v is not None} for c in out["tool_calls"]]
+    return out
+
+
+def task_to_row(task: Task) -> dict[str, Any]:
+    d = task.model_dump()
+    for key in ("user", "initial_state", "target_diff", "reference_solution", "metadata"):
+        d[key] = _dumps(d[key])
+    return d
+
+
+def task_from_row(row: dict[str, Any]) -> Task:
+    d = dict(row)
+    for key in ("user", "initial_state", "target_diff", "reference_solution", "metadata"):
+        d[key] = json.loads(d[key])
+    return Task.model_validate(d)
+
+
+def trajectory_to_row(t: Trajectory) -> dict[str, Any]:
+    d = t.model_dump()
+    d["messages"] = [normalize_message(m) for m in t.messages]
+    d["tools"] = _dumps(t.tools)
+    d["steps"] = [
+        {
+            "index": s.index,
+            "turn": s.turn,
+            "action_name": s.action.name if s.action else None,
+            "action_arguments": _dumps(s.action.arguments) if s.action else None,
+            "observation": s.observation,
+            "error": s.error,
+            "error_detail": s.error_detail,
+            "state_hash": s.state_hash,
+            "latency_s": s.latency_s,
+        }
+        for s in t.steps
+    ]
+    d["error_counts"] = _dumps(t.error_counts)
+    d["metadata"] = _dumps(t.metadata)
+    return d
+
+
+def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
+    d = dict(row)
+    d["messages"] = [strip_message(m) for m in d["messages"]]
+    d["tools"] = json.loads(d["tools"])
+    steps = []
+    for s in d["steps"]:
+        action = None
+        if s["action_name"] is not None:
+            action = ToolCall(name=s["action_name"], arguments=json.loads(s["action_arguments"]))
+        steps.append(
+            Step(
+                index=s["index"],
+                turn=s["turn"],
+                action=action,
+                observation=s["observation"] or "",
+                error=s["error"],
+                error_detail=s["error_detail"],
+                state_hash=s["state_hash"],
+                latency_s=s["latency_s"],
+            )
+        )
+    d["steps"] = steps
+    d["error_counts"] = json.loads(d["error_counts"])
+    d["metadata"] = json.loads(d["metadata"])
+    return Trajectory.model_validate(d)
+
+
+def verdict_to_row(v: Verdict) -> dict[str, Any]:
+    d = v.model_dump()
+    d["details"] = _dumps(d["details"])
+    return d
+
+
+def verdict_from_row(row: dict[str, Any]) -> Verdict:
+    d = dict(row)
+    d["details"] = json.loads(d["details"])
+    return Verdict.model_validate(d)
+
+
+# Record kinds the store knows: name -> (Arrow schema, to_row, from_row).
+CODECS: dict[str, tuple[pa.Schema, Any, Any]] = {
+    "tasks": (TASK_SCHEMA, task_to_row, task_from_row),
+    "trajectories": (TRAJECTORY_SCHEMA, trajectory_to_row, trajectory_from_row),
+    "verdicts": (VERDICT_SCHEMA, verdict_to_row, verdict_from_row),
+}

@@ -1,0 +1,305 @@
+"""Versioned Parquet datasets with a manifest, lineage and atomic commits.
+
+Layout of one dataset version::
+
+    ROOT/<name>/<version>/
+        data/part-00000.parquet ...
+        manifest.json        schema version, files [{path, sha256, rows}], lineage, stats
+        README.md            dataset card
+        _SUCCESS             written last; readers refuse a folder without it
+
+A writer fills a hidden staging folder beside the target and renames it into place, so
+a reader sees either nothing or the whole version. Versions are immutable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, Field
+
+from data.schema import CODECS
+
+MANIFEST_VERSION = 1
+SUCCESS = "_SUCCESS"
+MANIFEST = "manifest.json"
+
+
+class DatasetError(RuntimeError):
+    """A dataset is missing, incomplete, corrupted or of an unknown schema."""
+
+
+class FileEntry(BaseModel):
+    path: str
+    sha256: str
+    rows: int
+    bytes: int
+
+
+class Lineage(BaseModel):
+    config_hash: str = ""
+    code_version: str = ""
+    parents: list[str] = Field(default_factory=list)  # paths (or ids) of input datasets
+    run_id: str = ""
+
+
+class Manifest(BaseModel):
+    manifest_version: int = MANIFEST_VERSION
+    name: str
+    version: str
+    kind: str  # record kind or release kind: tasks, trajectories, verdicts, sft, rl
+    schema_version: int
+    created_at: str
+    rows: int
+    files: list[FileEntry]
+    arrow_schema: str  # pyarrow schema, printed
+    lineage: Lineage
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def code_version() -> str:
+    """Package version plus the git commit of the source tree when there is one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("trajforge")
+    except PackageNotFoundError:
+        v = "0+unknown"
+    here = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        return f"{v}+g{sha}{'.dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        return v
+
+
+def new_version(now: datetime | None = None) -> str:
+    """A sortable, date-stamped version string."""
+    now = now or datetime.now(UTC)
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DatasetWriter:
+    """Write shards into a staging folder, then `commit()` them as one dataset version."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        name: str,
+        kind: str,
+        schema: pa.Schema,
+        schema_version: int,
+        version: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.name = name
+        self.kind = kind
+        self.schema = schema
+        self.schema_version = schema_version
+        self.version = version or new_version()
+        self.target = self.root / name / self.version
+        if self.target.exists():
+            raise DatasetError(f"dataset version already exists: {self.target}")
+        self.staging = self.root / name / f".staging-{self.version}-{uuid.uuid4().hex[:8]}"
+        (self.staging / "data").mkdir(parents=True)
+        self._files: list[FileEntry] = []
+        self._committed = False
+
+    def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write one shard from plain row dicts (validated against the schema)."""
+        self.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
+
+    def write_table(self, table: pa.Table) -> None:
+        if self._committed:
+            raise DatasetError("writer already committed")
+        if not table.schema.equals(self.schema):
+            table = table.cast(self.schema)
+        rel = f"data/part-{len(self._files):05d}.parquet"
+        path = self.staging / rel
+        pq.write_table(table, path, compression="zstd")
+        self._files.append(
+            FileEntry(path=rel, sha256=sha256_file(path), rows=table.num_rows, bytes=path.stat().st_size)
+        )
+
+    def commit(
+        self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None
+    ) -> Path:
+        """Write manifest and card, mark `_SUCCESS`, and rename the folder into place."""
+        if not self._files:  # an empty dataset still has a (zero-row) file with its schema
+            self.write_table(self.schema.empty_table())
+        manifest = Manifest(
+            name=self.name,
+            version=self.version,
+            kind=self.kind,
+            schema_version=self.schema_version,
+            created_at=datetime.now(UTC).isoformat(),
+            rows=sum(f.rows for f in self._files),
+            files=self._files,
+            arrow_schema=str(self.schema),
+            lineage=lineage,
+            stats=stats or {},
+        )
+        (self.staging / MANIFEST).write_text(manifest.model_dump_json(indent=2))
+        (self.staging / "README.md").write_text(card or f"# {self.name} {self.version}\n")
+        for f in (self.staging / "data").iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        (self.staging / SUCCESS).write_text(manifest.created_at + "\n")
+        _fsync_dir(self.staging)
+        try:
+            os.rename(self.staging, self.target)
+        except OSError as exc:
+            raise DatasetError(f"could not publish {self.target}: {exc}") from exc
+        _fsync_dir(self.target.parent)
+        self._committed = True
+        return self.target
+
+    def abort(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if not self._committed:
+            self.abort()
+
+
+def read_manifest(path: Path | str, verify: bool = True) -> Manifest:
+    """The manifest of a committed dataset; refuses incomplete or corrupted ones."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DatasetError(f"no dataset at {path}")
+    if not (path / SUCCESS).exists():
+        raise DatasetError(f"dataset at {path} is incomplete: no {SUCCESS} marker (an interrupted write?)")
+    try:
+        manifest = Manifest.model_validate_json((path / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"dataset at {path} has an unreadable {MANIFEST}: {exc}") from exc
+    if manifest.manifest_version != MANIFEST_VERSION:
+        raise DatasetError(f"{path}: manifest version {manifest.manifest_version} is not supported")
+    if verify:
+        for entry in manifest.files:
+            fp = path / entry.path
+            if not fp.exists():
+                raise DatasetError(f"{path}: file {entry.path} listed in the manifest is missing")
+            digest = sha256_file(fp)
+            if digest != entry.sha256:
+                raise DatasetError(
+                    f"{path}: checksum mismatch for {entry.path} "
+                    f"(manifest {entry.sha256[:12]}…, file {digest[:12]}…)"
+                )
+    return manifest
+
+
+def read_table(path: Path | str, verify: bool = True) -> pa.Table:
+    """All rows of a committed dataset as one Arrow table."""
+    path = Path(path)
+    manifest = read_manifest(path, verify=verify)
+    tables = [pq.read_table(path / f.path) for f in manifest.files]
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def write_records(
+    root: Path | str,
+    name: str,
+    kind: str,
+    records: Iterable[Any],
+    lineage: Lineage,
+    card: str = "",
+    stats: dict[str, Any] | None = None,
+    version: str | None = None,
+    shard_rows: int = 50_000,
+) -> Path:
+    """Write typed records (`kind` in tasks/trajectories/verdicts) as one dataset version."""
+    schema, to_row, _ = CODECS[kind]
+    records = list(records)
+    schema_version = records[0].schema_version if records else 1
+    with DatasetWriter(root, name, kind, schema, schema_version, version) as w:
+        for i in range(0, max(len(records), 1), shard_rows):
+            chunk = records[i : i + shard_rows]
+            if chunk:
+                w.write_rows([to_row(r) for r in chunk])
+        return w.commit(lineage, card=card, stats=stats)
+
+
+def read_records(path: Path | str, kind: str | None = None) -> list[Any]:
+    """Typed records of a committed dataset of tasks, trajectories or verdicts."""
+    manifest = read_manifest(path)
+    kind = kind or manifest.kind
+    if kind not in CODECS:
+        raise DatasetError(f"{path}: kind {kind!r} has no record codec")
+    if manifest.kind != kind:
+        raise DatasetError(f"{path}: holds {manifest.kind}, not {kind}")
+    _, _, from_row = CODECS[kind]
+    return [from_row(r) for r in read_table(path, verify=False).to_pylist()]
+
+
+def versions(root: Path | str, name: str) -> list[str]:
+    """Committed versions of a dataset, oldest first."""
+    base = Path(root) / name
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if not p.name.startswith(".") and (p / SUCCESS).exists())
+
+
+def latest(root: Path | str, name: str) -> Path | None:
+    vs = versions(root, name)
+    return Path(root) / name / vs[-1] if vs else None
+
+
+def query(sql: str, **datasets: Path | str) -> pa.Table:
+    """Run DuckDB SQL where each keyword names a view over a verified dataset's Parquet files.
+
+    >>> query("select count(*) n from sft", sft="out/releases/sft/2026...")  # doctest: +SKIP
+    """
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for view, path in datasets.items():
+            if not view.isidentifier():
+                raise ValueError(f"not a valid view name: {view!r}")
+            manifest = read_manifest(path)
+            files = [str(Path(path) / f.path) for f in manifest.files]
+            listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            con.execute(f"create view {view} as select * from read_parquet([{listing}])")
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.close()

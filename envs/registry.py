@@ -1,0 +1,47 @@
+"""Registered worlds: the built-in folders plus any `trajforge.worlds` entry points.
+
+Adding a world is one folder plus one line in `BUILTIN` (or an entry point in another
+package: ``[project.entry-points."trajforge.worlds"] myworld = "mypkg:WORLD_DIR"``).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from envs.world import World
+
+WORLDS_DIR = Path(__file__).parent / "worlds"
+BUILTIN: dict[str, Path] = {
+    "airline": WORLDS_DIR / "airline",
+}
+
+_loaded: dict[str, World] = {}
+_extra: dict[str, Path] = {}
+
+
+def register_world(name: str, folder: Path | str) -> None:
+    """Register a world folder under `name` (replacing an earlier registration)."""
+    _extra[name] = Path(folder)
+    _loaded.pop(name, None)
+
+
+def _all() -> dict[str, Path]:
+    found = dict(BUILTIN)
+    for ep in entry_points(group="trajforge.worlds"):
+        found[ep.name] = Path(str(ep.load()))
+    found.update(_extra)
+    return found
+
+
+def list_worlds() -> list[str]:
+    return sorted(_all())
+
+
+def get_world(name: str) -> World:
+    if name not in _loaded:
+        folders = _all()
+        if name not in folders:
+            raise KeyError(f"unknown world {name!r}; registered worlds: {', '.join(sorted(folders))}")
+        _loaded[name] = World(name=name, folder=folders[name])
+    return _loaded[name]

@@ -1,0 +1,201 @@
+"""Worlds (a folder: policy, schema, tools, generator, design hooks) and live environments.
+
+A `World` is loaded once from its folder; an `Env` is one live copy of its database that
+tools run against. Every tool call runs inside a savepoint: a call that fails leaves the
+state exactly as it was, and its error comes back as a structured observation naming the
+rule it broke, never as an exception.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from data.records import StateRef, ToolCall
+from envs import state as st
+from envs.tools import ToolArgumentError, ToolError, ToolSpec, collect_tools
+
+RULE_RE = re.compile(r"\b(R\d+_[A-Z0-9_]+)\b:?\s*(.*)")
+
+
+@dataclass
+class Observation:
+    """What a tool call returned: content for the model plus the error class, if any."""
+
+    content: str
+    error: str | None = None  # unknown_tool, bad_arguments, rule_violation, ...
+    code: str | None = None  # rule id or finer error kind
+    detail: str | None = None
+    wrote: bool = False
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class World:
+    """A world folder: `policy.md`, `schema.sql`, `tools.py`, `generator.py`, `design.py`."""
+
+    name: str
+    folder: Path
+    _base_cache: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @cached_property
+    def policy(self) -> str:
+        return (self.folder / "policy.md").read_text()
+
+    @cached_property
+    def schema_sql(self) -> str:
+        return (self.folder / "schema.sql").read_text()
+
+    @cached_property
+    def tools(self) -> dict[str, ToolSpec]:
+        return collect_tools(_load_module(self.folder / "tools.py", f"trajforge_world_{self.name}_tools"))
+
+    @cached_property
+    def generator(self) -> ModuleType:
+        return _load_module(self.folder / "generator.py", f"trajforge_world_{self.name}_generator")
+
+    @cached_property
+    def design(self) -> ModuleType:
+        """World-specific hooks for synthesis: boundary variants, candidate calls, goals."""
+        return _load_module(self.folder / "design.py", f"trajforge_world_{self.name}_design")
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def compiled_rules(self) -> list[str]:
+        """Rule ids that the schema enforces (trigger RAISEs and named CHECKs)."""
+        return sorted(set(re.findall(r"\b(R\d+_[A-Z0-9_]+)\b", self.schema_sql)))
+
+    def empty_state(self) -> sqlite3.Connection:
+        conn = st.connect_memory()
+        conn.executescript(self.schema_sql)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def base_state(self, seed: int, scale: int) -> bytes:
+        """Snapshot of the seeded generator's database (cached per seed and scale)."""
+        key = (seed, scale)
+        with self._lock:
+            if key not in self._base_cache:
+                conn = self.empty_state()
+                conn.execute("BEGIN")
+                self.generator.generate(conn, seed=seed, scale=scale)
+                conn.execute("COMMIT")
+                self._base_cache[key] = st.snapshot(conn)
+                conn.close()
+            return self._base_cache[key]
+
+    def build_state(self, seed: int, scale: int, patches: list[str] | None = None) -> sqlite3.Connection:
+        conn = st.restore(self.base_state(seed, scale))
+        for sql in patches or []:
+            conn.execute(sql)
+        return conn
+
+    def state_ref(self, seed: int, scale: int, patches: list[str] | None = None) -> StateRef:
+        conn = self.build_state(seed, scale, patches)
+        try:
+            return StateRef(world=self.name, seed=seed, scale=scale, patches=list(patches or []),
+                            state_hash=st.state_hash(conn))
+        finally:
+            conn.close()
+
+    def env(self, ref: StateRef | None = None, conn: sqlite3.Connection | None = None) -> Env:
+        """A live environment on a fresh copy of `ref`'s state (or on `conn` itself)."""
+        if conn is None:
+            if ref is None:
+                raise ValueError("env() needs a state reference or a connection")
+            conn = self.build_state(ref.seed, ref.scale, ref.patches)
+        return Env(self, conn)
+
+
+class Env:
+    """One live copy of a world's database, with tools to act on it."""
+
+    def __init__(self, world: World, conn: sqlite3.Connection) -> None:
+        self.world = world
+        self.conn = conn
+
+    def state_hash(self) -> str:
+        return st.state_hash(self.conn)
+
+    def snapshot(self) -> bytes:
+        return st.snapshot(self.conn)
+
+    def fork(self) -> Env:
+        return Env(self.world, st.restore(self.snapshot()))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def call(self, call: ToolCall) -> Observation:
+        """Run one tool call; every failure is returned as an Observation, never raised."""
+        t0 = time.perf_counter()
+        obs = self._call(call)
+        obs.latency_s = time.perf_counter() - t0
+        return obs
+
+    def _call(self, call: ToolCall) -> Observation:
+        spec = self.world.tools.get(call.name)
+        if spec is None:
+            known = ", ".join(self.world.tools)
+            return _error("unknown_tool", "unknown_tool", f"no tool named {call.name!r}; tools are: {known}")
+        try:
+            args = spec.validate(call.arguments)
+        except ToolArgumentError as exc:
+            return _error("bad_arguments", exc.code, exc.message)
+        self.conn.execute("SAVEPOINT tool_call")
+        try:
+            result = spec.fn(self.conn, **args)
+        except ToolError as exc:
+            self.conn.execute("ROLLBACK TO tool_call")
+            self.conn.execute("RELEASE tool_call")
+            kind = "rule_violation" if RULE_RE.match(exc.code) else "tool_error"
+            return _error(kind, exc.code, exc.message)
+        except sqlite3.IntegrityError as exc:
+            self.conn.execute("ROLLBACK TO tool_call")
+            self.conn.execute("RELEASE tool_call")
+            return _integrity_error(str(exc))
+        except Exception as exc:  # a bug in the tool: the env's fault, not the agent's
+            self.conn.execute("ROLLBACK TO tool_call")
+            self.conn.execute("RELEASE tool_call")
+            return _error("env_error", type(exc).__name__, str(exc))
+        self.conn.execute("RELEASE tool_call")
+        return Observation(content=json.dumps(result, default=str), wrote=spec.write)
+
+
+def _error(kind: str, code: str, message: str) -> Observation:
+    body = {"error": kind, "code": code, "message": message}
+    return Observation(content=json.dumps(body), error=kind, code=code, detail=message)
+
+
+def _integrity_error(message: str) -> Observation:
+    """Map SQLite's trigger/constraint messages to a rule violation when a rule id is named."""
+    m = RULE_RE.search(message)
+    if m:
+        rule = m.group(1)
+        text = m.group(2) or f"the request breaks policy rule {rule}"
+        return _error("rule_violation", rule, text)
+    return _error("constraint_violation", "constraint", message)

@@ -1,0 +1,1 @@
+"""Test doubles: in-process stand-ins for external services (model servers, ...)."""
