@@ -1,0 +1,245 @@
+"""Synthesis hooks of the airline world (see `envs/design.py` for the contract)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from data.records import ToolCall
+from envs.design import Goal, Variant
+from envs.state import CellChange
+
+NOW_SQL = "(SELECT value FROM meta WHERE key = 'now')"
+KINDS = [
+    "seats_exact", "seats_short", "balance_exact", "balance_short",
+    "cancel_inside_window", "cancel_outside_window", "bags_at_limit",
+]
+PERSONAS = {"seats_short": "mismatch", "balance_short": "boundary", "cancel_outside_window": "boundary",
+            "seats_exact": "boundary", "balance_exact": "boundary", "bags_at_limit": "novice",
+            "cancel_inside_window": "entangled"}
+CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
+
+
+def _q(value: Any) -> str:
+    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
+
+
+def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _now(conn: sqlite3.Connection) -> datetime:
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return datetime.fromisoformat(value)
+
+
+def _future_pairs(conn: sqlite3.Connection) -> list[tuple[dict, dict]]:
+    """(flight, substitute) pairs: two scheduled future flights on the same route."""
+    today = _now(conn).date().isoformat()
+    flights = _rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > ? ORDER BY flight_id", today)
+    by_route: dict[tuple[str, str], list[dict]] = {}
+    for f in flights:
+        by_route.setdefault((f["origin"], f["destination"]), []).append(f)
+    return [(a, b) for fs in by_route.values() for a, b in zip(fs, fs[1:], strict=False)]
+
+
+def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
+    """`n` boundary-adjacent variants of the state, cycling through the boundary kinds."""
+    users = _rows(conn, "SELECT * FROM users ORDER BY user_id")
+    pairs = _future_pairs(conn)
+    out: list[Variant] = []
+    attempts = 0
+    while len(out) < n and attempts < 20 * n:
+        kind = KINDS[attempts % len(KINDS)]
+        attempts += 1
+        v = _make(kind, conn, rng, rng.choice(users), rng.choice(pairs))
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, pair: tuple[dict, dict]) -> Variant | None:
+    uid = user["user_id"]
+    flight, substitute = pair
+    pms = _rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
+    gift = next((p for p in pms if p["kind"] == "gift_card"), None)
+    card = next(p for p in pms if p["kind"] == "credit_card")
+    passengers = rng.choice([1, 2])
+    focus: dict[str, Any] = {"user_id": uid, "flight_ids": [flight["flight_id"], substitute["flight_id"]],
+                             "passengers": passengers, "cabins": ["economy"], "reservation_ids": []}
+    seat = lambda fid, k: f"UPDATE flights SET seats_available = {k} WHERE flight_id = {_q(fid)}"  # noqa: E731
+    roomy = seat(substitute["flight_id"], max(substitute["seats_available"], passengers + 3))
+    if kind in ("seats_exact", "seats_short"):
+        k = passengers if kind == "seats_exact" else passengers - 1
+        if kind == "seats_short" and passengers == 1:
+            focus["passengers"] = passengers = 2
+            k = 1
+        focus["passengers"] = passengers
+        patches = [seat(flight["flight_id"], k), roomy]
+        pref = {"preferred_flight": flight["flight_id"]} if kind == "seats_short" else {}
+        return Variant(kind, patches, focus, ["R02_SEATS"], PERSONAS[kind],
+                       f"{flight['flight_id']} has {k} seat(s) for {passengers} passenger(s)", pref)
+    if kind in ("balance_exact", "balance_short"):
+        if gift is None:
+            return None
+        total = flight["price_economy"] * passengers
+        balance = total if kind == "balance_exact" else total - 1
+        patches = [f"UPDATE payment_methods SET balance = {balance} WHERE payment_id = {_q(gift['payment_id'])}",
+                   seat(flight["flight_id"], max(flight["seats_available"], passengers + 2))]
+        focus["flight_ids"] = [flight["flight_id"]]
+        focus["payment_ids"] = [gift["payment_id"], card["payment_id"]]
+        pref = {"preferred_payment": gift["payment_id"]} if kind == "balance_short" else {}
+        return Variant(kind, patches, focus, ["R04_BALANCE"], PERSONAS[kind],
+                       f"gift card balance {balance} for a {total} booking", pref)
+    # Reservation-based boundaries: give the user an active economy reservation on `flight`.
+    hours = {"cancel_inside_window": 23, "cancel_outside_window": 25, "bags_at_limit": 60}[kind]
+    created = (_now(conn) - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
+    rid = f"RX{rng.randrange(16**4):04X}"
+    bags = 3 * passengers - 1 if kind == "bags_at_limit" else 0
+    price = flight["price_economy"] * passengers
+    patches = [
+        seat(flight["flight_id"], max(flight["seats_available"], passengers + 1)),
+        "INSERT INTO reservations (reservation_id, user_id, flight_id, cabin, passengers, payment_id, insurance,"
+        f" bags, total_paid, status, created_at) VALUES ({_q(rid)}, {_q(uid)}, {_q(flight['flight_id'])}, 'economy',"
+        f" {passengers}, {_q(card['payment_id'])}, 0, {bags}, {price}, 'active', {_q(created)})",
+    ]
+    focus.update(reservation_ids=[rid], flight_ids=[flight["flight_id"], substitute["flight_id"]])
+    rules = {"cancel_inside_window": ["R06_CANCEL_WINDOW"], "cancel_outside_window": ["R06_CANCEL_WINDOW"],
+             "bags_at_limit": ["R10_BAG_LIMIT"]}[kind]
+    return Variant(kind, patches, focus, rules, PERSONAS[kind], f"reservation {rid} booked {hours}h ago, {bags} bags",
+                   allow_no_change=kind == "cancel_outside_window",
+                   preference={"wants_cancel": rid} if kind.startswith("cancel") else {"wants_bags": rid})
+
+
+def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[ToolCall]:
+    """Write calls with arguments drawn from the database around the focus records."""
+    uid = focus["user_id"]
+    pms = [p["payment_id"] for p in _rows(conn, "SELECT payment_id FROM payment_methods WHERE user_id = ?", uid)]
+    if focus.get("payment_ids"):
+        pms = [p for p in pms if p in focus["payment_ids"]]
+    calls = [
+        ToolCall(name="book_reservation", arguments={
+            "user_id": uid, "flight_id": fid, "cabin": cabin, "passengers": focus["passengers"],
+            "payment_id": pid, "insurance": ins})
+        for fid in focus["flight_ids"] for cabin in focus["cabins"] for pid in pms for ins in (False, True)
+    ]
+    reservations = _rows(
+        conn, "SELECT reservation_id, bags, flight_id FROM reservations WHERE user_id = ? AND status = 'active'"
+        " ORDER BY reservation_id", uid)
+    for r in reservations:
+        if r["reservation_id"] not in focus.get("reservation_ids", []) and r["flight_id"] not in focus["flight_ids"]:
+            continue
+        rid = r["reservation_id"]
+        calls.append(ToolCall(name="cancel_reservation", arguments={"reservation_id": rid}))
+        for bags in {r["bags"] + 1, max(r["bags"] - 1, 0)} - {r["bags"]}:
+            calls.append(ToolCall(name="update_baggage", arguments={"reservation_id": rid, "total_bags": bags}))
+        for fid in focus["flight_ids"]:
+            if fid != r["flight_id"]:
+                calls.append(ToolCall(name="change_flight", arguments={"reservation_id": rid, "new_flight_id": fid}))
+    return calls
+
+
+def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
+    return [ToolCall(name="get_user_details", arguments={"user_id": focus["user_id"]})]
+
+
+def _by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellChange]]:
+    rows: dict[str, dict[str, CellChange]] = {}
+    for c in changes:
+        if c.table == table:
+            rows.setdefault(c.key, {})[c.column] = c
+    return rows
+
+
+def _flight_phrase(conn: sqlite3.Connection, fid: str) -> str:
+    f = _rows(conn, "SELECT * FROM flights WHERE flight_id = ?", fid)[0]
+    return f"flight {f['flight_number']} from {f['origin']} to {f['destination']} on {f['date']} at {f['departure']}"
+
+
+def _payment_phrase(conn: sqlite3.Connection, pid: str) -> str:
+    p = _rows(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pid)[0]
+    if p["kind"] == "credit_card":
+        return f"your credit card ending in {p['last4']} ({pid})"
+    return f"your {p['kind'].replace('_', ' ')} {pid}"
+
+
+def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlite3.Connection,
+             variant: Variant) -> Goal | None:
+    """User-perspective projection of a change to the reservations (side effects implied)."""
+    uid = variant.focus["user_id"]
+    parts: list[str] = []
+    known = {"user_id": uid}
+    rows = _by_row(changes, "reservations")
+    for key, cols in rows.items():
+        op = next(iter(cols.values())).op
+        if op == "insert":
+            new = {c: ch.after for c, ch in cols.items()}
+            if new["status"] != "active":
+                return None  # booked and cancelled again: nothing a user would ask for
+            pax = new["passengers"]
+            text = (f"book {pax} passenger{'s' if pax > 1 else ''} in {CABIN_WORDS[new['cabin']]} on "
+                    f"{_flight_phrase(after, new['flight_id'])}, paying with {_payment_phrase(after, new['payment_id'])}, "
+                    f"{'with' if new['insurance'] else 'without'} travel insurance")
+            if new["bags"]:
+                text += f" and {new['bags']} checked bag{'s' if new['bags'] > 1 else ''}"
+            pref_flight = variant.preference.get("preferred_flight")
+            if pref_flight and pref_flight != new["flight_id"]:
+                text += (f" (you would prefer {_flight_phrase(after, pref_flight)} if it has room for everyone,"
+                         " otherwise the other one is fine)")
+            pref_pay = variant.preference.get("preferred_payment")
+            if pref_pay and pref_pay != new["payment_id"]:
+                text += f" (you would rather use {_payment_phrase(after, pref_pay)} if its balance covers it)"
+            parts.append(text)
+        elif op == "update":
+            rid = key.strip('[]"')
+            known[f"reservation {rid}"] = rid
+            if "status" in cols:
+                parts.append(f"cancel your reservation {rid}")
+                continue
+            if "flight_id" in cols:
+                parts.append(f"move your reservation {rid} to {_flight_phrase(after, cols['flight_id'].after)}")
+            if "bags" in cols:
+                parts.append(f"have {cols['bags'].after} checked bags in total on your reservation {rid}")
+        else:
+            return None
+    if not parts:
+        if not variant.allow_no_change:
+            return None
+        rid = variant.preference.get("wants_cancel")
+        known[f"reservation {rid}"] = rid
+        return Goal(
+            instruction=f"You want to cancel your reservation {rid} and get your money back.",
+            reason="plans changed", known_info=known,
+            unknown_info=["whether the reservation can still be cancelled"],
+        )
+    instruction = "You want to " + "; and ".join(parts) + "."
+    return Goal(instruction=instruction, reason="travel plans", known_info=known)
+
+
+def goal_score(changes: list[CellChange], variant: Variant) -> float:
+    """Prefer goals that act on the boundary records the variant planted."""
+    rows = _by_row(changes, "reservations")
+    if not rows:
+        return 3.0 if variant.allow_no_change else 0.0
+    score = 0.0
+    for cols in rows.values():
+        values = {c: ch.after for c, ch in cols.items()}
+        if variant.kind in ("seats_exact",) and values.get("flight_id") == variant.focus["flight_ids"][0]:
+            score += 2
+        if variant.kind == "seats_short" and values.get("flight_id") == variant.focus["flight_ids"][1]:
+            score += 2
+        if variant.kind == "balance_exact" and values.get("payment_id") == variant.focus["payment_ids"][0]:
+            score += 2
+        if variant.kind == "balance_short" and values.get("payment_id") == variant.focus["payment_ids"][1]:
+            score += 2
+        if variant.kind == "cancel_inside_window" and values.get("status") == "cancelled":
+            score += 2
+        if variant.kind == "bags_at_limit" and "bags" in cols and cols["bags"].op == "update":
+            score += 2 if values["bags"] > cols["bags"].before else 0
+        if values.get("insurance") in (0, False):
+            score += 0.5
+    return score

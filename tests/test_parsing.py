@@ -1,0 +1,217 @@
+"""Tool-call parsing out of model text."""
+
+from __future__ import annotations
+
+import pytest
+
+from rollout.parsing import parse_tool_calls
+
+
+def test_plain_text_has_no_calls() -> None:
+    text, calls, bad = parse_tool_calls("  Your order ships tomorrow.  ")
+    assert (text, calls, bad) == ("Your order ships tomorrow.", [], [])
+
+
+def test_empty_text() -> None:
+    assert parse_tool_calls("") == ("", [], [])
+
+
+def test_single_call() -> None:
+    text, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>'
+    )
+    assert text == "" and bad == []
+    assert [(c.name, c.arguments, c.id) for c in calls] == [("get_order", {"order_id": "A1"}, "call_0")]
+
+
+def test_text_around_and_multiple_calls() -> None:
+    out = (
+        "Let me check both.\n"
+        '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
+        '<tool_call>{"name": "b", "arguments": {"y": [1, 2]}}</tool_call>\n'
+        "Done."
+    )
+    text, calls, bad = parse_tool_calls(out)
+    assert text == "Let me check both.\n\nDone."
+    assert [c.name for c in calls] == ["a", "b"]
+    assert [c.id for c in calls] == ["call_0", "call_1"]
+    assert calls[1].arguments == {"y": [1, 2]}
+    assert bad == []
+
+
+def test_unterminated_final_block() -> None:
+    text, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {"k": "v"}}'
+    )
+    assert [c.name for c in calls] == ["a", "b"] and bad == [] and text == ""
+
+
+def test_unterminated_block_followed_by_another() -> None:
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": {}}\n<tool_call>{"name": "b", "arguments": {}}</tool_call>'
+    )
+    assert [c.name for c in calls] == ["a", "b"] and bad == []
+
+
+def test_truncated_block_is_bad_json() -> None:
+    text, calls, bad = parse_tool_calls('Sure.\n<tool_call>{"name": "a", "arguments": {"k": "v')
+    assert text == "Sure." and calls == []
+    assert [m.error for m in bad] == ["bad_json"]
+    assert bad[0].raw.startswith("<tool_call>")
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["not json at all", "{'name': 'a', 'arguments': {}}", '{"name": "a", "arguments": {"x": 1,}}', ""],
+)
+def test_bad_json(body: str) -> None:
+    _, calls, bad = parse_tool_calls(f"<tool_call>{body}</tool_call>")
+    assert calls == [] and [m.error for m in bad] == ["bad_json"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"arguments": {"x": 1}}', '{"name": 3, "arguments": {}}', '{"name": "  ", "arguments": {}}'],
+)
+def test_missing_name(body: str) -> None:
+    _, calls, bad = parse_tool_calls(f"<tool_call>{body}</tool_call>")
+    assert calls == [] and [m.error for m in bad] == ["missing_name"]
+
+
+@pytest.mark.parametrize(
+    "args", ["[1, 2]", "7", '"just words"', '"[1, 2]"', "true"]
+)
+def test_arguments_not_object(args: str) -> None:
+    _, calls, bad = parse_tool_calls(f'<tool_call>{{"name": "a", "arguments": {args}}}</tool_call>')
+    assert calls == [] and [m.error for m in bad] == ["arguments_not_object"]
+    assert "a:" in bad[0].detail
+
+
+def test_arguments_as_json_string_are_decoded() -> None:
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": "{\\"order_id\\": \\"A1\\"}"}</tool_call>'
+    )
+    assert bad == [] and calls[0].arguments == {"order_id": "A1"}
+
+
+def test_arguments_as_broken_json_string_is_bad_json() -> None:
+    _, calls, bad = parse_tool_calls('<tool_call>{"name": "a", "arguments": "{\\"k\\": "}</tool_call>')
+    assert calls == [] and [m.error for m in bad] == ["bad_json"]
+
+
+@pytest.mark.parametrize("args", ['""', "null", None])
+def test_missing_or_empty_arguments_mean_empty_object(args: str | None) -> None:
+    body = '{"name": "list_all"}' if args is None else f'{{"name": "list_all", "arguments": {args}}}'
+    _, calls, bad = parse_tool_calls(f"<tool_call>{body}</tool_call>")
+    assert bad == [] and calls[0].arguments == {}
+
+
+def test_parameters_alias_and_openai_wrapper() -> None:
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "a", "parameters": {"x": 1}}</tool_call>'
+        '<tool_call>{"type": "function", "function": {"name": "b", "arguments": "{}"}}</tool_call>'
+    )
+    assert bad == [] and [(c.name, c.arguments) for c in calls] == [("a", {"x": 1}), ("b", {})]
+
+
+def test_list_of_calls_in_one_block() -> None:
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>[{"name": "a", "arguments": {}}, {"arguments": {}}]</tool_call>'
+    )
+    assert [c.name for c in calls] == ["a"] and [m.error for m in bad] == ["missing_name"]
+
+
+def test_mixed_good_and_bad_blocks_keep_order_and_numbering() -> None:
+    _, calls, bad = parse_tool_calls(
+        "<tool_call>{oops}</tool_call>"
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "b", "arguments": 5}</tool_call>'
+        '<tool_call>{"name": "c", "arguments": {}}</tool_call>'
+    )
+    assert [(c.name, c.id) for c in calls] == [("a", "call_0"), ("c", "call_1")]
+    assert [m.error for m in bad] == ["bad_json", "arguments_not_object"]
+
+
+def test_fenced_inside_block_and_trailing_brace_are_tolerated() -> None:
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>\n```json\n{"name": "a", "arguments": {"x": 1}}\n```\n</tool_call>'
+        '<tool_call>{"name": "b", "arguments": {"y": 2}}}</tool_call>'
+    )
+    assert bad == [] and [(c.name, c.arguments) for c in calls] == [("a", {"x": 1}), ("b", {"y": 2})]
+
+
+def test_stray_closing_tag_is_dropped() -> None:
+    text, calls, _ = parse_tool_calls(
+        'ok </tool_call><tool_call>{"name": "a", "arguments": {}}</tool_call>'
+    )
+    assert text == "ok" and len(calls) == 1
+
+
+def test_fenced_json_fallback() -> None:
+    text, calls, bad = parse_tool_calls(
+        'I will look it up.\n```json\n{"name": "get_order", "arguments": {"order_id": "A1"}}\n```'
+    )
+    assert text == "I will look it up."
+    assert bad == [] and calls[0].name == "get_order" and calls[0].id == "call_0"
+
+
+def test_fenced_json_that_is_not_a_call_stays_text() -> None:
+    out = 'Here is the data:\n```json\n{"total": 3}\n```'
+    assert parse_tool_calls(out) == (out, [], [])
+
+
+def test_fenced_code_in_another_language_stays_text() -> None:
+    out = "Try:\n```python\nprint({'name': 1})\n```"
+    assert parse_tool_calls(out) == (out, [], [])
+
+
+def test_fenced_broken_call_is_bad_json() -> None:
+    _, calls, bad = parse_tool_calls('```json\n{"name": "a", "arguments": {"x": }\n```')
+    assert calls == [] and [m.error for m in bad] == ["bad_json"]
+
+
+def test_fenced_list_of_calls() -> None:
+    _, calls, _ = parse_tool_calls(
+        '```json\n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]\n```'
+    )
+    assert [c.name for c in calls] == ["a", "b"]
+
+
+def test_bare_json_fallback() -> None:
+    text, calls, bad = parse_tool_calls(
+        'Checking now {"name": "get_order", "arguments": {"order_id": "A1"}} please wait'
+    )
+    assert text == "Checking now  please wait"
+    assert bad == [] and calls[0].arguments == {"order_id": "A1"}
+
+
+def test_bare_json_classifies_errors() -> None:
+    _, calls, bad = parse_tool_calls('{"name": null, "arguments": {}} {"name": "a", "arguments": [1]}')
+    assert calls == [] and [m.error for m in bad] == ["missing_name", "arguments_not_object"]
+
+
+def test_bare_truncated_call_is_bad_json() -> None:
+    text, calls, bad = parse_tool_calls('Let me see. {"name": "a", "arguments": {"k": ')
+    assert text == "Let me see." and calls == [] and [m.error for m in bad] == ["bad_json"]
+
+
+def test_bare_json_without_call_keys_stays_text() -> None:
+    out = 'The record is {"name": "Ann", "age": 3} and {"x": {"name": "a", "arguments": {}}}.'
+    assert parse_tool_calls(out) == (out, [], [])
+
+
+def test_braces_in_prose_are_harmless() -> None:
+    out = "Use {curly} braces { like this"
+    assert parse_tool_calls(out) == (out, [], [])
+
+
+def test_tool_call_blocks_take_precedence_over_fallbacks() -> None:
+    _, calls, _ = parse_tool_calls(
+        '{"name": "bare", "arguments": {}}<tool_call>{"name": "tagged", "arguments": {}}</tool_call>'
+    )
+    assert [c.name for c in calls] == ["tagged"]
+
+
+def test_unicode_arguments() -> None:
+    _, calls, _ = parse_tool_calls('<tool_call>{"name": "a", "arguments": {"city": "Zürich"}}</tool_call>')
+    assert calls[0].arguments == {"city": "Zürich"}
