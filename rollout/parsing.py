@@ -165,7 +165,9 @@ def _bare_objects(items: list[_Item], text: str) -> str:
         except json.JSONDecodeError as e:
             if _CALL_START.match(text, i) and '"arguments"' in text[i:]:
                 out.append(text[pos:i])
-                items.append(MalformedCall(error="bad_json", detail=f"tool call: {e}", raw=text[i:]))
+                items.append(
+                    MalformedCall(error="bad_json", detail=f"tool call: {e}", raw=text[i:])
+                )
                 pos = len(text)
                 break
             i = text.find("{", i + 1)

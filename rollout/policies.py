@@ -1,0 +1,68 @@
+"""Scripted policies: `ChatModel`s that follow a task's reference solution, optionally
+with noise. They make gold reference trajectories and drive fast, model-free tests."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from data.records import Sampling, Task, ToolCall
+from rollout.model import ChatResponse, MalformedCall
+
+
+class ScriptedPolicy:
+    """Emits the reference calls one per model turn, then a closing message.
+
+    With `noise > 0`, each turn may instead (seeded by `sampling.seed`) make a malformed
+    call, call an unknown tool, change one argument, or stop early — the mistakes a real
+    model makes, so that verifiers and curation see failures and recoveries.
+    """
+
+    def __init__(self, task: Task, noise: float = 0.0, name: str = "scripted") -> None:
+        self.task = task
+        self.noise = noise
+        self.name = f"{name}:noise={noise}" if noise else name
+        self._rngs: dict[int, random.Random] = {}
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        done = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        ok = [c for c, m in _with_results(messages) if m is not None and '"error"' not in (m.get("content") or "")]
+        plan = self.task.reference_solution
+        step = len(ok) if len(ok) <= len(plan) else len(plan)
+        rng = self._rngs.setdefault(id(messages[0]), random.Random((sampling.seed or 0) * 7919 + len(done)))
+        if step >= len(plan):
+            return ChatResponse(text="Your request is complete. Is there anything else?", completion_tokens=8)
+        call = plan[step]
+        if self.noise and rng.random() < self.noise:
+            return _mistake(call, rng, plan)
+        return ChatResponse(
+            tool_calls=[ToolCall(name=call.name, arguments=dict(call.arguments), id=f"call_{len(done)}")],
+            completion_tokens=16,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _with_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    results = {m.get("tool_call_id"): m for m in messages if m["role"] == "tool"}
+    return [(c, results.get(c.get("id"))) for m in messages if m["role"] == "assistant"
+            for c in m.get("tool_calls") or []]
+
+
+def _mistake(call: ToolCall, rng: random.Random, plan: list[ToolCall]) -> ChatResponse:
+    kind = rng.choice(["malformed", "unknown_tool", "wrong_argument", "stop_early"])
+    if kind == "malformed":
+        raw = f'<tool_call>{{"name": "{call.name}", "arguments": {{"oops"</tool_call>'
+        return ChatResponse(malformed=[MalformedCall(error="bad_json", detail="unterminated object", raw=raw)])
+    if kind == "unknown_tool":
+        return ChatResponse(tool_calls=[ToolCall(name=call.name + "_v2", arguments=dict(call.arguments), id="call_x")])
+    if kind == "wrong_argument" and call.arguments:
+        args = dict(call.arguments)
+        key = rng.choice(sorted(args))
+        value = args[key]
+        args[key] = (value + 1) if isinstance(value, int) and not isinstance(value, bool) else (
+            not value if isinstance(value, bool) else f"{value}X")
+        return ChatResponse(tool_calls=[ToolCall(name=call.name, arguments=args, id="call_w")])
+    return ChatResponse(text="I think that is everything I can do. " + json.dumps({"steps_left": len(plan)})[:0])
