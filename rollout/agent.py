@@ -42,6 +42,19 @@ def system_prompt(world: World, now: str) -> str:
     return SYSTEM_TEMPLATE.format(now=now, policy=world.policy.strip())
 
 
+def opening_messages(task: Task, world: World, env_now: str, user: UserSimulator) -> list[dict[str, Any]]:
+    """The system prompt and the user's first turn: the prompt every episode starts from."""
+    return [
+        {"role": "system", "content": system_prompt(world, env_now)},
+        {"role": "user", "content": user.first_message()},
+    ]
+
+
+def world_now(conn: Any) -> str:
+    (now,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return now
+
+
 def _assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text or ""}
     if calls:
@@ -66,12 +79,8 @@ async def run_episode(
     """Run one episode and return its trajectory (always; failures are recorded in it)."""
     cfg = cfg or AgentConfig()
     env = world.env(task.initial_state)
-    (now,) = env.conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
     tools = world.tool_schemas()
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(world, now)},
-        {"role": "user", "content": user.first_message()},
-    ]
+    messages = opening_messages(task, world, world_now(env.conn), user)
     steps: list[Step] = []
     errors: Counter[str] = Counter()
     usage = Usage()

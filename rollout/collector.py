@@ -38,8 +38,16 @@ class RolloutConfig(BaseModel):
 ModelFor = Callable[[Task], ChatModel]
 
 
+_SHARED: dict[str, ChatModel] = {}
+
+
 def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
-    """A function from task to model, and the shared model to close afterwards (if any)."""
+    """A function from task to model, and a model to close after this collection (if any).
+
+    The embedded model is loaded once per process and shared by every collection (its
+    worker thread serves any event loop); an OpenAI client is bound to one event loop, so
+    each collection gets its own.
+    """
     if cfg.kind == "scripted":
         from rollout.policies import ScriptedPolicy
 
@@ -49,15 +57,27 @@ def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
 
         from rollout.openai_client import OpenAICompatibleModel
 
-        model: ChatModel = OpenAICompatibleModel(
+        client = OpenAICompatibleModel(
             base_url=cfg.base_url, model=cfg.name, api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
             timeout_s=cfg.timeout_s,
         )
-    else:
+        return (lambda task: client), client
+    key = cfg.model_dump_json()
+    if key not in _SHARED:
         from rollout.embedded import EmbeddedModel
 
-        model = EmbeddedModel(max_batch=cfg.max_batch)
-    return (lambda task: model), model
+        _SHARED[key] = EmbeddedModel(max_batch=cfg.max_batch)
+    shared = _SHARED[key]
+    return (lambda task: shared), None
+
+
+def close_shared_models() -> None:
+    """Stop the worker threads of process-wide models (call at the end of a run)."""
+    import asyncio as _asyncio
+
+    for model in list(_SHARED.values()):
+        _asyncio.run(model.aclose())
+    _SHARED.clear()
 
 
 def trial_sampling(base: Sampling, trial: int) -> Sampling:
@@ -82,14 +102,14 @@ def collect(tasks: list[Task], cfg: RolloutConfig, model_for: ModelFor | None = 
     """Run every task `cfg.trials` times and return the trajectories (task order kept)."""
 
     async def main() -> list[Trajectory]:
-        shared = None
+        owned = None
         fn = model_for
         if fn is None:
-            fn, shared = build_model_for(cfg.model)
+            fn, owned = build_model_for(cfg.model)
         try:
             return await collect_async(tasks, fn, cfg)
         finally:
-            if shared is not None:
-                await shared.aclose()
+            if owned is not None:
+                await owned.aclose()
 
     return asyncio.run(main())

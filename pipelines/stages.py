@@ -1,0 +1,178 @@
+"""The pipeline's stages as plain Python: read datasets, call the layers, write datasets.
+
+Prefect flows (`pipelines/flows.py`) wrap these functions and nothing more, so every
+stage can also run, and be measured, without Prefect. Each stage writes a committed,
+versioned dataset with lineage pointing at its inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from curation.base import Selection, get_curator
+from curation.release import rl_rows, sft_rows
+from data import store
+from data.card import render_card
+from data.records import Task, Trajectory, Verdict
+from data.schema import RL_SCHEMA, SFT_SCHEMA
+from envs.registry import get_world
+from pipelines.config import RunConfig
+from rollout.agent import opening_messages, world_now
+from rollout.collector import collect
+from rollout.policies import ScriptedPolicy
+from rollout.user import ScriptedUser
+from synthesis.base import get_method
+from verifiers.base import get_verifier
+
+T = TypeVar("T")
+RELEASES = ("sft", "rl")
+
+
+def datasets_dir(out: Path) -> Path:
+    return Path(out) / "datasets"
+
+
+def releases_dir(out: Path) -> Path:
+    return Path(out) / "releases"
+
+
+def lineage(cfg: RunConfig, parents: Sequence[Path | str], run_id: str = "") -> store.Lineage:
+    return store.Lineage(config_hash=cfg.config_hash(), code_version=store.code_version(),
+                         parents=[str(p) for p in parents], run_id=run_id)
+
+
+def shards(items: Sequence[T], size: int) -> list[list[T]]:
+    size = max(1, size)
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _card(name: str, version: str, summary: str, schema: Any, rows: int, lin: store.Lineage, stats: dict) -> str:
+    return render_card(name, version, summary, schema, rows, lin.model_dump(), stats)
+
+
+# -- synthesis -------------------------------------------------------------------------
+
+def synthesize(cfg: RunConfig, out: Path, run_id: str = "") -> Path:
+    world = get_world(cfg.synthesis.world)
+    result = get_method(cfg.synthesis.method)(cfg.synthesis, world)
+    if not result.tasks:
+        raise RuntimeError(f"synthesis produced no tasks (drops: {dict(result.drops)})")
+    stats = {**result.stats, "drops": dict(result.drops),
+             "splits": dict(Counter(t.split for t in result.tasks))}
+    lin = lineage(cfg, [], run_id)
+    return store.write_records(datasets_dir(out), "tasks", "tasks", result.tasks, lin, stats=stats)
+
+
+# -- rollout ---------------------------------------------------------------------------
+
+def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
+    """The policy's trials for a shard of tasks, plus gold reference trajectories."""
+    trajectories = collect(tasks, cfg.rollout)
+    if cfg.reference_trials:
+        ref_cfg = cfg.rollout.model_copy(update={"trials": cfg.reference_trials})
+        gold = collect(tasks, ref_cfg, model_for=lambda task: ScriptedPolicy(task, name="reference"))
+        for t in gold:
+            t.metadata["reference"] = True
+        trajectories += gold
+    return trajectories
+
+
+def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path, parents: Sequence[Path],
+                       run_id: str = "") -> Path:
+    stats = {"trajectories": len(trajectories),
+             "terminations": dict(Counter(t.termination for t in trajectories)),
+             "error_counts": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
+             "model_calls": sum(t.usage.model_calls for t in trajectories),
+             "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)}
+    return store.write_records(datasets_dir(out), "trajectories", "trajectories", trajectories,
+                               lineage(cfg, parents, run_id), stats=stats)
+
+
+# -- verification ----------------------------------------------------------------------
+
+def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str]) -> list[Verdict]:
+    verifiers = [get_verifier(n) for n in verifier_names]
+    return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers]
+
+
+def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: Sequence[Path], run_id: str = "") -> Path:
+    stats = {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
+    return store.write_records(datasets_dir(out), "verdicts", "verdicts", verdicts,
+                               lineage(cfg, parents, run_id), stats=stats)
+
+
+# -- curation and release ----------------------------------------------------------------
+
+def curate(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection:
+    primary = cfg.verifiers[0]
+    return get_curator(cfg.curation).select(tasks, trajectories, [v for v in verdicts if v.verifier == primary])
+
+
+def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict[str, Any]]]:
+    by_id = {t.id: t for t in tasks}
+    prompts: dict[str, list[dict[str, Any]]] = {}
+    tools: dict[str, list[dict[str, Any]]] = {}
+    for pick in selection.rl:
+        task = pick.task
+        world = get_world(task.world)
+        env = world.env(task.initial_state)
+        prompts[task.id] = opening_messages(task, world, world_now(env.conn), ScriptedUser(task))
+        env.close()
+        tools[task.id] = world.tool_schemas()
+    return {
+        "sft": sft_rows(selection, {t: x.split for t, x in by_id.items()}, {t: x.method for t, x in by_id.items()},
+                        {t: x.world for t, x in by_id.items()}),
+        "rl": rl_rows(selection, prompts, tools),
+    }
+
+
+SUMMARIES = {
+    "sft": "Verified multi-turn tool-use trajectories in TRL's conversational format (`messages` + `tools`), "
+           "selected by trajforge's curation from rollouts that passed final-state verification.",
+    "rl": "Tasks for reinforcement learning: the opening prompt, the tools, and the full task record "
+          "(initial state recipe, target state hash and diff) that a reward function replays against.",
+}
+
+
+def publish(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
+            run_id: str = "") -> dict[str, Path]:
+    """Write the `sft` and `rl` releases (each atomically) with cards and lineage."""
+    rows = release_rows(selection, tasks)
+    schemas = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
+    paths: dict[str, Path] = {}
+    version = store.new_version()
+    for name in RELEASES:
+        lin = lineage(cfg, parents, run_id)
+        stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
+                 "splits": dict(Counter(r["split"] for r in rows[name]))}
+        with store.DatasetWriter(releases_dir(out), name, name, schemas[name], 1, version) as w:
+            if rows[name]:
+                w.write_rows(rows[name])
+            card = _card(name, version, SUMMARIES[name], schemas[name], len(rows[name]), lin, stats)
+            paths[name] = w.commit(lin, card=card, stats=stats)
+    return paths
+
+
+def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+            releases: dict[str, Path], selection: Selection) -> dict[str, Any]:
+    policy = [t for t in trajectories if not t.metadata.get("reference")]
+    ids = {t.id for t in policy}
+    pv = [v for v in verdicts if v.trajectory_id in ids]
+    return {
+        "tasks": len(tasks),
+        "trajectories": len(policy),
+        "reference_trajectories": len(trajectories) - len(policy),
+        "policy_pass_rate": round(sum(v.passed for v in pv) / len(pv), 4) if pv else 0.0,
+        "mean_score": round(sum(v.score for v in pv) / len(pv), 4) if pv else 0.0,
+        "sft_rows": len(selection.sft),
+        "rl_rows": len(selection.rl),
+        "releases": {k: str(v) for k, v in releases.items()},
+    }
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
