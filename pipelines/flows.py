@@ -1,0 +1,168 @@
+"""Prefect flows: one per stage and one end to end. Each Prefect task handles a shard of
+work (a few tasks' rollouts, a shard's verification), never one item; the work itself is
+done by `pipelines.stages`.
+
+Importing this module applies quiet local defaults for Prefect (see `prefect_defaults`)
+unless the environment already sets them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def prefect_defaults() -> None:
+    """Defaults so a plain run needs no Prefect setup (a temporary local server starts)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+
+
+prefect_defaults()
+
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.runtime import flow_run  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from data import store  # noqa: E402
+from data.records import Task, Trajectory, Verdict  # noqa: E402
+from pipelines import stages  # noqa: E402
+from pipelines.config import RunConfig  # noqa: E402
+from rollout.collector import close_shared_models  # noqa: E402
+
+
+def _run_id() -> str:
+    return str(flow_run.get_id() or "")
+
+
+def _cfg(config: dict[str, Any] | RunConfig) -> RunConfig:
+    return config if isinstance(config, RunConfig) else RunConfig.model_validate(config)
+
+
+def _latest(out: Path, name: str) -> Path:
+    path = store.latest(stages.datasets_dir(out), name)
+    if path is None:
+        raise FileNotFoundError(f"no committed '{name}' dataset under {stages.datasets_dir(out)}; run the earlier stage first")
+    return path
+
+
+# -- Prefect tasks: one shard of work each ----------------------------------------------
+
+@task(name="synthesize", cache_policy=NO_CACHE)
+def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
+    return stages.synthesize(cfg, out, run_id)
+
+
+@task(name="rollout-shard", cache_policy=NO_CACHE)
+def rollout_task(shard: list[Task], cfg: RunConfig) -> list[Trajectory]:
+    return stages.rollout_shard(shard, cfg)
+
+
+@task(name="verify-shard", cache_policy=NO_CACHE)
+def verify_task(tasks: dict[str, Task], shard: list[Trajectory], names: list[str]) -> list[Verdict]:
+    return stages.verify_shard(tasks, shard, names)
+
+
+def _rollout(cfg: RunConfig, tasks: list[Task]) -> list[Trajectory]:
+    futures = [rollout_task.submit(shard, cfg) for shard in stages.shards(tasks, cfg.shard_size)]
+    return [t for f in futures for t in f.result()]
+
+
+def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory]) -> list[Verdict]:
+    by_id = {t.id: t for t in tasks}
+    size = max(1, cfg.shard_size * max(1, cfg.rollout.trials + cfg.reference_trials))
+    futures = [verify_task.submit(by_id, shard, cfg.verifiers) for shard in stages.shards(trajectories, size)]
+    return [v for f in futures for v in f.result()]
+
+
+RUNNER = ThreadPoolTaskRunner(max_workers=2)
+
+
+# -- stage flows ------------------------------------------------------------------------
+
+@flow(name="synthesize", task_runner=RUNNER)
+def synth_flow(config: dict[str, Any], out: str) -> str:
+    return str(synthesize_task(_cfg(config), Path(out), _run_id()))
+
+
+@flow(name="rollout", task_runner=RUNNER)
+def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None) -> str:
+    cfg, root = _cfg(config), Path(out)
+    tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
+    try:
+        trajectories = _rollout(cfg, store.read_records(tp, "tasks"))
+    finally:
+        close_shared_models()
+    return str(stages.write_trajectories(trajectories, cfg, root, [tp], _run_id()))
+
+
+@flow(name="verify", task_runner=RUNNER)
+def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
+                trajectories_path: str | None = None) -> str:
+    cfg, root = _cfg(config), Path(out)
+    tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
+    rp = Path(trajectories_path) if trajectories_path else _latest(root, "trajectories")
+    verdicts = _verify(cfg, store.read_records(tp, "tasks"), store.read_records(rp, "trajectories"))
+    return str(stages.write_verdicts(verdicts, cfg, root, [tp, rp], _run_id()))
+
+
+@flow(name="curate", task_runner=RUNNER)
+def curate_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
+                trajectories_path: str | None = None, verdicts_path: str | None = None) -> dict[str, str]:
+    cfg, root = _cfg(config), Path(out)
+    tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
+    rp = Path(trajectories_path) if trajectories_path else _latest(root, "trajectories")
+    vp = Path(verdicts_path) if verdicts_path else _latest(root, "verdicts")
+    tasks = store.read_records(tp, "tasks")
+    selection = stages.curate(cfg, tasks, store.read_records(rp, "trajectories"), store.read_records(vp, "verdicts"))
+    paths = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], _run_id())
+    return {k: str(v) for k, v in paths.items()}
+
+
+@flow(name="release", task_runner=RUNNER)
+def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | None = None) -> dict[str, str]:
+    cfg, root = _cfg(config), Path(out)
+    sources = {k: Path(v) for k, v in curated.items()} if curated else {
+        name: _latest(root, f"curated_{name}") for name in stages.RELEASES}
+    return {k: str(v) for k, v in stages.release(cfg, root, sources, _run_id()).items()}
+
+
+@flow(name="train")
+def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_steps: int | None = None) -> dict[str, Any]:
+    cfg = _cfg(config)
+    if kind == "sft":
+        from train.sft import run_sft
+
+        stage = cfg.sft.model_copy(update={"max_steps": max_steps}) if max_steps else cfg.sft
+        return run_sft(Path(dataset), stage, Path(out))
+    if kind == "grpo":
+        from train.grpo import run_grpo
+
+        stage = cfg.grpo.model_copy(update={"max_steps": max_steps}) if max_steps else cfg.grpo
+        return run_grpo(Path(dataset), stage, Path(out))
+    raise ValueError(f"unknown training stage {kind!r}; use sft or grpo")
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+@flow(name="trajforge-run", task_runner=RUNNER)
+def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
+    """Synthesize → rollout → verify → curate → release, all in one flow run."""
+    cfg, root, run_id = _cfg(config), Path(out), _run_id()
+    tp = synthesize_task(cfg, root, run_id)
+    tasks = store.read_records(tp, "tasks")
+    try:
+        trajectories = _rollout(cfg, tasks)
+    finally:
+        close_shared_models()
+    rp = stages.write_trajectories(trajectories, cfg, root, [tp], run_id)
+    verdicts = _verify(cfg, tasks, trajectories)
+    vp = stages.write_verdicts(verdicts, cfg, root, [tp, rp], run_id)
+    selection = stages.curate(cfg, tasks, trajectories, verdicts)
+    curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
+    releases = stages.release(cfg, root, curated, run_id)
+    return stages.summary(tasks, trajectories, verdicts, releases, selection)
