@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from data.records import Sampling, Step, Task, ToolCall, Trajectory, Usage
 from envs.world import World
@@ -33,6 +33,8 @@ TRANSFER_TOOL = "transfer_to_human_agents"
 
 
 class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     max_turns: int = 12  # model calls per episode
     max_tool_calls_per_turn: int = 4
     persistent_state: bool = True  # runtime contract recorded on each trajectory

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import Sampling, Task, Trajectory
 from envs.registry import get_world
@@ -19,6 +19,8 @@ from rollout.user import ScriptedUser
 class ModelConfig(BaseModel):
     """Which backend serves the agent. `embedded` is the CPU default."""
 
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["embedded", "openai", "scripted"] = "embedded"
     name: str = "SmolLM2-135M-Instruct"  # model name for openai; label otherwise
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -29,6 +31,8 @@ class ModelConfig(BaseModel):
 
 
 class RolloutConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: ModelConfig = Field(default_factory=ModelConfig)
     trials: int = 2
     concurrency: int = 8

@@ -33,7 +33,7 @@ class ScriptedPolicy:
         key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
         rng = self._rngs.setdefault(id(messages), random.Random(key))
         if step >= len(plan):
-            return ChatResponse(text="Your request is complete. Is there anything else?", completion_tokens=8)
+            return ChatResponse(text="Your request is complete.", completion_tokens=6)
         call = plan[step]
         if self.noise and rng.random() < self.noise:
             return _mistake(call, rng, plan)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import Task
 from envs.world import World
@@ -20,6 +20,8 @@ from envs.world import World
 
 class SynthesisConfig(BaseModel):
     """What to synthesize. `options` carries method-specific settings."""
+
+    model_config = ConfigDict(extra="forbid")
 
     method: str = "logic_driven"
     world: str = "airline"

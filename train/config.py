@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SFTStageConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: str = "embedded"  # "embedded" (the prepared SmolLM2 folder) or a model folder/name
     max_steps: int = 2
     per_device_train_batch_size: int = 2
@@ -24,6 +26,8 @@ class SFTStageConfig(BaseModel):
 
 
 class GRPOStageConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: str = "embedded"
     max_steps: int = 2
     per_device_train_batch_size: int = 2

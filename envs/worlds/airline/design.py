@@ -50,13 +50,16 @@ def _future_pairs(conn: sqlite3.Connection) -> list[tuple[dict, dict]]:
 def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
     """`n` boundary-adjacent variants of the state, cycling through the boundary kinds."""
     users = _rows(conn, "SELECT * FROM users ORDER BY user_id")
+    with_gift = _rows(conn, "SELECT DISTINCT u.* FROM users u JOIN payment_methods p USING (user_id)"
+                            " WHERE p.kind = 'gift_card' ORDER BY user_id")
     pairs = _future_pairs(conn)
     out: list[Variant] = []
     attempts = 0
     while len(out) < n and attempts < 20 * n:
         kind = KINDS[attempts % len(KINDS)]
         attempts += 1
-        v = _make(kind, conn, rng, rng.choice(users), rng.choice(pairs))
+        pool = with_gift if kind.startswith("balance") and with_gift else users
+        v = _make(kind, conn, rng, rng.choice(pool), rng.choice(pairs))
         if v is not None:
             out.append(v)
     return out

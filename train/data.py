@@ -1,0 +1,150 @@
+"""Released datasets into the shapes TRL's trainers read.
+
+A release (`<out>/releases/<sft|rl>/<version>/`) is verified through its manifest
+(`data.store.read_manifest`: `_SUCCESS`, checksums) before its Parquet files are loaded
+with `datasets`.
+
+Two things stay JSON strings inside a `datasets.Dataset`, on purpose:
+
+- `tools`: decoded into lists, the tool schemas become Arrow structs whose fields are merged
+  across tools and rows, so every tool would render with the other tools' parameters as
+  `"x": null`. TRL 1.16's SFT tokenizer decodes a string `tools` per example itself
+  (`sft_trainer.py`, `tokenize_fn`), so the string is what SFTTrainer wants.
+- tool-call `arguments`: the same merge would add `null` arguments to every call; our chat
+  template emits a string `arguments` as is.
+
+For the same reason a `Dataset` cannot hold messages without their null fields (Arrow gives
+every struct every field); our template ignores them (`tool_calls or []`, `content` none).
+`clean_messages` / `decode_tools` give the plain OpenAI form for code outside `datasets`.
+
+`datasets` (and, for rendering, the tokenizer) are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from data import store
+from data.schema import strip_message
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+SFT_COLUMNS = ("messages", "tools")
+RL_COLUMNS = ("prompt", "tools", "task", "task_id")
+
+
+def release_files(path: Path | str) -> tuple[store.Manifest, list[str]]:
+    """The verified manifest of a release and the absolute paths of its Parquet files."""
+    path = Path(path)
+    manifest = store.read_manifest(path)  # raises DatasetError on missing/corrupted data
+    return manifest, [str(path / f.path) for f in manifest.files]
+
+
+def load_release(path: Path | str, split: str | None = None) -> Dataset:
+    """Rows of a verified release as a `datasets.Dataset`, keeping only `split` when given."""
+    from datasets import load_dataset
+
+    _, files = release_files(path)
+    ds = load_dataset("parquet", data_files=files, split="train")
+    if split is not None:
+        if "split" not in ds.column_names:
+            raise store.DatasetError(f"{path}: no `split` column to select {split!r} from")
+        ds = ds.filter(lambda s: s == split, input_columns="split")
+    return ds
+
+
+def decode_tools(tools: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The tool schemas of a row as a list (a JSON string is decoded)."""
+    if tools is None or tools == "":
+        return []
+    value = json.loads(tools) if isinstance(tools, str) else tools
+    if not isinstance(value, list):
+        raise ValueError(f"tools must be a JSON list, got {type(value).__name__}")
+    return value
+
+
+def clean_messages(messages: list[dict[str, Any]], decode_arguments: bool = False) -> list[dict[str, Any]]:
+    """Plain OpenAI messages: null fields dropped; tool-call arguments decoded if asked."""
+    out = []
+    for m in messages:
+        m = strip_message(dict(m))
+        if decode_arguments and m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = dict(c.get("function") or {})
+                if isinstance(fn.get("arguments"), str):
+                    fn["arguments"] = json.loads(fn["arguments"] or "{}")
+                calls.append({**c, "function": fn})
+            m["tool_calls"] = calls
+        out.append(m)
+    return out
+
+
+def sft_example(row: dict[str, Any], decode_arguments: bool = False) -> dict[str, Any]:
+    """One SFT row in plain Python form: `{"messages": [...clean...], "tools": [...]}`."""
+    return {
+        "messages": clean_messages(row["messages"], decode_arguments),
+        "tools": decode_tools(row.get("tools")),
+    }
+
+
+def to_trl_sft(ds: Dataset) -> Dataset:
+    """An `sft` release as TRL's conversational language-modeling dataset.
+
+    Keeps `messages` (Arrow structs; `arguments` JSON strings) and `tools` (a JSON string,
+    validated here; SFTTrainer decodes it per example), drops the metadata columns, and
+    refuses rows without an assistant turn. See the module docstring for why nothing is
+    decoded into Arrow structs.
+    """
+
+    def check(messages: list[dict[str, Any]], tools: str | None) -> None:
+        decode_tools(tools)
+        if not any(m["role"] == "assistant" for m in messages):
+            raise ValueError("an sft row has no assistant message")
+
+    missing = [c for c in SFT_COLUMNS if c not in ds.column_names]
+    if missing:
+        raise ValueError(f"not an sft release: missing columns {missing}")
+    for messages, tools in zip(ds["messages"], ds["tools"], strict=True):
+        check(messages, tools)
+    return ds.select_columns(list(SFT_COLUMNS))
+
+
+def render_prompt(tokenizer: Any, prompt: list[dict[str, Any]], tools: str | list | None) -> str:
+    """The prompt as the model sees it: its chat template with the row's tools and a generation prompt."""
+    return tokenizer.apply_chat_template(
+        clean_messages(prompt),
+        tools=decode_tools(tools) or None,
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+
+
+def to_trl_prompts(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
+    """An `rl` release as a GRPO prompt dataset: `prompt`, `tools`, `task`, `task_id`.
+
+    TRL 1.16's GRPOTrainer renders conversational prompts with its own `tools=` (Python
+    callables that it also executes), never with a per-row `tools` column. So with a
+    `tokenizer`, each `prompt` is rendered here to text with the row's tool schemas and the
+    generation prompt (GRPO then treats it as a plain-text prompt and returns text
+    completions). Without one, `prompt` stays conversational and `tools` a JSON string.
+    `task` (JSON of the `Task`) reaches reward functions as a keyword argument.
+    """
+    missing = [c for c in RL_COLUMNS if c not in ds.column_names]
+    if missing:
+        raise ValueError(f"not an rl release: missing columns {missing}")
+    ds = ds.select_columns(list(RL_COLUMNS))
+    if tokenizer is None:
+        return ds
+
+    def render(prompt: list[dict[str, Any]], tools: str) -> dict[str, str]:
+        return {"prompt": render_prompt(tokenizer, prompt, tools)}
+
+    features = ds.features.copy()
+    from datasets import Value
+
+    features["prompt"] = Value("string")
+    return ds.map(render, input_columns=["prompt", "tools"], features=features)

@@ -1,0 +1,239 @@
+"""Supervised fine-tuning on an `sft` release with TRL's `SFTTrainer`.
+
+`run_sft` writes into `out_dir`:
+
+- `metrics.jsonl`: one JSON line per trainer log (every optimizer step: `loss`,
+  `grad_norm`, `learning_rate`, ...; then eval and the final train summary line);
+- `train_summary.json`: steps, losses, runtime, dataset path + manifest version, config,
+  code version, token statistics;
+- `final/`: the trained model and tokenizer (with LoRA: the merged model, so it loads like
+  any model; the adapter alone goes to `adapter/`).
+
+The shared plumbing (`resolve_model`, `hub_offline`, `metrics_callback`, `write_summary`) is
+used by `train.grpo` too. torch, transformers, trl, peft and datasets are imported inside
+functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from data import store
+from train.config import SFTStageConfig
+from train.data import load_release, release_files, sft_example, to_trl_sft
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+
+log = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "train_summary.json"
+
+
+@contextlib.contextmanager
+def hub_offline() -> Iterator[None]:
+    """No Hugging Face Hub traffic and no telemetry for the duration (restored afterwards)."""
+    keys = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1"}
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def resolve_model(model: str) -> str:
+    """`"embedded"` → the prepared SmolLM2 folder (made once, see `rollout.embedded`); else as given."""
+    if model == "embedded":
+        from rollout.embedded import prepare_embedded_model
+
+        return str(prepare_embedded_model())
+    return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
+
+
+def load_model(name_or_path: str, bf16: bool) -> tuple[Any, Any]:
+    """Model (fp32 for training on CPU unless `bf16`) and tokenizer, from local files only."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        name_or_path, dtype=torch.bfloat16 if bf16 else torch.float32, local_files_only=True
+    )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def metrics_callback(path: Path) -> TrainerCallback:
+    """A `TrainerCallback` appending every log dict, with `step` and `epoch`, to `path`."""
+    from transformers import TrainerCallback
+
+    class _JsonlMetrics(TrainerCallback):
+        def __init__(self) -> None:
+            self.path = path
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("")
+            self.started = time.monotonic()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kw: Any) -> None:
+            if not logs or not state.is_world_process_zero:
+                return
+            row = {"step": state.global_step, "epoch": state.epoch,
+                   "elapsed_s": round(time.monotonic() - self.started, 3), **logs}
+            with self.path.open("a") as f:
+                f.write(json.dumps(row, default=_jsonable) + "\n")
+
+    return _JsonlMetrics()
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def step_logs(log_history: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """`[{"step", key}]` for each per-step log that holds `key` (the final summary line excluded)."""
+    return [{"step": h["step"], key: h[key]} for h in log_history
+            if key in h and "train_runtime" not in h]
+
+
+def write_summary(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=_jsonable) + "\n")
+    return summary
+
+
+def save_final(trainer: Any, tokenizer: Any, out: Path, lora: bool) -> Path:
+    """Save the trained model to `out/final` (merged when LoRA; adapter to `out/adapter`)."""
+    final = out / "final"
+    model = trainer.model
+    if lora:
+        model.save_pretrained(out / "adapter")
+        model = model.merge_and_unload()
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return final
+
+
+def _fit_examples(ds: Dataset, tokenizer: Any, max_length: int | None,
+                  assistant_only: bool) -> tuple[Dataset, dict[str, Any]]:
+    """Drop rows that keep no assistant token after truncation to `max_length` (they would
+    contribute no loss tokens; a batch of them gives a NaN loss). Returns token statistics."""
+    lengths: list[int] = []
+    keep: list[int] = []
+    for i, row in enumerate(ds):
+        ex = sft_example(row)
+        enc = tokenizer.apply_chat_template(
+            ex["messages"], tools=ex["tools"] or None, tokenize=True, return_dict=True,
+            return_assistant_tokens_mask=assistant_only,
+        )
+        lengths.append(len(enc["input_ids"]))
+        window = max_length or len(enc["input_ids"])
+        if not assistant_only or 1 in enc["assistant_masks"][:window]:
+            keep.append(i)
+    stats = {"rows": len(lengths), "dropped_no_assistant_tokens": len(lengths) - len(keep),
+             "tokens_mean": round(sum(lengths) / len(lengths), 1) if lengths else 0,
+             "tokens_max": max(lengths, default=0),
+             "truncated": sum(n > (max_length or n) for n in lengths)}
+    return (ds if len(keep) == len(ds) else ds.select(keep)), stats
+
+
+def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) -> dict[str, Any]:
+    """Fine-tune `cfg.model` on the `train` split of a verified `sft` release; returns the summary.
+
+    Loss on assistant turns only when `cfg.assistant_only_loss` (our template has
+    `{% generation %}` markers). Evaluates on `cfg.eval_split` after training when that
+    split has rows. Nothing is downloaded from the Hub; logs go to `out_dir` only.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    manifest, _ = release_files(dataset_path)
+    if manifest.kind != "sft":
+        raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
+    with hub_offline():
+        from trl import SFTConfig, SFTTrainer
+
+        model_path = resolve_model(cfg.model)
+        model, tokenizer = load_model(model_path, cfg.bf16)
+        train_ds, train_tokens = _fit_examples(to_trl_sft(load_release(dataset_path, "train")),
+                                               tokenizer, cfg.max_length, cfg.assistant_only_loss)
+        if len(train_ds) == 0:
+            raise store.DatasetError(f"{dataset_path}: no usable train rows ({train_tokens})")
+        eval_ds = None
+        eval_tokens: dict[str, Any] = {}
+        if cfg.eval_split:
+            eval_ds, eval_tokens = _fit_examples(to_trl_sft(load_release(dataset_path, cfg.eval_split)),
+                                                 tokenizer, cfg.max_length, cfg.assistant_only_loss)
+            eval_ds = eval_ds if len(eval_ds) else None
+
+        peft_config = None
+        if cfg.lora:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0,
+                                     target_modules="all-linear", task_type="CAUSAL_LM")
+        args = SFTConfig(**{
+            "output_dir": str(out / "checkpoints"),
+            "max_steps": cfg.max_steps,
+            "per_device_train_batch_size": cfg.per_device_train_batch_size,
+            "per_device_eval_batch_size": cfg.per_device_train_batch_size,
+            "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+            "learning_rate": cfg.learning_rate,
+            "max_length": cfg.max_length,
+            "assistant_only_loss": cfg.assistant_only_loss,
+            "packing": cfg.packing,
+            "use_cpu": cfg.use_cpu,
+            "bf16": cfg.bf16,
+            "seed": cfg.seed,
+            "logging_steps": 1,
+            "save_strategy": "no",
+            "eval_strategy": "no",
+            "report_to": "none",
+            "disable_tqdm": True,
+            **cfg.extra,
+        })
+        trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
+                             processing_class=tokenizer, peft_config=peft_config,
+                             callbacks=[metrics_callback(out / METRICS_FILE)])
+        result = trainer.train()
+        eval_metrics = trainer.evaluate() if eval_ds is not None else {}
+        final = save_final(trainer, tokenizer, out, cfg.lora)
+
+    history = trainer.state.log_history
+    losses = step_logs(history, "loss")
+    return write_summary(out, {
+        "stage": "sft",
+        "steps": trainer.state.global_step,
+        "losses": losses,
+        "final_loss": losses[-1]["loss"] if losses else None,
+        "train_runtime_s": result.metrics.get("train_runtime"),
+        "seconds_per_step": round(result.metrics["train_runtime"] / max(trainer.state.global_step, 1), 3),
+        "wall_s": round(time.monotonic() - started, 3),
+        "eval": eval_metrics,
+        "dataset": {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
+                    "rows": manifest.rows, "train_rows": len(train_ds),
+                    "eval_rows": len(eval_ds) if eval_ds is not None else 0,
+                    "train_tokens": train_tokens, "eval_tokens": eval_tokens},
+        "model": {"requested": cfg.model, "path": model_path, "lora": cfg.lora},
+        "config": cfg.model_dump(),
+        "code_version": store.code_version(),
+        "final_model": str(final),
+        "metrics_file": str(out / METRICS_FILE),
+    })
