@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from curation.base import Selection
 from data.records import canonical_json
 from data.schema import normalize_message
-from curation.base import Selection
 
 
 def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str, str], world_of: dict[str, str]) -> list[dict[str, Any]]:

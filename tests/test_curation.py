@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from curation.base import get_curator
 from curation.outcome import pass_rates
+from data.records import Step, Task, ToolCall, Trajectory, Verdict
 
 
 def _t(task: str, trial: int, actions: list[str], reference: bool = False) -> Trajectory:
