@@ -36,7 +36,7 @@ class RolloutConfig(BaseModel):
     model: ModelConfig = Field(default_factory=ModelConfig)
     trials: int = 2
     concurrency: int = 8
-    sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=160, seed=0))
+    sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=128, seed=0))
     agent: AgentConfig = Field(default_factory=AgentConfig)
 
 
