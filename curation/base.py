@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from data.records import Task, Trajectory, Verdict
+from data.registry import Registry
 
 
 @dataclass
@@ -37,20 +38,9 @@ class Curator(Protocol):
     def select(self, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection: ...
 
 
-_CURATORS: dict[str, Callable[[], Curator]] = {}
-
-
-def register(name: str) -> Callable[[Callable[[], Curator]], Callable[[], Curator]]:
-    def deco(factory: Callable[[], Curator]) -> Callable[[], Curator]:
-        _CURATORS[name] = factory
-        return factory
-
-    return deco
+CURATORS: Registry[Callable[[], Curator]] = Registry("curation strategy", ["curation.outcome"])
+register = CURATORS.register
 
 
 def get_curator(name: str) -> Curator:
-    import curation.outcome  # noqa: F401  (registers the built-in strategies)
-
-    if name not in _CURATORS:
-        raise KeyError(f"unknown curation strategy {name!r}; known: {', '.join(sorted(_CURATORS))}")
-    return _CURATORS[name]()
+    return CURATORS.get(name)()

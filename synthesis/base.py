@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import Task
+from data.registry import Registry
 from envs.world import World
 
 
@@ -40,26 +41,13 @@ class SynthesisResult:
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
-_METHODS: dict[str, Method] = {}
-
-
-def register(name: str) -> Callable[[Method], Method]:
-    def deco(fn: Method) -> Method:
-        _METHODS[name] = fn
-        return fn
-
-    return deco
+METHODS: Registry[Method] = Registry("synthesis method", ["synthesis.logic_driven"])
+register = METHODS.register
 
 
 def get_method(name: str) -> Method:
-    import synthesis.logic_driven  # noqa: F401  (registers the built-in methods)
-
-    if name not in _METHODS:
-        raise KeyError(f"unknown synthesis method {name!r}; known: {', '.join(sorted(_METHODS))}")
-    return _METHODS[name]
+    return METHODS.get(name)
 
 
 def list_methods() -> list[str]:
-    import synthesis.logic_driven  # noqa: F401
-
-    return sorted(_METHODS)
+    return METHODS.names()

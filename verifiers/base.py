@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from data.records import Task, Trajectory, Verdict
+from data.registry import Registry
 
 
 class Verifier(Protocol):
@@ -20,20 +21,9 @@ class Verifier(Protocol):
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict: ...
 
 
-_VERIFIERS: dict[str, Callable[[], Verifier]] = {}
-
-
-def register(name: str) -> Callable[[Callable[[], Verifier]], Callable[[], Verifier]]:
-    def deco(factory: Callable[[], Verifier]) -> Callable[[], Verifier]:
-        _VERIFIERS[name] = factory
-        return factory
-
-    return deco
+VERIFIERS: Registry[Callable[[], Verifier]] = Registry("verifier", ["verifiers.state"])
+register = VERIFIERS.register
 
 
 def get_verifier(name: str) -> Verifier:
-    import verifiers.state  # noqa: F401  (registers the built-in verifiers)
-
-    if name not in _VERIFIERS:
-        raise KeyError(f"unknown verifier {name!r}; known: {', '.join(sorted(_VERIFIERS))}")
-    return _VERIFIERS[name]()
+    return VERIFIERS.get(name)()
