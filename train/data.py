@@ -100,17 +100,15 @@ def to_trl_sft(ds: Dataset) -> Dataset:
     decoded into Arrow structs.
     """
 
-    def check(messages: list[dict[str, Any]], tools: str | None) -> None:
-        decode_tools(tools)
-        if not any(m["role"] == "assistant" for m in messages):
-            raise ValueError("an sft row has no assistant message")
-
     missing = [c for c in SFT_COLUMNS if c not in ds.column_names]
     if missing:
         raise ValueError(f"not an sft release: missing columns {missing}")
-    for messages, tools in zip(ds["messages"], ds["tools"], strict=True):
-        check(messages, tools)
-    return ds.select_columns(list(SFT_COLUMNS))
+    ds = ds.select_columns(list(SFT_COLUMNS))
+    for i, row in enumerate(ds):
+        decode_tools(row["tools"])
+        if not any(m["role"] == "assistant" for m in row["messages"]):
+            raise ValueError(f"sft row {i} has no assistant message")
+    return ds
 
 
 def render_prompt(tokenizer: Any, prompt: list[dict[str, Any]], tools: str | list | None) -> str:
@@ -140,11 +138,11 @@ def to_trl_prompts(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     if tokenizer is None:
         return ds
 
+    from datasets import Value
+
     def render(prompt: list[dict[str, Any]], tools: str) -> dict[str, str]:
         return {"prompt": render_prompt(tokenizer, prompt, tools)}
 
     features = ds.features.copy()
-    from datasets import Value
-
     features["prompt"] = Value("string")
     return ds.map(render, input_columns=["prompt", "tools"], features=features)

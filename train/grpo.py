@@ -60,7 +60,7 @@ def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str
         from trl import GRPOConfig, GRPOTrainer
 
         model_path = resolve_model(cfg.model)
-        model, tokenizer = load_model(model_path, cfg.bf16)
+        model, tokenizer = load_model(model_path)
         train_ds = to_trl_prompts(load_release(dataset_path, "train"), tokenizer)
         if len(train_ds) == 0:
             raise store.DatasetError(f"{dataset_path}: the train split has no rows")
@@ -76,6 +76,7 @@ def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str
             "beta": cfg.beta,
             "use_cpu": cfg.use_cpu,
             "bf16": cfg.bf16,
+            "gradient_checkpointing": cfg.gradient_checkpointing,
             "seed": cfg.seed,
             "logging_steps": 1,
             "save_strategy": "no",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import time
 from collections.abc import Iterator
@@ -27,13 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from data import store
 from train.config import SFTStageConfig
-from train.data import load_release, release_files, sft_example, to_trl_sft
+from train.data import load_release, release_files, to_trl_sft
 
 if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import TrainerCallback
-
-log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "train_summary.json"
@@ -65,15 +62,18 @@ def resolve_model(model: str) -> str:
     return str(Path(model).expanduser()) if Path(model).expanduser().exists() else model
 
 
-def load_model(name_or_path: str, bf16: bool) -> tuple[Any, Any]:
-    """Model (fp32 for training on CPU unless `bf16`) and tokenizer, from local files only."""
+def load_model(name_or_path: str) -> tuple[Any, Any]:
+    """Model with fp32 weights and its tokenizer, from local files only.
+
+    fp32 master weights always: the embedded folder is bf16, and AdamW updates at
+    learning rates like 1e-6 vanish in bf16 weights. `bf16=True` in a stage config means
+    mixed precision (autocast), which is ~2.3x faster on this CPU (avx512_bf16).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
-        name_or_path, dtype=torch.bfloat16 if bf16 else torch.float32, local_files_only=True
-    )
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch.float32, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
@@ -131,27 +131,80 @@ def save_final(trainer: Any, tokenizer: Any, out: Path, lora: bool) -> Path:
     return final
 
 
-def _fit_examples(ds: Dataset, tokenizer: Any, max_length: int | None,
-                  assistant_only: bool) -> tuple[Dataset, dict[str, Any]]:
-    """Drop rows that keep no assistant token after truncation to `max_length` (they would
-    contribute no loss tokens; a batch of them gives a NaN loss). Returns token statistics."""
-    lengths: list[int] = []
-    keep: list[int] = []
-    for i, row in enumerate(ds):
-        ex = sft_example(row)
-        enc = tokenizer.apply_chat_template(
-            ex["messages"], tools=ex["tools"] or None, tokenize=True, return_dict=True,
-            return_assistant_tokens_mask=assistant_only,
-        )
-        lengths.append(len(enc["input_ids"]))
-        window = max_length or len(enc["input_ids"])
-        if not assistant_only or 1 in enc["assistant_masks"][:window]:
-            keep.append(i)
-    stats = {"rows": len(lengths), "dropped_no_assistant_tokens": len(lengths) - len(keep),
-             "tokens_mean": round(sum(lengths) / len(lengths), 1) if lengths else 0,
-             "tokens_max": max(lengths, default=0),
-             "truncated": sum(n > (max_length or n) for n in lengths)}
-    return (ds if len(keep) == len(ds) else ds.select(keep)), stats
+def token_stats(ds: Dataset | None) -> dict[str, Any]:
+    """Rows, tokens and loss tokens of a dataset as SFTTrainer prepared it (truncated, maybe packed)."""
+    if ds is None:
+        return {"rows": 0}
+    lengths = [len(ids) for ids in ds["input_ids"]]
+    loss_tokens = sum(sum(t != -100 for t in labels) for labels in ds["labels"]) if "labels" in ds.column_names else None
+    return {"rows": len(lengths), "tokens": sum(lengths), "tokens_max": max(lengths, default=0),
+            "loss_tokens": loss_tokens}
+
+
+def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) -> tuple[Any, dict[str, Any]]:
+    """An `SFTTrainer` on a verified `sft` release, ready to `train()`, and facts for the summary.
+
+    Call inside `hub_offline()`. TRL truncates to `cfg.max_length` (keeping the start) and
+    drops rows left without loss tokens; with packing it cuts overflow instead. Raises
+    `DatasetError` when no loss token is left. The eval set is `cfg.eval_split` when it has rows.
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    out = Path(out_dir)
+    manifest, _ = release_files(dataset_path)
+    if manifest.kind != "sft":
+        raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
+    model_path = resolve_model(cfg.model)
+    model, tokenizer = load_model(model_path)
+    train_ds = to_trl_sft(load_release(dataset_path, "train"))
+    if len(train_ds) == 0:
+        raise store.DatasetError(f"{dataset_path}: the train split has no rows")
+    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split)) if cfg.eval_split else None
+    eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
+
+    peft_config = None
+    if cfg.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    args = SFTConfig(**{
+        "output_dir": str(out / "checkpoints"),
+        "max_steps": cfg.max_steps,
+        "per_device_train_batch_size": cfg.per_device_train_batch_size,
+        "per_device_eval_batch_size": cfg.per_device_train_batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "learning_rate": cfg.learning_rate,
+        "max_length": cfg.max_length,
+        "assistant_only_loss": cfg.assistant_only_loss,
+        "packing": cfg.packing,
+        "use_cpu": cfg.use_cpu,
+        "bf16": cfg.bf16,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "seed": cfg.seed,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        **cfg.extra,
+    })
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
+                         processing_class=tokenizer, peft_config=peft_config,
+                         callbacks=[metrics_callback(out / METRICS_FILE)])
+    train_tokens = token_stats(trainer.train_dataset)
+    if not train_tokens["rows"] or train_tokens["loss_tokens"] == 0:
+        # keep_start truncation (and packing's "bfd" overflow cut) can remove every assistant
+        # token of long agent conversations; TRL then trains on nothing with a loss of 0.
+        raise store.DatasetError(
+            f"{dataset_path}: no loss tokens left after truncation to max_length={cfg.max_length} "
+            f"(assistant_only_loss={cfg.assistant_only_loss}, packing={cfg.packing}): {train_tokens}")
+    facts = {
+        "manifest": manifest, "model_path": model_path, "tokenizer": tokenizer,
+        "train_rows": len(train_ds), "eval_rows": len(eval_ds) if eval_ds is not None else 0,
+        "train_tokens": train_tokens, "eval_tokens": token_stats(trainer.eval_dataset),
+    }
+    return trainer, facts
 
 
 def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) -> dict[str, Any]:
@@ -164,60 +217,15 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    manifest, _ = release_files(dataset_path)
-    if manifest.kind != "sft":
-        raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
     with hub_offline():
-        from trl import SFTConfig, SFTTrainer
-
-        model_path = resolve_model(cfg.model)
-        model, tokenizer = load_model(model_path, cfg.bf16)
-        train_ds, train_tokens = _fit_examples(to_trl_sft(load_release(dataset_path, "train")),
-                                               tokenizer, cfg.max_length, cfg.assistant_only_loss)
-        if len(train_ds) == 0:
-            raise store.DatasetError(f"{dataset_path}: no usable train rows ({train_tokens})")
-        eval_ds = None
-        eval_tokens: dict[str, Any] = {}
-        if cfg.eval_split:
-            eval_ds, eval_tokens = _fit_examples(to_trl_sft(load_release(dataset_path, cfg.eval_split)),
-                                                 tokenizer, cfg.max_length, cfg.assistant_only_loss)
-            eval_ds = eval_ds if len(eval_ds) else None
-
-        peft_config = None
-        if cfg.lora:
-            from peft import LoraConfig
-
-            peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0,
-                                     target_modules="all-linear", task_type="CAUSAL_LM")
-        args = SFTConfig(**{
-            "output_dir": str(out / "checkpoints"),
-            "max_steps": cfg.max_steps,
-            "per_device_train_batch_size": cfg.per_device_train_batch_size,
-            "per_device_eval_batch_size": cfg.per_device_train_batch_size,
-            "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
-            "learning_rate": cfg.learning_rate,
-            "max_length": cfg.max_length,
-            "assistant_only_loss": cfg.assistant_only_loss,
-            "packing": cfg.packing,
-            "use_cpu": cfg.use_cpu,
-            "bf16": cfg.bf16,
-            "seed": cfg.seed,
-            "logging_steps": 1,
-            "save_strategy": "no",
-            "eval_strategy": "no",
-            "report_to": "none",
-            "disable_tqdm": True,
-            **cfg.extra,
-        })
-        trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
-                             processing_class=tokenizer, peft_config=peft_config,
-                             callbacks=[metrics_callback(out / METRICS_FILE)])
+        trainer, facts = build_sft_trainer(dataset_path, cfg, out)
         result = trainer.train()
-        eval_metrics = trainer.evaluate() if eval_ds is not None else {}
-        final = save_final(trainer, tokenizer, out, cfg.lora)
+        has_eval = trainer.eval_dataset is not None and len(trainer.eval_dataset) > 0
+        eval_metrics = trainer.evaluate() if has_eval else {}
+        final = save_final(trainer, facts["tokenizer"], out, cfg.lora)
 
-    history = trainer.state.log_history
-    losses = step_logs(history, "loss")
+    manifest = facts["manifest"]
+    losses = step_logs(trainer.state.log_history, "loss")
     return write_summary(out, {
         "stage": "sft",
         "steps": trainer.state.global_step,
@@ -228,10 +236,9 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) 
         "wall_s": round(time.monotonic() - started, 3),
         "eval": eval_metrics,
         "dataset": {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
-                    "rows": manifest.rows, "train_rows": len(train_ds),
-                    "eval_rows": len(eval_ds) if eval_ds is not None else 0,
-                    "train_tokens": train_tokens, "eval_tokens": eval_tokens},
-        "model": {"requested": cfg.model, "path": model_path, "lora": cfg.lora},
+                    "rows": manifest.rows, "train_rows": facts["train_rows"], "eval_rows": facts["eval_rows"],
+                    "train_tokens": facts["train_tokens"], "eval_tokens": facts["eval_tokens"]},
+        "model": {"requested": cfg.model, "path": facts["model_path"], "lora": cfg.lora},
         "config": cfg.model_dump(),
         "code_version": store.code_version(),
         "final_model": str(final),
