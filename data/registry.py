@@ -8,6 +8,7 @@ one `@REGISTRY.register("name")` line (and its name in `builtins` if it ships bu
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -20,6 +21,7 @@ class Registry(Generic[T]):
         self.builtins = builtins
         self._items: dict[str, T] = {}
         self._loaded = False
+        self._lock = threading.Lock()
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(item: T) -> T:
@@ -29,10 +31,12 @@ class Registry(Generic[T]):
         return deco
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            for module in self.builtins:
-                importlib.import_module(module)
+        # Threads of one flow look plugins up at once: none may see a half-loaded registry.
+        with self._lock:
+            if not self._loaded:
+                for module in self.builtins:
+                    importlib.import_module(module)
+                self._loaded = True
 
     def get(self, name: str) -> T:
         self._load()
