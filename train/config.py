@@ -20,7 +20,7 @@ class SFTStageConfig(BaseModel):
     lora_r: int = 8
     eval_split: str = "test"
     use_cpu: bool = True
-    bf16: bool = False  # mixed precision (fp32 weights, bf16 autocast); ~2.3x faster on CPUs with avx512_bf16
+    bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
     gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
     seed: int = 0
     extra: dict = Field(default_factory=dict)  # passed through to SFTConfig
@@ -38,7 +38,7 @@ class GRPOStageConfig(BaseModel):
     temperature: float = 1.0
     beta: float = 0.0
     use_cpu: bool = True
-    bf16: bool = False  # mixed precision (fp32 weights, bf16 autocast); ~2.3x faster on CPUs with avx512_bf16
+    bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
     gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
     seed: int = 0
     extra: dict = Field(default_factory=dict)  # passed through to GRPOConfig
