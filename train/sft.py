@@ -16,15 +16,13 @@ functions.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data import store
+from rollout.embedded import hub_offline
 from train.config import SFTStageConfig
 from train.data import load_release, release_files, to_trl_sft
 
@@ -34,23 +32,6 @@ if TYPE_CHECKING:
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "train_summary.json"
-
-
-@contextlib.contextmanager
-def hub_offline() -> Iterator[None]:
-    """No Hugging Face Hub traffic and no telemetry for the duration (restored afterwards)."""
-    keys = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "HF_HUB_DISABLE_TELEMETRY": "1"}
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update(keys)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def resolve_model(model: str) -> str:
