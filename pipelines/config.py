@@ -22,7 +22,9 @@ class RunConfig(BaseModel):
     synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     reference_trials: int = 1  # gold trajectories per task from the verified reference path
-    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence"])
+    # Every configured verifier judges the tasks it applies to; the task's primary one
+    # (verifiers.base.primary_verifier) decides curation.
+    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
     curation: str = "outcome"
     shard_size: int = 4  # tasks per Prefect task
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)

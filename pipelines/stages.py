@@ -26,7 +26,7 @@ from rollout.collector import collect
 from rollout.policies import ScriptedPolicy
 from rollout.user import ScriptedUser
 from synthesis.base import get_method
-from verifiers.base import get_verifier
+from verifiers.base import applies, get_verifier, primary_verifier
 
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
@@ -97,7 +97,7 @@ def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path
 
 def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str]) -> list[Verdict]:
     verifiers = [get_verifier(n) for n in verifier_names]
-    return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers]
+    return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers if applies(v, tasks[t.task_id])]
 
 
 def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: Sequence[Path], run_id: str = "") -> Path:
@@ -109,8 +109,9 @@ def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: 
 # -- curation and release ----------------------------------------------------------------
 
 def curate(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection:
-    primary = cfg.verifiers[0]
-    return get_curator(cfg.curation).select(tasks, trajectories, [v for v in verdicts if v.verifier == primary])
+    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
+    chosen = [v for v in verdicts if v.verifier == primary.get(v.task_id)]
+    return get_curator(cfg.curation).select(tasks, trajectories, chosen)
 
 
 def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict[str, Any]]]:

@@ -41,7 +41,7 @@ class SynthesisResult:
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
-METHODS: Registry[Method] = Registry("synthesis method", ["synthesis.logic_driven"])
+METHODS: Registry[Method] = Registry("synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided"])
 register = METHODS.register
 
 

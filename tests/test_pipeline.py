@@ -96,3 +96,16 @@ def test_cli_reports_missing_inputs_clearly(tmp_path: Path) -> None:
     assert r.returncode == 1 and "run the earlier stage first" in r.stderr
     r = _cli("run", "--set", "synthesis.world=atlantis", "--out", str(tmp_path))
     assert r.returncode != 0 and "unknown world 'atlantis'" in (r.stderr + r.stdout)
+
+
+def test_constraint_guided_through_the_flow(tmp_path: Path, flows) -> None:
+    cfg = load_config(None, {**TINY, "synthesis.method": "constraint_guided", "synthesis.n_tasks": 3})
+    summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    assert summary["tasks"] == 3
+    verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
+    names = {v.verifier for v in verdicts}
+    assert names == {"state_equivalence", "constraint_satisfaction"}
+    tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
+    assert all(t.method == "constraint_guided" and t.metadata["constraints"] for t in tasks)
+    sft = store.read_table(summary["releases"]["sft"]).to_pylist()
+    assert sft and all(r["method"] == "constraint_guided" for r in sft)

@@ -151,3 +151,5 @@ def test_generator_is_seeded_and_scales(airline: World) -> None:
     rows = lambda c: sum(c.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in st.tables(c))  # noqa: E731
     assert 150 <= rows(a) <= 600
     assert rows(airline.build_state(3, 120)) > 2 * rows(a)
+    for seed in (7, 11):  # regression: a user drew the same flight twice (R11) at scale >= 100
+        assert rows(airline.build_state(seed, 300)) > rows(a)

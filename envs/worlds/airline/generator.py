@@ -61,11 +61,13 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
         conn.executemany(
             "INSERT INTO payment_methods VALUES (?, ?, ?, ?, ?)", [(p, uid, k, l4, b) for p, k, l4, b in pms]
         )
+        held: set[str] = set()
         for n in range(rng.choice([0, 1, 1, 2, 3])):
             flight = flights[rng.randrange(len(flights))]
             passengers = rng.choice([1, 1, 2, 3])
-            if flight[7] < passengers:
+            if flight[7] < passengers or flight[0] in held:  # R02 seats, R11 one active per flight
                 continue
+            held.add(flight[0])
             cabin = rng.choice(["basic_economy", "economy", "economy", "business"])
             price = {"basic_economy": flight[8], "economy": flight[9], "business": flight[10]}[cabin]
             insurance = int(rng.random() < 0.3)

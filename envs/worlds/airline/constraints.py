@@ -1,0 +1,450 @@
+"""Constraint sets of the airline world (CoVe, methods.md §2); the hooks are described in
+`envs/constraints.py`.
+
+A set is one booking (flight, cabin, passengers, payment method, insurance) on a scheduled
+future flight with room for everyone, paid with a method that covers it, optionally plus
+the cancellation of a cancellable reservation or a new baggage count on an active one.
+Descriptions replace flight, payment and reservation ids; each is checked to match exactly
+one record of its scope (flights: all; payments and reservations: the user's).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from typing import Any
+
+from data.records import ToolCall
+from envs.constraints import Constraint, Fuzzification, FuzzifyError, FuzzyRef, record_key
+from envs.design import Goal
+from envs.worlds.airline.tools import INSURANCE_PER_PASSENGER, bag_fee, price_column
+
+CABINS = ["basic_economy", "economy", "business"]
+CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
+CITY = {"SFO": "San Francisco", "JFK": "New York", "LAX": "Los Angeles", "ORD": "Chicago", "SEA": "Seattle",
+        "BOS": "Boston", "DEN": "Denver", "ATL": "Atlanta", "MIA": "Miami", "PHX": "Phoenix"}
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+PARTS_OF_DAY = [("11:00", "morning"), ("15:00", "midday"), ("18:00", "afternoon")]  # before -> word; else evening
+_POD_SQL = ("CASE " + " ".join(f"WHEN departure < '{t}' THEN '{w}'" for t, w in PARTS_OF_DAY)
+            + " ELSE 'evening' END")
+
+# Entity views the descriptions' attributes refer to (column -> stated value).
+ENTITY_VIEWS: dict[str, str] = {
+    "flight": f"SELECT flight_id AS id, origin, destination, date, departure, {_POD_SQL} AS part_of_day FROM flights",
+    "payment": "SELECT payment_id AS id, user_id, kind, last4, balance FROM payment_methods",
+    "reservation": ("SELECT r.reservation_id AS id, r.user_id, f.origin, f.destination, f.date, r.cabin,"
+                    " r.passengers FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"),
+}
+_IDENT = re.compile(r"^[a-z_]+$")
+
+
+def part_of_day(departure: str) -> str:
+    """"morning" (before 11:00), "midday" (before 15:00), "afternoon" (before 18:00) or "evening"."""
+    return next((word for limit, word in PARTS_OF_DAY if departure < limit), "evening")
+
+
+def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _now(conn: sqlite3.Connection) -> str:
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return str(value)
+
+
+def _total(flight: dict[str, Any], cabin: str, passengers: int, insurance: bool) -> int:
+    return int(flight[price_column(cabin)] * passengers + (INSURANCE_PER_PASSENGER * passengers if insurance else 0))
+
+
+def _covers(payment: dict[str, Any], amount: int) -> bool:
+    return payment["balance"] is None or payment["balance"] >= amount
+
+
+# -- sampling ----------------------------------------------------------------------------
+
+def _bookable(conn: sqlite3.Connection, user_id: str, passengers: int = 1) -> list[dict[str, Any]]:
+    """Scheduled flights after today with `passengers` free seats that the user holds no reservation on."""
+    return _rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > date(?) AND seats_available >= ?"
+                       " AND flight_id NOT IN (SELECT flight_id FROM reservations WHERE user_id = ?)"
+                       " ORDER BY flight_id", _now(conn), passengers, user_id)
+
+
+def _sample_booking(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
+    flights = _bookable(conn, user_id)
+    if not flights:
+        return None
+    flight = rng.choice(flights)
+    passengers = rng.choice([p for p in (1, 1, 2, 2, 3) if p <= flight["seats_available"]])
+    cabin = rng.choice(CABINS)
+    insurance = rng.random() < 0.3
+    amount = _total(flight, cabin, passengers, insurance)
+    payments = [p for p in _rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", user_id)
+                if _covers(p, amount)]
+    if not payments:
+        return None
+    payment = rng.choice(payments)
+    return Constraint(kind="book", fields={
+        "user_id": user_id, "flight_id": flight["flight_id"], "cabin": cabin, "passengers": passengers,
+        "payment_id": payment["payment_id"], "insurance": insurance})
+
+
+def _sample_cancel(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
+    """An active reservation R06 lets the user cancel (within 24 h, business, insured or flight
+    cancelled by the airline) on a flight that has not departed (R12)."""
+    rows = _rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
+                       " WHERE r.user_id = ? AND r.status = 'active' AND f.status <> 'departed' AND ("
+                       "  r.cabin = 'business' OR r.insurance = 1 OR f.status = 'cancelled'"
+                       "  OR (julianday(?) - julianday(r.created_at)) * 24 <= 24) ORDER BY r.reservation_id",
+                 user_id, _now(conn))
+    if not rows:
+        return None
+    return Constraint(kind="cancel", fields={"user_id": user_id, "reservation_id": rng.choice(rows)["reservation_id"]})
+
+
+def _bag_options(conn: sqlite3.Connection, reservation_id: str) -> tuple[int, list[int]]:
+    """(current bags, valid new totals near it): within R10, fee covered by the payment."""
+    r = _rows(conn, "SELECT r.*, u.membership, p.balance FROM reservations r JOIN users u ON u.user_id = r.user_id"
+                    " JOIN payment_methods p ON p.payment_id = r.payment_id WHERE r.reservation_id = ?",
+              reservation_id)[0]
+    out = []
+    for bags in (r["bags"] + 1, r["bags"] + 2, r["bags"] - 1):
+        if bags < 0 or bags > 3 * r["passengers"]:
+            continue
+        delta = bag_fee(r["membership"], r["passengers"], bags) - bag_fee(r["membership"], r["passengers"], r["bags"])
+        if r["total_paid"] + delta < 0 or (r["balance"] is not None and r["balance"] < delta):
+            continue
+        out.append(bags)
+    return r["bags"], out
+
+
+def _sample_bags(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
+    rows = _rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
+                       " WHERE r.user_id = ? AND r.status = 'active' AND f.status IN ('scheduled', 'delayed')"
+                       " ORDER BY r.reservation_id", user_id)
+    rng.shuffle(rows)
+    for row in rows:
+        _, options = _bag_options(conn, row["reservation_id"])
+        if options:
+            return Constraint(kind="bags", fields={"user_id": user_id, "reservation_id": row["reservation_id"],
+                                                   "total_bags": rng.choice(options)})
+    return None
+
+
+def _shares_balance(conn: sqlite3.Connection, booking: Constraint, extra: Constraint) -> bool:
+    """Whether both writes draw on one gift card or certificate (then order would matter)."""
+    row = conn.execute("SELECT p.payment_id, p.balance FROM reservations r JOIN payment_methods p"
+                       " ON p.payment_id = r.payment_id WHERE r.reservation_id = ?",
+                       (extra["reservation_id"],)).fetchone()
+    return row is not None and row[0] == booking["payment_id"] and row[1] is not None
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.6) -> list[Constraint]:
+    """A constraint set for one user, solvable by construction: a booking, plus (with
+    probability `p_extra`) a cancellation or a baggage change. Empty when nothing fits."""
+    users = [r["user_id"] for r in _rows(conn, "SELECT user_id FROM users ORDER BY user_id")]
+    rng.shuffle(users)
+    extra_kind = rng.choice(["cancel", "bags"]) if rng.random() < p_extra else None
+    for kind in ([extra_kind, None] if extra_kind else [None]):
+        for uid in users:
+            extra = None
+            if kind is not None:
+                extra = (_sample_cancel if kind == "cancel" else _sample_bags)(conn, rng, uid)
+                if extra is None:
+                    continue
+            booking = _sample_booking(conn, rng, uid)
+            if booking is None or (extra is not None and _shares_balance(conn, booking, extra)):
+                continue
+            return [booking] if extra is None else [booking, extra]
+    return []
+
+
+# -- fuzzification -------------------------------------------------------------------------
+
+def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
+    """Ids of the `entity` records whose attributes equal every value in `where`."""
+    if not all(_IDENT.match(c) for c in where):
+        raise ValueError(f"bad attribute names {sorted(where)}")
+    cond = " AND ".join(f"{c} IS ?" for c in where) or "1"
+    sql = f"SELECT id FROM ({ENTITY_VIEWS[entity]}) WHERE {cond} ORDER BY id"
+    return [r[0] for r in conn.execute(sql, tuple(where.values())).fetchall()]
+
+
+def _record(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
+    rows = _rows(conn, f"SELECT * FROM ({ENTITY_VIEWS[entity]}) WHERE id = ?", record_id)
+    if not rows:
+        raise KeyError(f"{entity} {record_id!r} not found")
+    return rows[0]
+
+
+def _unique(conn: sqlite3.Connection, slot: str, entity: str, record_id: str, ladder: list[dict[str, Any]],
+            text: Any) -> FuzzyRef:
+    """The first description on `ladder` (attributes growing) that matches only the record."""
+    first = 0
+    ids: list[str] = []
+    for level, where in enumerate(ladder):
+        ids = matching_ids(conn, entity, where)
+        if record_id not in ids:
+            raise ValueError(f"description {where} does not match its own {entity} {record_id!r}")
+        first = first or len(ids)
+        if len(ids) == 1:
+            return FuzzyRef(slot=slot, entity=entity, record_id=record_id, text=text(where), where=where,
+                            level=level, first_matches=first)
+    raise FuzzifyError(entity, record_id, len(ids))
+
+
+def _date_words(iso: str) -> str:
+    _, month, day = iso.split("-")
+    return f"{MONTHS[int(month) - 1]} {int(day)}"
+
+
+def _place(code: str) -> str:
+    return f"{CITY[code]} ({code})" if code in CITY else code
+
+
+def flight_text(where: dict[str, Any]) -> str:
+    pod = f"{where['part_of_day']} " if "part_of_day" in where else ""
+    text = f"the {pod}flight from {where['origin']} to {where['destination']} on {_date_words(where['date'])}"
+    return text + (f" departing at {where['departure']}" if "departure" in where else "")
+
+
+def payment_text(where: dict[str, Any]) -> str:
+    kind = where["kind"]
+    if kind == "credit_card":
+        return "your credit card" + (f" ending in {where['last4']}" if "last4" in where else "")
+    name = "gift card" if kind == "gift_card" else "travel certificate"
+    return f"your {name}" + (f" with a balance of {where['balance']}" if "balance" in where else "")
+
+
+def reservation_text(where: dict[str, Any]) -> str:
+    text = "the reservation for your trip"
+    if "origin" in where:
+        text += f" from {_place(where['origin'])}"
+    if "destination" in where:
+        text += f" to {_place(where['destination'])}"
+    if "date" in where:
+        text += f" on {_date_words(where['date'])}"
+    if "cabin" in where:
+        text += f" in {CABIN_WORDS[where['cabin']]}"
+    if "passengers" in where:
+        n = where["passengers"]
+        text += f" for {n} passenger{'s' if n != 1 else ''}"
+    return text
+
+
+def _cumulative(scope: dict[str, Any], record: dict[str, Any], order: list[str]) -> list[dict[str, Any]]:
+    ladder, where = [], dict(scope)
+    for column in order:
+        where = {**where, column: record[column]}
+        ladder.append(where)
+    return ladder
+
+
+def describe_flight(conn: sqlite3.Connection, rng: random.Random, slot: str, flight_id: str) -> FuzzyRef:
+    """Route and date, then the part of the day, then the departure time (among all flights)."""
+    rec = _record(conn, "flight", flight_id)
+    base = {"origin": rec["origin"], "destination": rec["destination"], "date": rec["date"]}
+    ladder = [base, {**base, "part_of_day": rec["part_of_day"]},
+              {**base, "part_of_day": rec["part_of_day"], "departure": rec["departure"]}]
+    return _unique(conn, slot, "flight", flight_id, ladder[rng.choice([0, 0, 1]):], flight_text)
+
+
+def describe_payment(conn: sqlite3.Connection, rng: random.Random, slot: str, payment_id: str) -> FuzzyRef:
+    """The kind, then the card's last four digits or the balance (among the user's methods)."""
+    rec = _record(conn, "payment", payment_id)
+    extra = "last4" if rec["kind"] == "credit_card" else "balance"
+    return _unique(conn, slot, "payment", payment_id,
+                   _cumulative({"user_id": rec["user_id"]}, rec, ["kind", extra]), payment_text)
+
+
+def describe_reservation(conn: sqlite3.Connection, rng: random.Random, slot: str, reservation_id: str) -> FuzzyRef:
+    """The destination or the date first, then the other, origin, cabin and passengers
+    (among the user's reservations, cancelled ones included)."""
+    rec = _record(conn, "reservation", reservation_id)
+    first = rng.choice(["destination", "date"])
+    order = [first, "date" if first == "destination" else "destination", "origin", "cabin", "passengers"]
+    return _unique(conn, slot, "reservation", reservation_id,
+                   _cumulative({"user_id": rec["user_id"]}, rec, order), reservation_text)
+
+
+def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
+    """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
+    `FuzzifyError` when the most specific description still matches two or more records."""
+    out = Fuzzification()
+    for i, c in enumerate(constraints):
+        if c.kind == "book":
+            out.refs[f"c{i}.flight_id"] = describe_flight(conn, rng, f"c{i}.flight_id", c["flight_id"])
+            out.refs[f"c{i}.payment_id"] = describe_payment(conn, rng, f"c{i}.payment_id", c["payment_id"])
+        elif c.kind in ("cancel", "bags"):
+            out.refs[f"c{i}.reservation_id"] = describe_reservation(conn, rng, f"c{i}.reservation_id",
+                                                                    c["reservation_id"])
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return out
+
+
+def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
+    """The user's goal from the descriptions (never the ids) and the non-identifying fields."""
+    parts: list[str] = []
+    known: dict[str, str] = {}
+    unknown: list[str] = []
+    for i, c in enumerate(constraints):
+        known["user_id"] = c["user_id"]
+        if c.kind == "book":
+            flight, payment = fuzzy[f"c{i}.flight_id"], fuzzy[f"c{i}.payment_id"]
+            n = c["passengers"]
+            parts.append(f"book {n} passenger{'s' if n > 1 else ''} in {CABIN_WORDS[c['cabin']]} on {flight},"
+                         f" paying with {payment}, {'with' if c['insurance'] else 'without'} travel insurance")
+            known.update({"flight": _mine(flight), "payment method": _mine(payment), "cabin": CABIN_WORDS[c["cabin"]],
+                          "passengers": str(n), "insurance": "yes" if c["insurance"] else "no"})
+            unknown += ["the flight id", "the payment method id", "the price"]
+        elif c.kind == "cancel":
+            res = fuzzy[f"c{i}.reservation_id"]
+            parts.append(f"cancel {res} and get your money back")
+            known["reservation"] = _mine(res)
+            unknown.append("the reservation id")
+        elif c.kind == "bags":
+            res, n = fuzzy[f"c{i}.reservation_id"], c["total_bags"]
+            parts.append(f"have {n} checked bag{'s' if n != 1 else ''} in total on {res}")
+            known.update({"reservation": _mine(res), "bags": str(n)})
+            unknown.append("the reservation id")
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="travel plans",
+                known_info=known, unknown_info=sorted(set(unknown)))
+
+
+def _mine(text: str) -> str:
+    return re.sub(r"\byour\b", "my", text)
+
+
+# -- reference and checks ------------------------------------------------------------------
+
+def write_call(c: Constraint) -> ToolCall:
+    """The one write that satisfies `c`."""
+    if c.kind == "book":
+        return ToolCall(name="book_reservation", arguments={
+            "user_id": c["user_id"], "flight_id": c["flight_id"], "cabin": c["cabin"],
+            "passengers": c["passengers"], "payment_id": c["payment_id"], "insurance": bool(c["insurance"])})
+    if c.kind == "cancel":
+        return ToolCall(name="cancel_reservation", arguments={"reservation_id": c["reservation_id"]})
+    if c.kind == "bags":
+        return ToolCall(name="update_baggage", arguments={"reservation_id": c["reservation_id"],
+                                                          "total_bags": c["total_bags"]})
+    raise ValueError(f"unknown constraint kind {c.kind!r}")
+
+
+def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
+    """Look the user and the records up (as P1 asks), then one write per constraint."""
+    reads = [ToolCall(name="get_user_details", arguments={"user_id": constraints[0]["user_id"]})]
+    for c in constraints:
+        if c.kind == "book":
+            f = _record(conn, "flight", c["flight_id"])
+            reads.append(ToolCall(name="search_flights", arguments={
+                "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
+        else:
+            reads.append(ToolCall(name="get_reservation_details", arguments={"reservation_id": c["reservation_id"]}))
+    return [*reads, *(write_call(c) for c in constraints)]
+
+
+def _reservation(conn: sqlite3.Connection, rid: str) -> dict[str, Any] | None:
+    rows = _rows(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
+    return rows[0] if rows else None
+
+
+def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
+          constraints: list[Constraint]) -> tuple[list[bool], list[dict[str, Any]]]:
+    """Each constraint on the final state; a detail names the satisfying record.
+
+    - book: an active reservation of the user with exactly that flight, cabin, passengers,
+      payment method and insurance exists, and its id did not exist initially;
+    - cancel: the reservation was active initially and is cancelled now;
+    - bags: the reservation is active with exactly `total_bags` checked bags.
+    """
+    initial_ids = {r[0] for r in conn_initial.execute("SELECT reservation_id FROM reservations")}
+    satisfied: list[bool] = []
+    details: list[dict[str, Any]] = []
+    for c in constraints:
+        record: str | None = None
+        if c.kind == "book":
+            rows = _rows(conn_final, "SELECT reservation_id FROM reservations WHERE user_id = ? AND flight_id = ?"
+                                     " AND cabin = ? AND passengers = ? AND payment_id = ? AND insurance = ?"
+                                     " AND status = 'active' ORDER BY reservation_id",
+                         c["user_id"], c["flight_id"], c["cabin"], c["passengers"], c["payment_id"],
+                         int(bool(c["insurance"])))
+            new = [r["reservation_id"] for r in rows if r["reservation_id"] not in initial_ids]
+            record = new[0] if new else None
+            reason = "booked" if record else "no new active reservation with that flight, cabin, passengers, " \
+                                             "payment method and insurance"
+        elif c.kind == "cancel":
+            before, after = _reservation(conn_initial, c["reservation_id"]), _reservation(conn_final, c["reservation_id"])
+            ok = bool(before and after and before["status"] == "active" and after["status"] == "cancelled")
+            record = c["reservation_id"] if ok else None
+            reason = "cancelled" if ok else f"status is {after['status'] if after else 'missing'}"
+        elif c.kind == "bags":
+            after = _reservation(conn_final, c["reservation_id"])
+            ok = bool(after and after["status"] == "active" and after["bags"] == c["total_bags"])
+            record = c["reservation_id"] if ok else None
+            reason = "bags set" if ok else (f"{after['bags']} bags, status {after['status']}" if after else "missing")
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+        satisfied.append(record is not None)
+        details.append({"kind": c.kind, "satisfied": record is not None, "reason": reason,
+                        "record": {"table": "reservations", "key": record_key([record])} if record else None})
+    return satisfied, details
+
+
+# -- known-bad variants for the verifier audit --------------------------------------------------
+
+def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
+                    reference: list[ToolCall]) -> dict[str, list[ToolCall]]:
+    """Variants of `reference` that must fail and whose writes all succeed: the booking on a
+    wrong flight, in a wrong cabin, with a wrong payment method; a wrong bag count; one extra
+    (unrelated, successful) booking. A case is left out when the state offers no such call."""
+    out: dict[str, list[ToolCall]] = {}
+
+    def swap(old: ToolCall, new: ToolCall) -> list[ToolCall]:
+        return [new if call is old else call for call in reference]
+
+    targets = {c["flight_id"] for c in constraints if c.kind == "book"}
+    for c in constraints:
+        old = next((call for call in reference if call.key() == write_call(c).key()), None)
+        if old is None:
+            continue
+        if c.kind == "book":
+            uid, pax, ins = c["user_id"], c["passengers"], bool(c["insurance"])
+            flight = _rows(conn, "SELECT * FROM flights WHERE flight_id = ?", c["flight_id"])[0]
+            payments = _rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
+            pay = next(p for p in payments if p["payment_id"] == c["payment_id"])
+            others = [f for f in _bookable(conn, uid, pax) if f["flight_id"] not in targets
+                      and _covers(pay, _total(f, c["cabin"], pax, ins))]
+            others.sort(key=lambda f: ((f["origin"], f["destination"]) != (flight["origin"], flight["destination"]),
+                                       f["flight_id"]))
+            if others:
+                out["wrong_flight"] = swap(old, ToolCall(name=old.name, arguments={
+                    **old.arguments, "flight_id": others[0]["flight_id"]}))
+            cabins = sorted((cab for cab in CABINS if cab != c["cabin"]
+                             and _covers(pay, _total(flight, cab, pax, ins))), key=lambda cab: flight[price_column(cab)])
+            if cabins:
+                out["wrong_cabin"] = swap(old, ToolCall(name=old.name, arguments={**old.arguments, "cabin": cabins[0]}))
+            alt = [p for p in payments if p["payment_id"] != c["payment_id"]
+                   and _covers(p, _total(flight, c["cabin"], pax, ins))]
+            if alt:
+                out["wrong_payment"] = swap(old, ToolCall(name=old.name, arguments={
+                    **old.arguments, "payment_id": alt[0]["payment_id"]}))
+            card = next(p["payment_id"] for p in payments if p["kind"] == "credit_card")
+            spare = [f for f in _bookable(conn, uid, 1) if f["flight_id"] not in targets]
+            if spare and "extra_write" not in out:
+                out["extra_write"] = [*reference, ToolCall(name="book_reservation", arguments={
+                    "user_id": uid, "flight_id": spare[-1]["flight_id"], "cabin": "basic_economy",
+                    "passengers": 1, "payment_id": card, "insurance": False})]
+        elif c.kind == "bags":
+            _, options = _bag_options(conn, c["reservation_id"])
+            wrong = [b for b in options if b != c["total_bags"]]
+            if wrong:
+                out["wrong_bag_count"] = swap(old, ToolCall(name=old.name, arguments={
+                    **old.arguments, "total_bags": wrong[0]}))
+    return out

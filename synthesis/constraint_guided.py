@@ -1,0 +1,176 @@
+"""Constraint-guided synthesis (CoVe, methods.md §2): constraint sampling → fuzzification →
+user goal from the descriptions → reference solution → validation by replay.
+
+Per seed (cfg.seed, cfg.seed + 1, ...) the world's ``constraints.py`` draws solvable
+constraint sets C from the seeded state, replaces every id with a description checked to
+match exactly one record, and states the goal from those descriptions only (an id in the
+user's text is a drop). The reference (reads + one write per constraint) is replayed on a
+fresh copy of the initial state: every write must succeed and every constraint must hold
+on the result, whose hash and cell diff become the target (so the state verifier applies
+too). C goes to ``metadata["constraints"]`` for the constraint verifier.
+
+Options (``cfg.options``): ``tasks_per_seed`` (6), ``p_extra`` (the world's default share
+of sets with a second constraint).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections import Counter
+from types import ModuleType
+from typing import Any
+
+from data.records import StateRef, Task, ToolCall, UserScenario
+from envs import state as st
+from envs.constraints import (
+    Constraint,
+    Fuzzification,
+    FuzzifyError,
+    dump_constraints,
+    world_constraints,
+)
+from envs.world import World
+from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.logic_driven import split_for
+
+METHOD = "constraint_guided"
+PERSONA = "novice"
+
+
+def _id_values(constraints: list[Constraint]) -> set[str]:
+    """Every identifier of the set except the user's own id (which the user knows)."""
+    return {str(v) for c in constraints for k, v in c.fields.items() if k.endswith("_id") and k != "user_id"}
+
+
+def user_texts(task: Task) -> list[str]:
+    """Everything the user simulator or the agent sees of the task's goal (user id excluded)."""
+    u = task.user
+    return [task.instruction, u.reason, u.task_instructions, u.persona, *u.unknown_info,
+            *(f"{k} {v}" for k, v in u.known_info.items() if k != "user_id")]
+
+
+def _replay(world: World, ref: StateRef, calls: list[ToolCall]) -> tuple[sqlite3.Connection, str | None]:
+    """Run `calls` on a fresh initial state; the live connection and the first failed write, if any."""
+    env = world.env(ref)
+    for call in calls:
+        obs = env.call(call)
+        if not obs.ok and world.tools[call.name].write:
+            return env.conn, f"{call.name}: {obs.code}"
+    return env.conn, None
+
+
+def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connection, constraints: list[Constraint],
+           fuzzy: Fuzzification, result: SynthesisResult) -> Task | None:
+    goal = module.goal(constraints, fuzzy.texts())
+    reference: list[ToolCall] = module.reference_calls(conn, constraints)
+    task = Task(
+        world=world.name, method=METHOD, instruction=goal.instruction,
+        user=UserScenario(persona=PERSONA, reason=goal.reason, known_info=goal.known_info,
+                          unknown_info=goal.unknown_info, task_instructions=goal.instruction),
+        initial_state=ref, target_state_hash=ref.state_hash, reference_solution=reference,
+        difficulty=round(min(1.0, 0.3 * len(constraints) + 0.1 * fuzzy.redraws), 2),  # (ours)
+        metadata={"constraints": dump_constraints(constraints), "fuzzy": fuzzy.texts(),
+                  "fuzzy_attributes": fuzzy.attributes(), "constraint_kinds": [c.kind for c in constraints],
+                  "fuzzy_redraws": fuzzy.redraws},
+    )
+    if any(name in goal.instruction for name in world.tools):
+        result.drops["solution_leak"] += 1
+        return None
+    texts = user_texts(task)
+    if any(i in text for i in _id_values(constraints) for text in texts):
+        result.drops["id_leak"] += 1
+        return None
+    final, failed = _replay(world, ref, reference)
+    try:
+        if failed:
+            result.drops["reference_failed"] += 1
+            return None
+        satisfied, _ = module.check(conn, final, constraints)
+        if not all(satisfied):
+            result.drops["reference_unsatisfied"] += 1
+            return None
+        task.target_state_hash = st.state_hash(final)
+        task.target_diff = [c.as_dict() for c in st.diff_states(conn, final)]
+    finally:
+        final.close()
+    return task.with_id()
+
+
+def recheck_unique(world: World, task: Task) -> tuple[int, int]:
+    """(descriptions matching exactly their record, descriptions) on a rebuilt initial state."""
+    module = world_constraints(world)
+    ref = task.initial_state
+    conn = world.build_state(ref.seed, ref.scale, ref.patches)
+    constraints = task.metadata["constraints"]
+    try:
+        unique = 0
+        attrs: dict[str, dict[str, Any]] = task.metadata["fuzzy_attributes"]
+        for slot, a in attrs.items():
+            index, field = slot.split(".", 1)
+            record = constraints[int(index[1:])]["fields"][field]
+            unique += module.matching_ids(conn, a["entity"], a["where"]) == [record]
+        return unique, len(attrs)
+    finally:
+        conn.close()
+
+
+@register(METHOD)
+def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
+    module = world_constraints(world)
+    per_seed = max(1, int(cfg.options.get("tasks_per_seed", 6)))
+    sample_kw = {"p_extra": float(cfg.options["p_extra"])} if "p_extra" in cfg.options else {}
+    rng = random.Random(cfg.seed)
+    result = SynthesisResult()
+    seen: set[str] = set()
+    attempted = described = first_unique = redraws = unique = 0
+    kinds: Counter = Counter()
+    seed = cfg.seed
+    while len(result.tasks) < cfg.n_tasks and attempted < 4 * cfg.n_tasks + 8:
+        ref = world.state_ref(seed, cfg.scale)
+        conn = world.build_state(seed, cfg.scale)
+        try:
+            for _ in range(min(per_seed, cfg.n_tasks - len(result.tasks))):
+                attempted += 1
+                constraints = module.sample_constraints(conn, rng, **sample_kw)
+                if not constraints:
+                    result.drops["no_solvable_constraints"] += 1
+                    continue
+                try:
+                    fuzzy = module.fuzzify(conn, constraints, rng)
+                except FuzzifyError:
+                    result.drops["fuzzy_ambiguous"] += 1
+                    continue
+                task = _build(world, module, ref, conn, constraints, fuzzy, result)
+                if task is None:
+                    continue
+                if task.id in seen:
+                    result.drops["duplicate"] += 1
+                    continue
+                u, n = recheck_unique(world, task)
+                if u != n:
+                    result.drops["fuzzy_not_unique_on_rebuild"] += 1
+                    continue
+                task.split = split_for(task.id, cfg.test_fraction)
+                seen.add(task.id)
+                result.tasks.append(task)
+                described += n
+                unique += u
+                first_unique += fuzzy.first_draw_unique
+                redraws += fuzzy.redraws
+                kinds.update(task.metadata["constraint_kinds"])
+        finally:
+            conn.close()
+        seed += 1
+    result.stats = {
+        "attempted": attempted,
+        "emitted": len(result.tasks),
+        "yield": round(len(result.tasks) / attempted, 3) if attempted else 0.0,
+        "fuzzy_descriptions": described,
+        "fuzzy_unique_rate": round(unique / described, 4) if described else 0.0,
+        "fuzzy_first_draw_unique_rate": round(first_unique / described, 4) if described else 0.0,
+        "fuzzy_redraws": redraws,
+        "constraint_kinds": dict(sorted(kinds.items())),
+        "mean_constraints": round(sum(kinds.values()) / len(result.tasks), 3) if result.tasks else 0.0,
+    }
+    return result

@@ -1,0 +1,198 @@
+"""Constraint satisfaction V(τ, C) (CoVe, methods.md §2): outcomes, not a call sequence.
+
+The trajectory's write calls are replayed, in order, on a fresh copy of the task's initial
+state (reads are skipped: they never count); each constraint of `task.metadata["constraints"]`
+is checked on the final state by the world's ``constraints.py``. Score (ours)::
+
+    score = satisfied / |C| * 1 / (1 + 0.5 * redundant_writes)
+
+Redundant writes, precisely: a write is *effective* when the call succeeded and changed
+the canonical state (failed or no-op writes are not counted). Each satisfied constraint
+names the record that satisfies it and claims the last effective write whose cell diff
+touches that record; a write is claimed at most once. ``redundant_writes`` = effective
+writes − claimed writes: repeated changes, writes on records no constraint is about, and
+writes that left a constraint unmet all count. `passed` = score == 1.0 and a clean
+termination (as for the state verifier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from data.records import Step, Task, ToolCall, Trajectory, Verdict
+from envs import state as st
+from envs.constraints import load_constraints, world_constraints
+from envs.registry import get_world
+from verifiers.base import register
+from verifiers.state import CLEAN_TERMINATIONS
+
+REDUNDANCY_WEIGHT = 0.5
+
+
+def constraint_score(satisfied: int, total: int, redundant: int, weight: float = REDUNDANCY_WEIGHT) -> float:
+    """satisfied/|C| · 1/(1 + weight·redundant) (ours); 0 for an empty set."""
+    if total <= 0:
+        return 0.0
+    return satisfied / total / (1 + weight * redundant)
+
+
+@dataclass
+class ConstraintScore:
+    satisfied: list[bool]
+    details: list[dict[str, Any]]
+    replayed_writes: int
+    failed_writes: int
+    effective_writes: int
+    redundant_writes: int
+    final_hash: str
+    score: float
+    claimed: list[int] = field(default_factory=list)  # indices into the calls of the claimed writes
+
+
+def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDANCY_WEIGHT) -> ConstraintScore:
+    """Replay `calls`' writes on a fresh initial state and score them against the task's set."""
+    if "constraints" not in task.metadata:
+        raise ValueError(f"task {task.id} carries no constraint set (metadata['constraints'])")
+    constraints = load_constraints(task.metadata["constraints"])
+    world = get_world(task.world)
+    module = world_constraints(world)
+    ref = task.initial_state
+    initial = world.build_state(ref.seed, ref.scale, ref.patches)
+    env = world.env(ref)
+    try:
+        prev = st.canonical_dump(env.conn)
+        replayed = failed = 0
+        effective: list[tuple[int, set[tuple[str, str]]]] = []  # (call index, rows it changed)
+        for i, call in enumerate(calls):
+            spec = world.tools.get(call.name)
+            if spec is None or not spec.write:
+                continue
+            replayed += 1
+            if not env.call(call).ok:
+                failed += 1
+                continue
+            now = st.canonical_dump(env.conn)
+            rows = {(c.table, c.key) for c in st.diff_dumps(prev, now)}
+            if rows:
+                effective.append((i, rows))
+            prev = now
+        satisfied, details = module.check(initial, env.conn, constraints)
+        final_hash = st.hash_dump(prev)
+    finally:
+        env.close()
+        initial.close()
+    claimed: set[int] = set()
+    for ok, detail in zip(satisfied, details, strict=True):
+        record = detail.get("record")
+        if not ok or not record:
+            continue
+        target = (record["table"], record["key"])
+        for j in range(len(effective) - 1, -1, -1):
+            if j not in claimed and target in effective[j][1]:
+                claimed.add(j)
+                break
+    redundant = len(effective) - len(claimed)
+    score = constraint_score(sum(satisfied), len(constraints), redundant, weight)
+    return ConstraintScore(list(satisfied), list(details), replayed, failed, len(effective), redundant, final_hash,
+                           score, sorted(effective[j][0] for j in claimed))
+
+
+class ConstraintVerifier:
+    """V(τ, C): every constraint satisfied on the final state and no redundant writes."""
+
+    name = "constraint_satisfaction"
+    version = "1.0.0"
+
+    def __init__(self, redundancy_weight: float = REDUNDANCY_WEIGHT, require_clean_termination: bool = True) -> None:
+        self.redundancy_weight = redundancy_weight
+        self.require_clean_termination = require_clean_termination
+
+    def applies_to(self, task: Task) -> bool:
+        """Only tasks that carry a constraint set (constraint-guided synthesis) can be judged."""
+        return "constraints" in task.metadata
+
+    def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
+        base = {"trajectory_id": trajectory.id, "task_id": task.id, "verifier": self.name,
+                "verifier_version": self.version}
+        if "constraints" not in task.metadata:
+            return Verdict(**base, passed=False, score=0.0, reasons=["task carries no constraint set"])
+        s = score_constraints(task, trajectory.actions(), self.redundancy_weight)
+        reasons = [f"constraint {i} ({d['kind']}) unmet: {d['reason']}"
+                   for i, d in enumerate(s.details) if not d["satisfied"]]
+        if s.redundant_writes:
+            reasons.append(f"{s.redundant_writes} redundant write(s)")
+        score = s.score
+        clean = trajectory.termination in CLEAN_TERMINATIONS
+        if self.require_clean_termination and not clean:
+            reasons.append(f"terminated by {trajectory.termination}")
+            score = 0.0
+        if trajectory.final_state_hash and trajectory.final_state_hash != s.final_hash:
+            reasons.append("replayed state differs from the state recorded during rollout")
+        details: dict[str, Any] = {
+            "satisfied": s.satisfied, "constraints": s.details, "replayed_writes": s.replayed_writes,
+            "failed_writes": s.failed_writes, "effective_writes": s.effective_writes,
+            "redundant_writes": s.redundant_writes, "final_hash": s.final_hash,
+        }
+        passed = s.score == 1.0 and (clean or not self.require_clean_termination)
+        return Verdict(**base, passed=passed, score=round(score, 6), reasons=reasons, details=details)
+
+
+register(ConstraintVerifier.name)(ConstraintVerifier)
+
+
+# -- audit: the verifier's agreement on known cases (methods.md §2 small-scale check) ------------
+
+class AuditCase(NamedTuple):
+    case: str
+    expected_pass: bool
+    got_pass: bool
+
+
+def audit_calls(task: Task) -> dict[str, tuple[bool, list[ToolCall]]]:
+    """Known cases built from the reference: name -> (expected to pass, calls).
+
+    Pass: the reference; reads reordered (after the writes, reversed); reads skipped; writes
+    reordered (when there are two). Fail: a write dropped; the world's mutations (wrong
+    flight, cabin, payment or bag count; an extra successful write)."""
+    world = get_world(task.world)
+    tools = world.tools
+    gold = list(task.reference_solution)
+    reads = [c for c in gold if not (c.name in tools and tools[c.name].write)]
+    writes = [c for c in gold if c.name in tools and tools[c.name].write]
+    cases: dict[str, tuple[bool, list[ToolCall]]] = {
+        "gold": (True, gold),
+        "reads_reordered": (True, [*writes, *reversed(reads)]),
+        "reads_skipped": (True, writes),
+    }
+    if len(writes) >= 2:
+        cases["writes_reordered"] = (True, [*reads, *reversed(writes)])
+    if writes:
+        cases["write_dropped"] = (False, [c for c in gold if c is not writes[-1]])
+    ref = task.initial_state
+    conn = world.build_state(ref.seed, ref.scale, ref.patches)
+    try:
+        constraints = load_constraints(task.metadata["constraints"])
+        for name, calls in world_constraints(world).audit_mutations(conn, constraints, gold).items():
+            cases[name] = (False, calls)
+    finally:
+        conn.close()
+    return cases
+
+
+def audit_cases(task: Task, verifier: ConstraintVerifier | None = None) -> list[AuditCase]:
+    """(case, expected_pass, got_pass) for each known case of `task` (see `audit_calls`)."""
+    v = verifier or ConstraintVerifier()
+    out = []
+    for name, (expected, calls) in audit_calls(task).items():
+        steps = [Step(index=i, turn=i + 1, action=c) for i, c in enumerate(calls)]
+        traj = Trajectory(id=f"audit-{task.id}-{name}", task_id=task.id, trial=0, model="audit", steps=steps,
+                          termination="user_stop")
+        out.append(AuditCase(name, expected, v.verify(task, traj).passed))
+    return out
+
+
+def case_accuracy(tasks: list[Task], verifier: ConstraintVerifier | None = None) -> float:
+    """Share of audit cases, over `tasks`, where the verdict agrees with the expectation."""
+    results = [c.expected_pass == c.got_pass for t in tasks for c in audit_cases(t, verifier)]
+    return sum(results) / len(results) if results else 0.0
