@@ -41,7 +41,9 @@ class SynthesisResult:
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
-METHODS: Registry[Method] = Registry("synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided"])
+METHODS: Registry[Method] = Registry(
+    "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play"]
+)
 register = METHODS.register
 
 

@@ -98,6 +98,14 @@ def test_cli_reports_missing_inputs_clearly(tmp_path: Path) -> None:
     assert r.returncode != 0 and "unknown world 'atlantis'" in (r.stderr + r.stdout)
 
 
+def test_self_play_tasks_through_the_flow(tmp_path: Path, flows) -> None:
+    cfg = load_config(None, {**TINY, "synthesis.method": "self_play", "synthesis.n_tasks": 3})
+    summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    assert summary["tasks"] == 3 and summary["sft_rows"] > 0
+    tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
+    assert all(t.method == "self_play" and t.reference_solution for t in tasks)
+
+
 def test_constraint_guided_through_the_flow(tmp_path: Path, flows) -> None:
     cfg = load_config(None, {**TINY, "synthesis.method": "constraint_guided", "synthesis.n_tasks": 3})
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
