@@ -17,9 +17,9 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from data.records import Sampling, ToolCall
-from rollout.model import ChatResponse, MalformedCall, ModelError
-from rollout.parsing import parse_tool_calls
+from data.records import Sampling
+from rollout.model import ChatResponse, ModelError
+from rollout.parsing import decode_native_tool_calls, parse_tool_calls
 
 
 class OpenAICompatibleModel:
@@ -168,59 +168,6 @@ def _wire_call(call: dict[str, Any], index: int) -> dict[str, Any]:
         "type": call.get("type", "function"),
         "function": {**function, "arguments": arguments},
     }
-
-
-def decode_native_tool_calls(
-    native: list[Any],
-) -> tuple[list[ToolCall], list[MalformedCall]]:
-    """Decode OpenAI `message.tool_calls` entries into `ToolCall`s and `MalformedCall`s.
-    Empty arguments (`""`) count as `{}`."""
-    calls: list[ToolCall] = []
-    malformed: list[MalformedCall] = []
-    for entry in native:
-        raw = json.dumps(entry, ensure_ascii=False, default=str)
-        function = entry.get("function") if isinstance(entry, dict) else None
-        if not isinstance(function, dict):
-            kind = entry.get("type") if isinstance(entry, dict) else type(entry).__name__
-            malformed.append(
-                MalformedCall(
-                    error="unsupported_call", detail=f"not a function call: {kind}", raw=raw
-                )
-            )
-            continue
-        name = function.get("name")
-        if not isinstance(name, str) or not name.strip():
-            malformed.append(
-                MalformedCall(error="missing_name", detail="tool call has no name", raw=raw)
-            )
-            continue
-        arguments: Any = function.get("arguments")
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        elif isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as e:
-                malformed.append(
-                    MalformedCall(error="bad_json", detail=f"{name}: arguments: {e}", raw=raw)
-                )
-                continue
-        if not isinstance(arguments, dict):
-            malformed.append(
-                MalformedCall(
-                    error="arguments_not_object",
-                    detail=f"{name}: arguments are {type(arguments).__name__}, not an object",
-                    raw=raw,
-                )
-            )
-            continue
-        call_id = entry.get("id")
-        calls.append(
-            ToolCall(
-                name=name, arguments=arguments, id=call_id if isinstance(call_id, str) else None
-            )
-        )
-    return calls, malformed
 
 
 def _clip(text: str, limit: int = 300) -> str:

@@ -184,3 +184,58 @@ def _bare_objects(items: list[_Item], text: str) -> str:
 def _tidy(text: str) -> str:
     """Strip and collapse the blank lines left where blocks were removed."""
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def decode_native_tool_calls(
+    native: list[Any],
+) -> tuple[list[ToolCall], list[MalformedCall]]:
+    """Decode OpenAI `message.tool_calls` entries (or flat `{"name", "arguments"}` ones) into
+    `ToolCall`s and `MalformedCall`s. Empty arguments (`""`) count as `{}`."""
+    calls: list[ToolCall] = []
+    malformed: list[MalformedCall] = []
+    for entry in native:
+        raw = json.dumps(entry, ensure_ascii=False, default=str)
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if function is None and isinstance(entry, dict) and "name" in entry:
+            function = entry  # the flat {"name", "arguments"} form
+        if not isinstance(function, dict):
+            kind = entry.get("type") if isinstance(entry, dict) else type(entry).__name__
+            malformed.append(
+                MalformedCall(
+                    error="unsupported_call", detail=f"not a function call: {kind}", raw=raw
+                )
+            )
+            continue
+        name = function.get("name")
+        if not isinstance(name, str) or not name.strip():
+            malformed.append(
+                MalformedCall(error="missing_name", detail="tool call has no name", raw=raw)
+            )
+            continue
+        arguments: Any = function.get("arguments")
+        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+            arguments = {}
+        elif isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as e:
+                malformed.append(
+                    MalformedCall(error="bad_json", detail=f"{name}: arguments: {e}", raw=raw)
+                )
+                continue
+        if not isinstance(arguments, dict):
+            malformed.append(
+                MalformedCall(
+                    error="arguments_not_object",
+                    detail=f"{name}: arguments are {type(arguments).__name__}, not an object",
+                    raw=raw,
+                )
+            )
+            continue
+        call_id = entry.get("id")
+        calls.append(
+            ToolCall(
+                name=name, arguments=arguments, id=call_id if isinstance(call_id, str) else None
+            )
+        )
+    return calls, malformed

@@ -65,7 +65,7 @@ from envs import state as st
 from envs.tools import ToolSpec
 from envs.world import World
 from rollout.model import ChatModel, ChatResponse, ModelError
-from rollout.parsing import parse_tool_calls
+from rollout.parsing import decode_native_tool_calls, parse_tool_calls
 from synthesis.base import SynthesisConfig, SynthesisResult, register
 from synthesis.logic_driven import split_for
 
@@ -646,19 +646,10 @@ def _solver_calls(completion: Completion) -> tuple[list[ToolCall], bool, int]:
     for m in messages:
         if m.get("role", "assistant") != "assistant":
             continue
-        for raw in m.get("tool_calls") or []:
-            fn = raw.get("function", raw)
-            args = fn.get("arguments")
-            try:
-                args = json.loads(args) if isinstance(args, str) and args.strip() else (args or {})
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if not isinstance(fn.get("name"), str) or not isinstance(args, dict):
-                bad += 1
-                continue
-            calls.append(ToolCall(name=fn["name"], arguments=args))
-            tagged = True
+        native, malformed = decode_native_tool_calls(m.get("tool_calls") or [])
+        calls += native
+        bad += len(malformed)
+        tagged = tagged or bool(native)
     return calls, tagged, bad
 
 

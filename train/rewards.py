@@ -7,13 +7,12 @@ one entry per completion, plus `trainer_state`, `log_extra` and `log_metric`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
 from data.records import Task, ToolCall
-from rollout.parsing import parse_tool_calls
+from rollout.parsing import decode_native_tool_calls, parse_tool_calls
 from verifiers.state import score_calls
 
 Completion = str | list[dict[str, Any]]
@@ -47,18 +46,9 @@ def completion_calls(completion: Completion) -> tuple[list[ToolCall], int]:
             _, found, malformed = parse_tool_calls(content)
             calls += found
             bad += len(malformed)
-        for raw in message.get("tool_calls") or []:
-            fn = raw.get("function", raw)
-            args = fn.get("arguments")
-            try:
-                args = json.loads(args) if isinstance(args, str) and args.strip() else (args or {})
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if not isinstance(fn.get("name"), str) or not isinstance(args, dict):
-                bad += 1
-                continue
-            calls.append(ToolCall(name=fn["name"], arguments=args))
+        native, malformed = decode_native_tool_calls(message.get("tool_calls") or [])
+        calls += native
+        bad += len(malformed)
     return calls, bad
 
 

@@ -21,6 +21,27 @@ class Verifier(Protocol):
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict: ...
 
 
+CLEAN_TERMINATIONS = {"user_stop", "agent_stop", "transfer", "out_of_scope"}
+
+
+def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
+                   require_clean_termination: bool) -> tuple[float, bool, list[str]]:
+    """Checks every execution verifier makes of the episode itself.
+
+    Returns (score, clean, reasons): any termination other than the agent or the user
+    stopping scores 0 (τ²-bench) when `require_clean_termination`; a replay that does not
+    reproduce the state recorded during rollout is reported.
+    """
+    reasons: list[str] = []
+    clean = trajectory.termination in CLEAN_TERMINATIONS
+    if require_clean_termination and not clean:
+        reasons.append(f"terminated by {trajectory.termination}")
+        score = 0.0
+    if trajectory.final_state_hash and trajectory.final_state_hash != replay_hash:
+        reasons.append("replayed state differs from the state recorded during rollout")
+    return score, clean, reasons
+
+
 def applies(verifier: Verifier, task: Task) -> bool:
     """Whether `verifier` can judge `task` (a verifier may define `applies_to(task)`)."""
     check = getattr(verifier, "applies_to", None)

@@ -24,8 +24,7 @@ from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.constraints import load_constraints, world_constraints
 from envs.registry import get_world
-from verifiers.base import register
-from verifiers.state import CLEAN_TERMINATIONS
+from verifiers.base import episode_checks, register
 
 REDUNDANCY_WEIGHT = 0.5
 
@@ -122,13 +121,8 @@ class ConstraintVerifier:
                    for i, d in enumerate(s.details) if not d["satisfied"]]
         if s.redundant_writes:
             reasons.append(f"{s.redundant_writes} redundant write(s)")
-        score = s.score
-        clean = trajectory.termination in CLEAN_TERMINATIONS
-        if self.require_clean_termination and not clean:
-            reasons.append(f"terminated by {trajectory.termination}")
-            score = 0.0
-        if trajectory.final_state_hash and trajectory.final_state_hash != s.final_hash:
-            reasons.append("replayed state differs from the state recorded during rollout")
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.score, self.require_clean_termination)
+        reasons += episode
         details: dict[str, Any] = {
             "satisfied": s.satisfied, "constraints": s.details, "replayed_writes": s.replayed_writes,
             "failed_writes": s.failed_writes, "effective_writes": s.effective_writes,

@@ -18,9 +18,8 @@ from typing import Any
 from data.records import Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.registry import get_world
-from verifiers.base import register
+from verifiers.base import episode_checks, register
 
-CLEAN_TERMINATIONS = {"user_stop", "agent_stop", "transfer", "out_of_scope"}
 _MISSING = object()
 
 
@@ -90,13 +89,8 @@ class StateVerifier:
         if not s.exact:
             reasons.append(f"final state differs from target ({s.cells_matched}/{s.cells_in_target} target cells, "
                            f"{s.extra_writes} extra cell writes)")
-        score = s.reward
-        clean = trajectory.termination in CLEAN_TERMINATIONS
-        if self.require_clean_termination and not clean:
-            reasons.append(f"terminated by {trajectory.termination}")
-            score = 0.0
-        if trajectory.final_state_hash and trajectory.final_state_hash != s.final_hash:
-            reasons.append("replayed state differs from the state recorded during rollout")
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.reward, self.require_clean_termination)
+        reasons += episode
         details: dict[str, Any] = {
             "final_hash": s.final_hash, "cells_matched": s.cells_matched, "cells_in_target": s.cells_in_target,
             "extra_writes": s.extra_writes, "replayed_writes": s.replayed_writes, "failed_writes": s.failed_writes,
