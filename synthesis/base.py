@@ -7,6 +7,7 @@ validate what it emits: a task whose reference does not reach its target is a dr
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,11 +34,28 @@ class SynthesisConfig(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+def split_for(task_id: str, test_fraction: float) -> str:
+    """Deterministic train/test split of a task by the hash of its id."""
+    bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "test" if bucket < test_fraction else "train"
+
+
 @dataclass
 class SynthesisResult:
     tasks: list[Task] = field(default_factory=list)
     drops: Counter = field(default_factory=Counter)  # reason -> count
     stats: dict[str, Any] = field(default_factory=dict)
+    _ids: set[str] = field(default_factory=set, repr=False)  # ids of accepted tasks
+
+    def has(self, task: Task) -> bool:
+        """Whether a task with the same content id was already accepted."""
+        return task.id in self._ids
+
+    def accept(self, task: Task, test_fraction: float) -> None:
+        """Assign the task its split and keep it."""
+        task.split = split_for(task.id, test_fraction)
+        self._ids.add(task.id)
+        self.tasks.append(task)
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]

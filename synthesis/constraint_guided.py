@@ -32,7 +32,6 @@ from envs.constraints import (
 )
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, register
-from synthesis.logic_driven import split_for
 
 METHOD = "constraint_guided"
 PERSONA = "novice"
@@ -122,7 +121,6 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     sample_kw = {"p_extra": float(cfg.options["p_extra"])} if "p_extra" in cfg.options else {}
     rng = random.Random(cfg.seed)
     result = SynthesisResult()
-    seen: set[str] = set()
     attempted = described = first_unique = redraws = unique = 0
     kinds: Counter = Counter()
     seed = cfg.seed
@@ -144,16 +142,14 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                 task = _build(world, module, ref, conn, constraints, fuzzy, result)
                 if task is None:
                     continue
-                if task.id in seen:
+                if result.has(task):
                     result.drops["duplicate"] += 1
                     continue
                 u, n = recheck_unique(world, task)
                 if u != n:
                     result.drops["fuzzy_not_unique_on_rebuild"] += 1
                     continue
-                task.split = split_for(task.id, cfg.test_fraction)
-                seen.add(task.id)
-                result.tasks.append(task)
+                result.accept(task, cfg.test_fraction)
                 described += n
                 unique += u
                 first_unique += fuzzy.first_draw_unique

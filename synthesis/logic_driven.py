@@ -10,7 +10,6 @@ the target hash.
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 from data.records import Task, UserScenario
@@ -36,17 +35,11 @@ def replay(world: World, task: Task) -> str:
         env.close()
 
 
-def split_for(task_id: str, test_fraction: float) -> str:
-    bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "test" if bucket < test_fraction else "train"
-
-
 @register(METHOD)
 def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     ecfg = ExplorerConfig(**{k: v for k, v in cfg.options.items() if k in ExplorerConfig.__dataclass_fields__})
     rng = random.Random(cfg.seed)
     result = SynthesisResult()
-    seen_ids: set[str] = set()
     attempted = 0
     rejections_total: dict[str, int] = {}
     tool_names = set(world.tools)
@@ -104,15 +97,13 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                           "naive_rejections": rejections, "explored_states": len(reached),
                           "path_length": len(goal_state.path)},
             ).with_id()
-            if task.id in seen_ids:
+            if result.has(task):
                 result.drops["duplicate"] += 1
                 continue
             if replay(world, task) != task.target_state_hash:
                 result.drops["replay_mismatch"] += 1
                 continue
-            task.split = split_for(task.id, cfg.test_fraction)
-            seen_ids.add(task.id)
-            result.tasks.append(task)
+            result.accept(task, cfg.test_fraction)
             if len(result.tasks) >= cfg.n_tasks:
                 break
         seed += 1

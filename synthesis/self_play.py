@@ -67,7 +67,6 @@ from envs.world import World
 from rollout.model import ChatModel, ChatResponse, ModelError
 from rollout.parsing import decode_native_tool_calls, parse_tool_calls
 from synthesis.base import SynthesisConfig, SynthesisResult, register
-from synthesis.logic_driven import split_for
 
 METHOD = "self_play"
 TAGS = ("question", "available_tools", "tool_call_answer")
@@ -1261,7 +1260,6 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     k, min_agree = int(opts.get("filter_k", 10)), float(opts.get("min_agreement", 0.2))
     dedup_threshold = opts.get("dedup_threshold")
     result = SynthesisResult()
-    seen: set[str] = set()
     leaders: list[frozenset[str]] = []
     attempted = 0
     try:
@@ -1286,12 +1284,10 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
                         continue
                     leaders.append(grams)
                 task = _task(world, cand, check, generator_name=getattr(generator, "name", "custom"))
-                if task.id in seen:
+                if result.has(task):
                     result.drops["duplicate"] += 1
                     continue
-                task.split = split_for(task.id, cfg.test_fraction)
-                seen.add(task.id)
-                result.tasks.append(task)
+                result.accept(task, cfg.test_fraction)
                 if len(result.tasks) >= cfg.n_tasks:
                     break
     finally:
