@@ -239,3 +239,11 @@ def decode_native_tool_calls(
             )
         )
     return calls, malformed
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a message's `content`: a string, or the text parts of a list joined."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""

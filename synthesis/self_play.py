@@ -65,7 +65,7 @@ from envs import state as st
 from envs.tools import ToolSpec
 from envs.world import World
 from rollout.model import ChatModel, ChatResponse, ModelError
-from rollout.parsing import decode_native_tool_calls, parse_tool_calls
+from rollout.parsing import decode_native_tool_calls, message_text, parse_tool_calls
 from synthesis.base import SynthesisConfig, SynthesisResult, register
 
 METHOD = "self_play"
@@ -556,10 +556,7 @@ def completion_text(completion: Completion) -> str:
     for m in completion:
         if m.get("role", "assistant") != "assistant":
             continue
-        content = m.get("content")
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        parts.append(content or "")
+        parts.append(message_text(m))
     return "\n".join(parts)
 
 

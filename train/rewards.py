@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from data.records import Task, ToolCall
-from rollout.parsing import decode_native_tool_calls, parse_tool_calls
+from rollout.parsing import decode_native_tool_calls, message_text, parse_tool_calls
 from verifiers.state import score_calls
 
 Completion = str | list[dict[str, Any]]
@@ -39,9 +39,7 @@ def completion_calls(completion: Completion) -> tuple[list[ToolCall], int]:
     for message in completion:
         if message.get("role", "assistant") != "assistant":
             continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        content = message_text(message)
         if content:
             _, found, malformed = parse_tool_calls(content)
             calls += found
