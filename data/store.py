@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from data.crash import crashpoint
 from data.schema import CODECS
 
 MANIFEST_VERSION = 1
@@ -136,7 +137,8 @@ class DatasetWriter:
         self.target = self.root / name / self.version
         if self.target.exists():
             raise DatasetError(f"dataset version already exists: {self.target}")
-        self.staging = self.root / name / f".staging-{self.version}-{uuid.uuid4().hex[:8]}"
+        # The writer's pid in the name lets a later run tell a dead writer's leftovers apart.
+        self.staging = self.root / name / f".staging-{self.version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         (self.staging / "data").mkdir(parents=True)
         self._files: list[FileEntry] = []
         self._committed = False
@@ -156,6 +158,7 @@ class DatasetWriter:
         self._files.append(
             FileEntry(path=rel, sha256=sha256_file(path), rows=table.num_rows, bytes=path.stat().st_size)
         )
+        crashpoint("store.write.after_file")
 
     def commit(
         self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None
@@ -182,6 +185,7 @@ class DatasetWriter:
                 os.fsync(fh.fileno())
         (self.staging / SUCCESS).write_text(manifest.created_at + "\n")
         _fsync_dir(self.staging)
+        crashpoint("store.commit.before_rename")
         try:
             os.rename(self.staging, self.target)
         except OSError as exc:
@@ -282,6 +286,66 @@ def versions(root: Path | str, name: str) -> list[str]:
 def latest(root: Path | str, name: str) -> Path | None:
     vs = versions(root, name)
     return Path(root) / name / vs[-1] if vs else None
+
+
+POINTER = "LATEST.json"
+
+
+def write_pointer(root: Path | str, payload: dict[str, Any]) -> Path:
+    """Atomically replace `root/LATEST.json` (tmp file, fsync, rename): readers see the old
+    pointer or the new one, never a torn file."""
+    import json
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / POINTER
+    tmp = root / f".{POINTER}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(payload, indent=2, default=str))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(root)
+    return target
+
+
+def read_pointer(root: Path | str) -> dict[str, Any] | None:
+    """The `LATEST.json` pointer under `root`, or None when nothing was published yet."""
+    import json
+
+    path = Path(root) / POINTER
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(root: Path | str, older_than_s: float = 86_400.0) -> list[Path]:
+    """Delete staging folders left by writers that died (a killed run) under `root/<name>/`:
+    those whose writer process (on this machine) is gone, or older than `older_than_s`
+    (a writer on another machine that shares the folder)."""
+    import time
+
+    removed: list[Path] = []
+    base = Path(root)
+    if not base.is_dir():
+        return removed
+    now = time.time()
+    for staging in base.glob("*/.staging-*"):
+        parts = staging.name.split("-")
+        pid = int(parts[-2]) if len(parts) >= 4 and parts[-2].isdigit() else None
+        dead = pid is not None and pid != os.getpid() and not _pid_alive(pid)
+        if dead or now - staging.stat().st_mtime >= older_than_s:
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging)
+    return removed
 
 
 def query(sql: str, **datasets: Path | str) -> pa.Table:

@@ -45,6 +45,19 @@ def _flows() -> Any:
     return flows
 
 
+def _execute(flow_name: str, cfg: dict[str, Any], *args: Any) -> Any:
+    """Run a flow with the config's task runner, with progress bars on an interactive terminal."""
+    from pipelines import progress
+
+    flows = _flows()
+    if sys.stderr.isatty():
+        progress.enable()
+    try:
+        return flows.execute(getattr(flows, flow_name), cfg, *args)
+    finally:
+        progress.disable()
+
+
 def _fail(exc: Exception) -> None:
     console.print(f"[bold red]error:[/] {exc}")
     raise typer.Exit(1)
@@ -64,7 +77,7 @@ def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None
     """Run the end-to-end flow: synthesize, roll out, verify, curate, release."""
     cfg = _config(config, set_)
     try:
-        summary = _flows().run_flow(cfg, str(out))
+        summary = _execute("run_flow", cfg, str(out))
     except (RuntimeError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
     _print_summary(summary)
@@ -83,7 +96,7 @@ def synth(
     """Synthesize tasks into DIR/datasets/tasks/<version>."""
     cfg = _config(config, set_, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n_tasks})
     try:
-        print(_flows().synth_flow(cfg, str(out)))
+        print(_execute("synth_flow", cfg, str(out)))
     except (RuntimeError, KeyError, ValueError) as exc:
         _fail(exc)
 
@@ -94,7 +107,7 @@ def rollout(config: ConfigOpt = None, out: OutOpt = Path("out"),
             set_: SetOpt = None) -> None:
     """Collect trajectories for a tasks dataset."""
     try:
-        print(_flows().rollout_flow(_config(config, set_), str(out), str(tasks) if tasks else None))
+        print(_execute("rollout_flow", _config(config, set_), str(out), str(tasks) if tasks else None))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -106,7 +119,7 @@ def verify(config: ConfigOpt = None, out: OutOpt = Path("out"),
            set_: SetOpt = None) -> None:
     """Verify trajectories by replaying them against their tasks."""
     try:
-        print(_flows().verify_flow(_config(config, set_), str(out), str(tasks) if tasks else None,
+        print(_execute("verify_flow", _config(config, set_), str(out), str(tasks) if tasks else None,
                                    str(trajectories) if trajectories else None))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
@@ -116,7 +129,7 @@ def verify(config: ConfigOpt = None, out: OutOpt = Path("out"),
 def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
     """Select SFT trajectories and RL tasks from the latest tasks, trajectories and verdicts."""
     try:
-        print(json.dumps(_flows().curate_flow(_config(config, set_), str(out))))
+        print(json.dumps(_execute("curate_flow", _config(config, set_), str(out))))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -125,7 +138,7 @@ def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = N
 def release(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
     """Publish the latest curated datasets as releases (atomic, with cards)."""
     try:
-        print(json.dumps(_flows().release_flow(_config(config, set_), str(out))))
+        print(json.dumps(_execute("release_flow", _config(config, set_), str(out))))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -141,11 +154,12 @@ def train(
 ) -> None:
     """Train on a release with TRL (SFT on `sft`, GRPO on `rl`)."""
     from data import store
+    from pipelines import stages
 
     if kind not in ("sft", "grpo"):
         raise typer.BadParameter("kind must be sft or grpo")
     if dataset is None:
-        dataset = store.latest(out / "releases", "sft" if kind == "sft" else "rl")
+        dataset = stages.latest_release(out, "sft" if kind == "sft" else "rl")
         if dataset is None:
             _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
@@ -166,6 +180,20 @@ def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
     except (RuntimeError, ValueError) as exc:
         _fail(exc)
     print(json.dumps(result))
+
+
+@app.command()
+def serve(
+    schedules: Annotated[Path, typer.Argument(help="Schedules file (see configs/schedules.yaml).")],
+    limit: Annotated[int | None, typer.Option(help="Flow runs at once.")] = None,
+) -> None:
+    """Serve the pipeline's deployments on their cron/interval schedules (a real Prefect server)."""
+    from pipelines.serve import serve as serve_schedules
+
+    try:
+        serve_schedules(schedules, limit=limit)
+    except (RuntimeError, OSError, ValueError) as exc:
+        _fail(exc)
 
 
 @app.command("prepare-model")

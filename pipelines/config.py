@@ -4,7 +4,7 @@ loadable from YAML. Its hash is the lineage's `config_hash`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,6 +41,21 @@ class SelfPlayLoopConfig(BaseModel):
         max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=64))
 
 
+class RunnerConfig(BaseModel):
+    """Where a flow's shards run: threads here (default), a Dask cluster, or a Ray cluster."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["thread", "dask", "ray"] = "thread"
+    max_workers: int = 2  # thread pool size
+    address: str | None = None  # dask scheduler ("tcp://host:8786") or ray address ("ray://host:10001")
+    n_workers: int = 2  # local Dask cluster processes when no address is given
+    threads_per_worker: int = 1
+    # A stage fails loudly when no shard finishes for this long (a hung server, a stuck
+    # sandbox) instead of waiting for ever; None disables the watchdog.
+    stall_timeout_s: float | None = 1800.0
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +68,11 @@ class RunConfig(BaseModel):
     verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
     curation: str = "outcome"
     shard_size: int = 4  # tasks per Prefect task
+    # Shard results are cached by a key of their inputs (pipelines.keys): an identical
+    # rerun, or a killed run started again, recomputes only shards whose inputs changed.
+    cache: bool = True
+    cache_dir: str | None = None  # default: <out>/cache
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)

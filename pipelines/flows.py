@@ -23,15 +23,17 @@ def prefect_defaults() -> None:
 
 prefect_defaults()
 
-from prefect import flow, task  # noqa: E402
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.artifacts import create_table_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.futures import wait  # noqa: E402
 from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
-from pipelines import stages  # noqa: E402
-from pipelines.config import RunConfig  # noqa: E402
+from pipelines import progress, stages  # noqa: E402
+from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
 from rollout.collector import close_shared_models  # noqa: E402
 
 
@@ -50,33 +52,111 @@ def _latest(out: Path, name: str) -> Path:
     return path
 
 
+# -- task runners ----------------------------------------------------------------------
+
+def build_runner(cfg: RunnerConfig) -> Any:
+    """The Prefect task runner a config names: a thread pool, Dask or Ray."""
+    if cfg.kind == "thread":
+        return ThreadPoolTaskRunner(max_workers=cfg.max_workers)
+    if cfg.kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if cfg.address:
+            return DaskTaskRunner(address=cfg.address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.n_workers, "threads_per_worker": cfg.threads_per_worker,
+                                              "processes": True, "dashboard_address": None})
+    if cfg.kind == "ray":
+        try:
+            from prefect_ray import RayTaskRunner
+        except ImportError as exc:
+            raise RuntimeError("runner.kind=ray needs the optional extra: pip install 'trajforge[ray]'") from exc
+        return RayTaskRunner(address=cfg.address) if cfg.address else RayTaskRunner()
+    raise ValueError(f"unknown runner kind {cfg.kind!r}")
+
+
+def execute(flow_fn: Any, config: dict[str, Any] | RunConfig, *args: Any, **kwargs: Any) -> Any:
+    """Call a flow with the task runner its config names."""
+    cfg = _cfg(config)
+    return flow_fn.with_options(task_runner=build_runner(cfg.runner))(cfg.model_dump(mode="json"), *args, **kwargs)
+
+
 # -- Prefect tasks: one shard of work each ----------------------------------------------
 
 @task(name="synthesize", cache_policy=NO_CACHE)
 def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
-    return stages.synthesize(cfg, out, run_id)
+    return stages.synthesize(cfg, out, run_id, cache=stages.shard_cache(cfg, out))
 
 
 @task(name="rollout-shard", cache_policy=NO_CACHE)
-def rollout_task(shard: list[Task], cfg: RunConfig) -> list[Trajectory]:
-    return stages.rollout_shard(shard, cfg)
+def rollout_task(shard: list[Task], cfg: RunConfig, out: Path, index: int) -> tuple[list[Trajectory], bool]:
+    trajectories, cached = stages.rollout_shard_cached(shard, cfg, stages.shard_cache(cfg, out))
+    get_run_logger().info("rollout shard=%d tasks=%d trajectories=%d cached=%s",
+                          index, len(shard), len(trajectories), cached)
+    return trajectories, cached
 
 
 @task(name="verify-shard", cache_policy=NO_CACHE)
-def verify_task(tasks: dict[str, Task], shard: list[Trajectory], names: list[str]) -> list[Verdict]:
-    return stages.verify_shard(tasks, shard, names)
+def verify_task(tasks: dict[str, Task], shard: list[Trajectory], names: list[str], cfg: RunConfig, out: Path,
+                index: int) -> tuple[list[Verdict], bool]:
+    verdicts, cached = stages.verify_shard_cached(tasks, shard, names, stages.shard_cache(cfg, out))
+    get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s",
+                          index, len(shard), len(verdicts), cached)
+    return verdicts, cached
 
 
-def _rollout(cfg: RunConfig, tasks: list[Task]) -> list[Trajectory]:
-    futures = [rollout_task.submit(shard, cfg) for shard in stages.shards(tasks, cfg.shard_size)]
-    return [t for f in futures for t in f.result()]
+class StallError(RuntimeError):
+    """No shard of a stage finished within the configured stall timeout."""
 
 
-def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory]) -> list[Verdict]:
+def gather(futures: list[Any], stage: str, stall_timeout_s: float | None) -> list[Any]:
+    """Results of `futures` in submission order; raises `StallError` when none finishes
+    for `stall_timeout_s` (a hung server or sandbox fails the stage instead of hanging)."""
+    index = {id(f): i for i, f in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    pending = list(futures)
+    progress.start(stage, len(futures))
+    while pending:
+        done, not_done = wait(pending, timeout=stall_timeout_s)
+        if not done:
+            raise StallError(f"stage {stage!r} stalled: no shard finished in {stall_timeout_s:.0f} s "
+                             f"({len(not_done)} of {len(futures)} shards outstanding); "
+                             "check the model server or raise runner.stall_timeout_s")
+        for f in done:
+            results[index[id(f)]] = f.result()
+            progress.advance(stage)
+        pending = list(not_done)
+    progress.finish(stage)
+    return results
+
+
+def _rollout(cfg: RunConfig, tasks: list[Task], out: Path, counts: dict[str, Any]) -> list[Trajectory]:
+    futures = [rollout_task.submit(shard, cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
+    results = gather(futures, "rollout", cfg.runner.stall_timeout_s)
+    counts["rollout"] = {"shards": len(results), "cached": sum(c for _, c in results)}
+    counts["model_calls"] = sum(t.usage.model_calls for ts, cached in results if not cached for t in ts)
+    return [t for ts, _ in results for t in ts]
+
+
+def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], out: Path,
+            counts: dict[str, Any]) -> list[Verdict]:
     by_id = {t.id: t for t in tasks}
-    size = max(1, cfg.shard_size * max(1, cfg.rollout.trials + cfg.reference_trials))
-    futures = [verify_task.submit(by_id, shard, cfg.verifiers) for shard in stages.shards(trajectories, size)]
-    return [v for f in futures for v in f.result()]
+    # Shards follow task boundaries, so a change to one task's rollouts re-verifies one shard.
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        groups.setdefault(t.task_id, []).append(t)
+    shards = [[t for g in chunk for t in g] for chunk in stages.shards(list(groups.values()), cfg.shard_size)]
+    futures = [verify_task.submit(by_id, shard, cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
+    results = gather(futures, "verify", cfg.runner.stall_timeout_s)
+    counts["verify"] = {"shards": len(results), "cached": sum(c for _, c in results)}
+    return [v for vs, _ in results for v in vs]
+
+
+def _artifact(key: str, description: str, rows: list[dict[str, Any]]) -> None:
+    """A table artifact on the current flow run (shown in the Prefect UI)."""
+    try:
+        create_table_artifact(key=key, table=rows, description=description)
+    except Exception as exc:  # artifacts are observability: never fail a run over one
+        get_run_logger().warning("could not create artifact %s: %s", key, exc)
 
 
 RUNNER = ThreadPoolTaskRunner(max_workers=2)
@@ -93,8 +173,9 @@ def synth_flow(config: dict[str, Any], out: str) -> str:
 def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None) -> str:
     cfg, root = _cfg(config), Path(out)
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
+    counts: dict[str, Any] = {}
     try:
-        trajectories = _rollout(cfg, store.read_records(tp, "tasks"))
+        trajectories = _rollout(cfg, store.read_records(tp, "tasks"), root, counts)
     finally:
         close_shared_models()
     return str(stages.write_trajectories(trajectories, cfg, root, [tp], _run_id()))
@@ -106,7 +187,7 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     cfg, root = _cfg(config), Path(out)
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
     rp = Path(trajectories_path) if trajectories_path else _latest(root, "trajectories")
-    verdicts = _verify(cfg, store.read_records(tp, "tasks"), store.read_records(rp, "trajectories"))
+    verdicts = _verify(cfg, store.read_records(tp, "tasks"), store.read_records(rp, "trajectories"), root, {})
     return str(stages.write_verdicts(verdicts, cfg, root, [tp, rp], _run_id()))
 
 
@@ -151,21 +232,32 @@ def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_st
 
 @flow(name="trajforge-run", task_runner=RUNNER)
 def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
-    """Synthesize → rollout → verify → curate → release, all in one flow run."""
+    """Synthesize → rollout → verify → curate → release, all in one flow run.
+
+    Shards come from the cache when their inputs are unchanged, so a rerun of a killed run
+    resumes where it stopped and an identical rerun makes no model calls.
+    """
     cfg, root, run_id = _cfg(config), Path(out), _run_id()
+    for folder in (stages.datasets_dir(root), stages.releases_dir(root)):
+        store.remove_stale_staging(folder)
+    counts: dict[str, Any] = {}
     tp = synthesize_task(cfg, root, run_id)
     tasks = store.read_records(tp, "tasks")
     try:
-        trajectories = _rollout(cfg, tasks)
+        trajectories = _rollout(cfg, tasks, root, counts)
     finally:
         close_shared_models()
     rp = stages.write_trajectories(trajectories, cfg, root, [tp], run_id)
-    verdicts = _verify(cfg, tasks, trajectories)
+    verdicts = _verify(cfg, tasks, trajectories, root, counts)
     vp = stages.write_verdicts(verdicts, cfg, root, [tp, rp], run_id)
     selection = stages.curate(cfg, tasks, trajectories, verdicts)
     curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
     releases = stages.release(cfg, root, curated, run_id)
-    return stages.summary(tasks, trajectories, verdicts, releases, selection)
+    summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
+    summary["cache"] = counts
+    _artifact("trajforge-yield", "Yield of this run, stage by stage",
+              [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])
+    return summary
 
 
 # -- self-play ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ versioned dataset with lineage pointing at its inputs.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,10 +17,13 @@ from typing import Any, TypeVar
 from curation.base import Selection, get_curator
 from curation.release import rl_rows, sft_rows
 from data import store
+from data.cache import ShardCache
 from data.card import render_card
-from data.records import Task, Trajectory, Verdict
+from data.crash import crashpoint
+from data.records import Task, Trajectory, Verdict, content_hash
 from data.schema import RL_SCHEMA, SFT_SCHEMA
 from envs.registry import get_world
+from pipelines import keys
 from pipelines.config import RunConfig
 from rollout.agent import opening_messages, world_now
 from rollout.collector import collect
@@ -41,6 +45,11 @@ def releases_dir(out: Path) -> Path:
     return Path(out) / "releases"
 
 
+def shard_cache(cfg: RunConfig, out: Path) -> ShardCache:
+    """The run's shard cache (`<out>/cache` unless `cache_dir` is set)."""
+    return ShardCache(Path(cfg.cache_dir) if cfg.cache_dir else Path(out) / "cache", enabled=cfg.cache)
+
+
 def lineage(cfg: RunConfig, parents: Sequence[Path | str], run_id: str = "") -> store.Lineage:
     return store.Lineage(config_hash=cfg.config_hash(), code_version=store.code_version(),
                          parents=[str(p) for p in parents], run_id=run_id)
@@ -57,18 +66,40 @@ def _card(name: str, version: str, summary: str, schema: Any, rows: int, lin: st
 
 # -- synthesis -------------------------------------------------------------------------
 
-def synthesize(cfg: RunConfig, out: Path, run_id: str = "") -> Path:
-    world = get_world(cfg.synthesis.world)
-    result = get_method(cfg.synthesis.method)(cfg.synthesis, world)
-    if not result.tasks:
-        raise RuntimeError(f"synthesis produced no tasks (drops: {dict(result.drops)})")
-    stats = {**result.stats, "drops": dict(result.drops),
-             "splits": dict(Counter(t.split for t in result.tasks))}
+def synthesize(cfg: RunConfig, out: Path, run_id: str = "", cache: ShardCache | None = None) -> Path:
+    """Synthesize tasks and write them as a `tasks` dataset (from the cache when unchanged)."""
+    key = keys.synthesis_key(cfg) if cache else ""
+    hit = cache.get_with_meta("synthesize", key, "tasks") if cache else None
+    if hit is not None:
+        tasks, stats = hit
+        stats = {**stats, "cached": True}
+    else:
+        world = get_world(cfg.synthesis.world)
+        result = get_method(cfg.synthesis.method)(cfg.synthesis, world)
+        if not result.tasks:
+            raise RuntimeError(f"synthesis produced no tasks (drops: {dict(result.drops)})")
+        tasks = result.tasks
+        stats = {**result.stats, "drops": dict(result.drops),
+                 "splits": dict(Counter(t.split for t in result.tasks))}
+        if cache:
+            cache.put("synthesize", key, "tasks", tasks, meta=stats)
     lin = lineage(cfg, [], run_id)
-    return store.write_records(datasets_dir(out), "tasks", "tasks", result.tasks, lin, stats=stats)
+    return store.write_records(datasets_dir(out), "tasks", "tasks", tasks, lin, stats=stats)
 
 
 # -- rollout ---------------------------------------------------------------------------
+
+def rollout_shard_cached(tasks: list[Task], cfg: RunConfig, cache: ShardCache) -> tuple[list[Trajectory], bool]:
+    """`rollout_shard` through the shard cache: (trajectories, whether they came from it)."""
+    key = keys.rollout_key(cfg, tasks)
+    hit = cache.get("rollout", key, "trajectories")
+    if hit is not None:
+        return hit, True
+    trajectories = rollout_shard(tasks, cfg)
+    cache.put("rollout", key, "trajectories", trajectories)
+    crashpoint("rollout.shard_done")
+    return trajectories, False
+
 
 def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
     """The policy's trials for a shard of tasks, plus gold reference trajectories."""
@@ -94,6 +125,19 @@ def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path
 
 
 # -- verification ----------------------------------------------------------------------
+
+def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str],
+                        cache: ShardCache) -> tuple[list[Verdict], bool]:
+    """`verify_shard` through the shard cache: (verdicts, whether they came from it)."""
+    key = keys.verify_key(verifier_names, tasks, trajectories)
+    hit = cache.get("verify", key, "verdicts")
+    if hit is not None:
+        return hit, True
+    verdicts = verify_shard(tasks, trajectories, verifier_names)
+    cache.put("verify", key, "verdicts", verdicts)
+    crashpoint("verify.shard_done")
+    return verdicts, False
+
 
 def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str]) -> list[Verdict]:
     verifiers = [get_verifier(n) for n in verifier_names]
@@ -155,25 +199,67 @@ def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[T
     return paths
 
 
-def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "") -> dict[str, Path]:
-    """Publish curated datasets as releases: same rows, a dataset card, lineage, `_SUCCESS`.
+def latest_release(out: Path, name: str) -> Path | None:
+    """The `name` release that `releases/LATEST.json` points at (a complete published set),
+    else the newest committed version (releases written before pointers existed)."""
+    pointer = store.read_pointer(releases_dir(out))
+    if pointer and name in pointer.get("releases", {}):
+        return Path(pointer["releases"][name])
+    return store.latest(releases_dir(out), name)
 
-    Each release is written to a staging folder and renamed into place, so a reader sees
-    a whole release or none. Both releases of one run share a version string.
+
+def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "") -> dict[str, Path]:
+    """Publish curated datasets as one release set: same rows, a dataset card, lineage
+    (the curated inputs and the previous release), `_SUCCESS`, then `releases/LATEST.json`.
+
+    Each dataset is staged and renamed into place, and the pointer moves only once the whole
+    set is committed, so a reader following the pointer sees a complete release or the
+    previous one. A publish killed half-way is finished by the next run with the same
+    content: its intent (`.pending.json`: content fingerprint → version) is picked up and
+    the datasets already committed under that version are kept, not written twice.
     """
-    version = store.new_version()
+    root = releases_dir(out)
+    root.mkdir(parents=True, exist_ok=True)
+    manifests = {name: store.read_manifest(src) for name, src in curated.items()}
+    fingerprint = content_hash({"config": cfg.config_hash(),
+                                     "data": {n: [f.sha256 for f in m.files] for n, m in sorted(manifests.items())}},
+                                    length=32)
+    pending = root / ".pending.json"
+    intent = json.loads(pending.read_text()) if pending.exists() else {}
+    version = intent["version"] if intent.get("fingerprint") == fingerprint else store.new_version()
+    _atomic_json(pending, {"fingerprint": fingerprint, "version": version, "run_id": run_id})
+    previous = store.read_pointer(root)
     paths: dict[str, Path] = {}
     for name, src in curated.items():
-        manifest = store.read_manifest(src)
+        target = root / name / version
+        if (target / store.SUCCESS).exists():  # committed before an interruption
+            paths[name] = target
+            continue
+        manifest = manifests[name]
         table = store.read_table(src, verify=False)
         parents = [str(src), *manifest.lineage.parents]
+        if previous and name in previous.get("releases", {}):
+            parents.append(previous["releases"][name])
         lin = lineage(cfg, parents, run_id)
-        with store.DatasetWriter(releases_dir(out), name, name, SCHEMAS[name], 1, version) as w:
+        with store.DatasetWriter(root, name, name, SCHEMAS[name], 1, version) as w:
             if table.num_rows:
                 w.write_table(table)
             card = _card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin, manifest.stats)
             paths[name] = w.commit(lin, card=card, stats=manifest.stats)
+        crashpoint("release.dataset_done")
+    store.write_pointer(root, {
+        "version": version, "releases": {k: str(v) for k, v in paths.items()},
+        "parent": previous.get("version") if previous else None, "fingerprint": fingerprint,
+        "run_id": run_id, "config_hash": cfg.config_hash(), "code_version": store.code_version(),
+    })
+    pending.unlink(missing_ok=True)
     return paths
+
+
+def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
 
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],

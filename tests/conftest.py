@@ -29,3 +29,14 @@ def tasks(airline: World) -> list[Task]:
     result = get_method("logic_driven")(SynthesisConfig(n_tasks=7, seed=11), airline)
     assert len(result.tasks) == 7
     return result.tasks
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory):
+    """A real `prefect server start` on loopback for tests that run flows in subprocesses
+    or need schedules (which never fire against Prefect's temporary server)."""
+    from pipelines.serve import PrefectServer
+
+    server = PrefectServer(home=tmp_path_factory.mktemp("prefect-server-home"))
+    yield server.start()
+    server.stop()

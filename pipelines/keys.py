@@ -1,0 +1,96 @@
+"""Cache keys for shards of work: a hash of every input that determines a shard's output.
+
+A key never contains a run id, a time or a path to an output folder, so an identical rerun
+finds every shard done, and changing one input (config, task content, model or sampling,
+prompt template, tool schemas, verifier version) changes exactly the keys of the shards
+whose output it can change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from data.records import Task, Trajectory, content_hash
+from envs.registry import get_world
+from pipelines.config import RunConfig
+from rollout import agent
+from rollout.collector import ModelConfig
+from verifiers.base import get_verifier
+
+KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
+
+# ModelConfig fields that choose how requests travel, not what the model answers.
+TRANSPORT_FIELDS = {"base_url", "base_urls", "api_key_env", "timeout_s", "max_batch", "max_in_flight",
+                    "retries", "backoff_s", "breaker_failures", "breaker_cooldown_s"}
+
+
+def _files_digest(folder: Path, patterns: Sequence[str]) -> str:
+    """A digest of a folder's files by name, size and mtime (content would re-read GBs)."""
+    h = hashlib.sha256()
+    for pattern in patterns:
+        for p in sorted(folder.glob(pattern)):
+            st = p.stat()
+            h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=64)
+def world_version(name: str) -> str:
+    """The tool schemas, policy and compiled schema of a world: what an agent sees and acts on."""
+    world = get_world(name)
+    folder = Path(world.folder)
+    files = {p.name: p.read_text(errors="replace") for p in sorted(folder.glob("*")) if p.is_file()
+             and p.suffix in {".py", ".sql", ".md", ".yaml", ".json"}}
+    return content_hash({"tools": world.tool_schemas(), "files": files})
+
+
+def prompt_version(model: ModelConfig) -> str:
+    """The agent's system prompt template plus the chat template the model renders with."""
+    parts: dict[str, Any] = {"system": agent.SYSTEM_TEMPLATE}
+    if model.kind == "embedded":
+        from rollout.embedded import chat_template
+
+        parts["chat_template"] = chat_template()
+    return content_hash(parts)
+
+
+def model_identity(model: ModelConfig) -> dict[str, Any]:
+    ident = {k: v for k, v in model.model_dump(mode="json").items() if k not in TRANSPORT_FIELDS}
+    if model.path and Path(model.path).expanduser().is_dir():
+        ident["weights"] = _files_digest(Path(model.path).expanduser(), ["*.json", "*.safetensors", "*.gguf"])
+    return ident
+
+
+def synthesis_key(cfg: RunConfig) -> str:
+    return content_hash({"stage": "synthesize", "v": KEY_VERSION, "synthesis": cfg.synthesis.model_dump(mode="json"),
+                         "world": world_version(cfg.synthesis.world)}, length=32)
+
+
+def rollout_key(cfg: RunConfig, shard: Sequence[Task]) -> str:
+    r = cfg.rollout
+    worlds = sorted({t.world for t in shard})
+    return content_hash({
+        "stage": "rollout", "v": KEY_VERSION,
+        "tasks": [content_hash(t.model_dump(mode="json"), length=32) for t in shard],
+        "model": model_identity(r.model), "sampling": r.sampling.model_dump(mode="json"),
+        "trials": r.trials, "agent": r.agent.model_dump(mode="json"), "user": "scripted-1",
+        "reference_trials": cfg.reference_trials, "prompt": prompt_version(r.model),
+        "worlds": {w: world_version(w) for w in worlds},
+    }, length=32)
+
+
+def verifier_versions(names: Sequence[str]) -> dict[str, str]:
+    return {n: get_verifier(n).version for n in names}
+
+
+def verify_key(names: Sequence[str], tasks: dict[str, Task], shard: Sequence[Trajectory]) -> str:
+    task_ids = sorted({t.task_id for t in shard})
+    return content_hash({
+        "stage": "verify", "v": KEY_VERSION, "verifiers": verifier_versions(names),
+        "tasks": [content_hash(tasks[i].model_dump(mode="json"), length=32) for i in task_ids],
+        "trajectories": [content_hash(t.model_dump(mode="json"), length=32) for t in shard],
+    }, length=32)

@@ -1,0 +1,164 @@
+"""Caching and resume: identical reruns make no model calls, a changed input recomputes
+exactly the shards it affects, and a run killed with SIGKILL at any point resumes to the
+same released content as an uninterrupted run (real Prefect, real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from data import store
+from data.cache import ShardCache
+from data.records import canonical_json, content_hash
+from pipelines import stages
+from pipelines.config import load_config
+
+TINY = {"synthesis.n_tasks": 6, "synthesis.seed": 3, "rollout.model.kind": "scripted",
+        "rollout.model.noise": 0.4, "rollout.trials": 2, "shard_size": 2}
+
+
+@pytest.fixture(scope="module")
+def flows():
+    from pipelines import flows
+
+    return flows
+
+
+@pytest.fixture
+def count_calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Counts every call the scripted policy (the model here) answers."""
+    from rollout.policies import ScriptedPolicy
+
+    calls: Counter = Counter()
+    original = ScriptedPolicy.chat
+
+    async def chat(self, messages, tools, sampling):  # type: ignore[no-untyped-def]
+        calls[self.name] += 1
+        return await original(self, messages, tools, sampling)
+
+    monkeypatch.setattr(ScriptedPolicy, "chat", chat)
+    return calls
+
+
+def release_content(out: Path) -> dict[str, list[str]]:
+    """Content hashes of every row of the release set LATEST.json points at."""
+    pointer = store.read_pointer(out / "releases")
+    assert pointer is not None, "no release was published"
+    return {name: sorted(content_hash(canonical_json(r), 32) for r in store.read_table(path).to_pylist())
+            for name, path in sorted(pointer["releases"].items())}
+
+
+def test_identical_rerun_makes_no_model_calls(tmp_path: Path, flows, count_calls: Counter) -> None:
+    cfg = load_config(None, TINY).model_dump(mode="json")
+    first = flows.run_flow(cfg, str(tmp_path))
+    assert count_calls["scripted:noise=0.4"] > 0 and first["cache"]["rollout"]["cached"] == 0
+    made = sum(count_calls.values())
+    second = flows.run_flow(cfg, str(tmp_path))
+    assert sum(count_calls.values()) == made, "an identical rerun called the model"
+    assert second["cache"]["rollout"] == {"shards": 3, "cached": 3}
+    assert second["cache"]["verify"]["cached"] == second["cache"]["verify"]["shards"]
+    assert second["cache"]["model_calls"] == 0
+    # the rerun published a new version with the same rows, naming the first as parent
+    pointer = store.read_pointer(tmp_path / "releases")
+    assert pointer["parent"] == Path(first["releases"]["sft"]).name != pointer["version"]
+    assert store.read_table(first["releases"]["sft"]).to_pylist() == store.read_table(second["releases"]["sft"]).to_pylist()
+    lin = store.read_manifest(second["releases"]["sft"]).lineage
+    assert first["releases"]["sft"] in lin.parents
+
+
+def test_changed_inputs_recompute_exactly_the_affected_shards(tmp_path: Path, flows, count_calls: Counter,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = load_config(None, TINY)
+    flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    # a new verifier version re-verifies every shard and rolls nothing out again
+    from verifiers.state import StateVerifier
+
+    monkeypatch.setattr(StateVerifier, "version", "9.9.9-test")
+    made = sum(count_calls.values())
+    s = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    assert sum(count_calls.values()) == made
+    assert s["cache"]["rollout"]["cached"] == 3 and s["cache"]["verify"]["cached"] == 0
+    # new sampling settings roll every shard out again
+    hot = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
+        update={"sampling": cfg.rollout.sampling.model_copy(update={"temperature": 1.0})})})
+    s = flows.run_flow(hot.model_dump(mode="json"), str(tmp_path))
+    assert s["cache"]["rollout"]["cached"] == 0 and sum(count_calls.values()) > made
+
+
+def test_changing_one_task_recomputes_only_its_shard(tmp_path: Path, tasks, count_calls: Counter) -> None:
+    cfg = load_config(None, {**TINY, "reference_trials": 0})
+    cache = ShardCache(tmp_path / "cache")
+    shards = stages.shards(tasks[:6], 2)
+    for shard in shards:
+        stages.rollout_shard_cached(shard, cfg, cache)
+    before = sum(count_calls.values())
+    edited = [list(s) for s in shards]
+    edited[1][0] = edited[1][0].model_copy(update={"instruction": edited[1][0].instruction + " Please hurry."})
+    cached = [stages.rollout_shard_cached(shard, cfg, cache)[1] for shard in edited]
+    assert cached == [True, False, True]
+    assert sum(count_calls.values()) > before
+
+
+def test_a_torn_cache_entry_is_a_miss_not_an_error(tmp_path: Path, tasks) -> None:
+    cfg = load_config(None, {**TINY, "reference_trials": 0})
+    cache = ShardCache(tmp_path / "cache")
+    first, cached = stages.rollout_shard_cached(tasks[:2], cfg, cache)
+    assert not cached
+    (entry,) = (tmp_path / "cache" / "rollout").rglob("*.jsonl.gz")
+    entry.write_bytes(entry.read_bytes()[:40])
+    again, cached = stages.rollout_shard_cached(tasks[:2], cfg, cache)
+    assert not cached and cache.stats.corrupt == 1
+    assert [t.id for t in again] == [t.id for t in first]
+
+
+# -- SIGKILL at several points, then resume --------------------------------------------------
+
+def _run_cli(out: Path, env_extra: dict[str, str], api_url: str) -> subprocess.CompletedProcess[str]:
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    env = {**os.environ, "PREFECT_API_URL": api_url, **env_extra}
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--out", str(out), *sets],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> dict[str, list[str]]:
+    out = tmp_path_factory.mktemp("uninterrupted")
+    proc = _run_cli(out, {}, prefect_api)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return release_content(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", [
+    "rollout.shard_done:2",          # between shards of a stage
+    "store.commit.before_rename:2",  # mid-write: the trajectories dataset staged, not renamed
+    "store.write.after_file:4",      # mid-write of the curated datasets
+    "release.dataset_done:1",        # mid-publish: sft released, rl not yet, no pointer
+])
+def test_killed_run_resumes_to_the_same_release(tmp_path: Path, point: str, prefect_api: str,
+                                                uninterrupted: dict[str, list[str]]) -> None:
+    killed = _run_cli(tmp_path, {"TRAJFORGE_CRASH_AT": point}, prefect_api)
+    assert killed.returncode == -signal.SIGKILL, f"crash point {point} was not reached: {killed.stderr[-2000:]}"
+    resumed = _run_cli(tmp_path, {}, prefect_api)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert release_content(tmp_path) == uninterrupted
+    pointer = store.read_pointer(tmp_path / "releases")
+    # no duplicated and no missing trajectories behind the release
+    traj_path = store.latest(tmp_path / "datasets", "trajectories")
+    ids = [t.id for t in store.read_records(traj_path)]
+    assert len(ids) == len(set(ids)) == 6 * (2 + 1)
+    # a publish interrupted half-way was finished under its own version, not duplicated
+    for name in ("sft", "rl"):
+        assert store.versions(tmp_path / "releases", name) == [pointer["version"]]
+    assert not list((tmp_path / "datasets").glob("*/.staging-*")), "stale staging folders were left"
+    assert not (tmp_path / "releases" / ".pending.json").exists()
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    if point.startswith("release") or point.startswith("store.write"):
+        assert summary["cache"]["model_calls"] == 0, "work finished before the kill was redone"
