@@ -73,6 +73,9 @@ class RunConfig(BaseModel):
     cache: bool = True
     cache_dir: str | None = None  # default: <out>/cache
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
+    # Mirror every release to this fsspec URL (s3://bucket/trajforge, gs://..., file://...)
+    # after it is committed locally; `_SUCCESS` and LATEST.json are written last there.
+    publish_to: str | None = None
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)

@@ -253,6 +253,11 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
         "run_id": run_id, "config_hash": cfg.config_hash(), "code_version": store.code_version(),
     })
     pending.unlink(missing_ok=True)
+    if cfg.publish_to:
+        from data.remote import publish
+
+        for path in paths.values():
+            publish(path, cfg.publish_to)
     return paths
 
 

@@ -1,0 +1,1 @@
+"""The telecom world: a folder loaded by path (see envs/world.py)."""

@@ -1,0 +1,603 @@
+"""Synthesis hooks of the telecom world (see `envs/design.py` for the contract).
+
+Each boundary kind puts one record one step from a compiled rule's limit, on the allowed
+side (at the limit) or on the rejected side (one past it): a line count of limit-1 or limit,
+a payment of exactly the amount owed or one more, a card expiring this month or last month,
+a bill due today or yesterday, 2 or 3 add-ons, 1 or 2 suspensions this year, a contract
+ending today or tomorrow, data used equal to a plan's allowance or 1 MB over it. Where the
+rejected side leaves nothing the user asked for, `allow_no_change` makes refusing right.
+Instructions name what a customer knows (phone numbers, plan and add-on names, bill months,
+the last digits of a card), never line, plan, add-on, bill or payment-method ids.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from datetime import date, timedelta
+from typing import Any
+
+from data.records import ToolCall
+from envs.design import Goal, Variant
+from envs.state import CellChange
+
+KINDS = [
+    "line_limit_room", "line_limit_full", "pay_exact", "pay_over", "card_valid", "card_expired",
+    "bill_due_today", "bill_overdue", "addons_room", "addons_full", "suspend_one_used", "suspend_two_used",
+    "contract_ends_today", "contract_ends_tomorrow", "usage_at_allowance", "usage_over_allowance",
+    "roaming_with_pass", "roaming_no_pass", "suspended_line_addon", "retired_plan", "terminated_line",
+]
+PERSONAS = {
+    "line_limit_room": "boundary", "line_limit_full": "boundary", "pay_exact": "novice", "pay_over": "mismatch",
+    "card_valid": "boundary", "card_expired": "mismatch", "bill_due_today": "boundary", "bill_overdue": "entangled",
+    "addons_room": "boundary", "addons_full": "boundary", "suspend_one_used": "novice",
+    "suspend_two_used": "boundary", "contract_ends_today": "boundary", "contract_ends_tomorrow": "boundary",
+    "usage_at_allowance": "boundary", "usage_over_allowance": "boundary", "roaming_with_pass": "novice",
+    "roaming_no_pass": "entangled", "suspended_line_addon": "entangled", "retired_plan": "mismatch",
+    "terminated_line": "mismatch",
+}
+RULES = {
+    "line_limit": "R02_LINE_LIMIT", "pay": "R04_PAYMENT_AMOUNT", "card": "R06_CARD_EXPIRED",
+    "bill": "R03_OVERDUE_BALANCE", "addons": "R10_ADDON_LIMIT", "suspend": "R08_SUSPENSION_LIMIT",
+    "contract": "R11_CONTRACT_DOWNGRADE", "usage": "R12_DATA_USAGE", "roaming": "R09_ROAMING_PASS",
+    "suspended": "R07_LINE_SUSPENDED", "retired": "R01_PLAN_AVAILABLE", "terminated": "R13_TERMINATED_FINAL",
+}
+ROAMING_PASSES = ["ad_roam_eu", "ad_roam_world"]
+PK = {"lines": ["line_id"], "line_addons": ["line_id", "addon_id"], "payments": ["payment_id"],
+      "bills": ["bill_id"]}
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+ORDER = ["pay", "resume", "add_line", "change_plan", "remove_addon", "add_addon", "roaming_on", "roaming_off",
+         "suspend", "terminate"]  # the order a customer would ask in
+Want = tuple[str, dict[str, Any], float]  # (action kind, fields that must match, weight)
+UNMATCHED_PENALTY = 0.25  # (ours) per action a goal has beyond what the variant's user wants
+
+
+def _q(value: Any) -> str:
+    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
+
+
+def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _one(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any]:
+    rows = _rows(conn, sql, *args)
+    if not rows:
+        raise LookupError(f"no row for {sql!r} {args}")
+    return rows[0]
+
+
+def _today(conn: sqlite3.Connection) -> date:
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return date.fromisoformat(str(value)[:10])
+
+
+OVERDUE_SQL = ("EXISTS (SELECT 1 FROM bills ob WHERE ob.customer_id = {c} AND ob.status = 'open'"
+               " AND ob.due_date < date((SELECT value FROM meta WHERE key = 'now')))")
+
+
+def _clean_lines(conn: sqlite3.Connection, where: str = "1") -> list[dict[str, Any]]:
+    """Active lines of accounts with nothing overdue, with their plan and add-on count."""
+    return _rows(
+        conn,
+        "SELECT l.*, p.name AS plan_name, p.monthly_fee, p.data_gb, p.roaming_included,"
+        " (SELECT COUNT(*) FROM line_addons la WHERE la.line_id = l.line_id) AS n_addons,"
+        " (SELECT COALESCE(SUM(a.data_gb), 0) FROM line_addons la JOIN addons a USING (addon_id)"
+        "  WHERE la.line_id = l.line_id) AS addon_gb"
+        " FROM lines l JOIN plans p USING (plan_id)"
+        f" WHERE l.status = 'active' AND NOT {OVERDUE_SQL.format(c='l.customer_id')} AND ({where})"
+        " ORDER BY l.line_id",
+    )
+
+
+def _valid_method(conn: sqlite3.Connection, cid: str, month: str) -> dict[str, Any] | None:
+    rows = _rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND (expires IS NULL OR expires >= ?)"
+                       " ORDER BY kind DESC, method_id", cid, month)
+    return rows[0] if rows else None
+
+
+def _open_bills(conn: sqlite3.Connection, today: str) -> list[dict[str, Any]]:
+    """Open monthly bills, not overdue, of accounts with nothing overdue."""
+    return _rows(
+        conn,
+        "SELECT b.* FROM bills b WHERE b.status = 'open' AND b.kind = 'monthly' AND b.due_date >= ?"
+        f" AND b.amount - b.amount_paid >= 2 AND NOT {OVERDUE_SQL.format(c='b.customer_id')} ORDER BY b.bill_id",
+        today,
+    )
+
+
+def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
+    """`n` boundary-adjacent variants, cycling through the kinds from a seeded start (pairs
+    of allowed/rejected sides stay together)."""
+    start = 2 * rng.randrange(len(KINDS) // 2)
+    out: list[Variant] = []
+    attempts = 0
+    while len(out) < n and attempts < 20 * max(n, 1):
+        kind = KINDS[(start + attempts) % len(KINDS)]
+        attempts += 1
+        v = _make(kind, conn, rng)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def _variant(kind: str, rule: str, patches: list[str], focus: dict[str, Any], wants: list[Want], note: str,
+             preference: dict[str, Any] | None = None, allow_no_change: bool = False) -> Variant:
+    focus = {**focus, "wants": [list(w) for w in wants]}
+    return Variant(kind, patches, focus, [RULES[rule]], PERSONAS[kind], note, preference or {},
+                   allow_no_change=allow_no_change)
+
+
+def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
+    today = _today(conn)
+    t = today.isoformat()
+    month = t[:7]
+    if kind.startswith("line_limit"):
+        return _line_limit(kind, conn, rng)
+    if kind in ("pay_exact", "pay_over", "card_valid", "card_expired"):
+        return _payment(kind, conn, rng, t, month)
+    if kind.startswith("bill_"):
+        return _bill_due(kind, conn, rng, today, month)
+    if kind == "terminated_line":
+        return _terminated(conn, rng)
+    lines = _clean_lines(conn)
+    if not lines:
+        return None
+    line = rng.choice(lines)
+    lid, cid = line["line_id"], line["customer_id"]
+    base = {"user_id": cid, "phone": line["phone_number"], "line_ids": [lid]}
+    present = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)]
+    addons = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")]
+    if kind.startswith("addons_"):
+        k = 2 if kind == "addons_room" else 3
+        wish, other, *rest = rng.sample(addons, len(addons))
+        keep = rest[:k]
+        patches = [f"DELETE FROM line_addons WHERE line_id = {_q(lid)}"] + [
+            f"INSERT INTO line_addons VALUES ({_q(lid)}, {_q(a)}, '2026-04-01 09:00:00')" for a in keep]
+        full = kind == "addons_full"
+        return _variant(kind, "addons", patches, {**base, "actions": ["add_addon"], "addon_ids": [wish, other]},
+                        [("add_addon", {"line_id": lid, "addon_id": wish}, 2)], f"{lid} carries {k} add-ons",
+                        {"wish": f"add the {_addon_name(conn, wish)} add-on to your line {line['phone_number']}"},
+                        allow_no_change=full)
+    if kind.startswith("suspend_"):
+        used = 1 if kind == "suspend_one_used" else 2
+        patches = [f"UPDATE lines SET suspensions_ytd = {used} WHERE line_id = {_q(lid)}"]
+        return _variant(kind, "suspend", patches,
+                        {**base, "actions": ["suspend_line"], "reasons": ["travel", "lost_or_stolen"]},
+                        [("suspend", {"line_id": lid, "reason": "travel"}, 2)],
+                        f"{lid} was suspended {used} time(s) this year",
+                        {"wish": f"suspend your line {line['phone_number']} while you are travelling"},
+                        allow_no_change=used == 2)
+    if kind.startswith("contract_") or kind.startswith("usage_"):
+        return _downgrade(kind, conn, rng, line, base, today)
+    if kind.startswith("roaming_"):
+        if line["roaming_included"]:
+            return None
+        patches = [f"UPDATE lines SET roaming_enabled = 0 WHERE line_id = {_q(lid)}",
+                   f"DELETE FROM line_addons WHERE line_id = {_q(lid)}"]
+        wanted = rng.choice(ROAMING_PASSES)
+        if kind == "roaming_with_pass":
+            patches.append(f"INSERT INTO line_addons VALUES ({_q(lid)}, {_q(wanted)}, '2026-05-02 08:00:00')")
+            return _variant(kind, "roaming", patches, {**base, "actions": ["set_roaming"]},
+                            [("roaming_on", {"line_id": lid}, 2)], f"{lid} has a roaming pass, roaming off")
+        return _variant(kind, "roaming", patches,
+                        {**base, "actions": ["set_roaming", "add_addon"], "addon_ids": [*ROAMING_PASSES, "ad_data_5"]},
+                        [("roaming_on", {"line_id": lid}, 2), ("add_addon", {"line_id": lid, "addon_id": wanted}, 1)],
+                        f"{lid} has no roaming pass and its plan has no roaming", {"conditional_addon": wanted})
+    if kind == "suspended_line_addon":
+        if line["n_addons"] > 2:
+            return None
+        wish, other = rng.sample([a for a in addons if a not in present], 2)
+        patches = [f"UPDATE lines SET suspensions_ytd = 0 WHERE line_id = {_q(lid)}",
+                   f"UPDATE lines SET status = 'suspended', suspend_reason = 'travel' WHERE line_id = {_q(lid)}"]
+        return _variant(kind, "suspended", patches,
+                        {**base, "actions": ["resume_line", "add_addon"], "addon_ids": [wish, other]},
+                        [("add_addon", {"line_id": lid, "addon_id": wish}, 2), ("resume", {"line_id": lid}, 1)],
+                        f"{lid} is suspended for travel")
+    if kind == "retired_plan":
+        return _retired(conn, rng, line, base)
+    raise ValueError(f"unknown boundary kind {kind!r}")
+
+
+def _addon_name(conn: sqlite3.Connection, addon_id: str) -> str:
+    return str(_one(conn, "SELECT name FROM addons WHERE addon_id = ?", addon_id)["name"])
+
+
+def _plan_name(conn: sqlite3.Connection, plan_id: str) -> str:
+    return str(_one(conn, "SELECT name FROM plans WHERE plan_id = ?", plan_id)["name"])
+
+
+def _line_limit(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
+    customers = _rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
+                            " AND l.status <> 'terminated') AS n_lines FROM customers c"
+                            f" WHERE NOT {OVERDUE_SQL.format(c='c.customer_id')} ORDER BY customer_id")
+    if not customers:
+        return None
+    c = rng.choice(customers)
+    limit = 8 if c["segment"] == "business" else 4
+    target = limit - 1 if kind == "line_limit_room" else limit
+    if c["n_lines"] > target:
+        return None
+    cid = c["customer_id"]
+    patches = [
+        f"INSERT INTO lines VALUES ({_q(f'lx_{cid}_{i}')}, {_q(cid)}, '557-{int(cid[2:]) % 1000:03d}-{i:04d}',"
+        " 'plan_basic_5', 'active', NULL, 0, 0, 0, NULL, '2026-02-01 10:00:00')"
+        for i in range(target - c["n_lines"])
+    ]
+    wish, other = rng.sample(["plan_lite_2", "plan_basic_5", "plan_plus_15"], 2)
+    full = kind == "line_limit_full"
+    return _variant(kind, "line_limit", patches, {"user_id": cid, "actions": ["add_line"], "plan_ids": [wish, other]},
+                    [("add_line", {"plan_id": wish}, 2)], f"{cid} ({c['segment']}) holds {target} of {limit} lines",
+                    {"wish": f"open a new line on the {_plan_name(conn, wish)} plan"}, allow_no_change=full)
+
+
+def _payment(kind: str, conn: sqlite3.Connection, rng: random.Random, today: str, month: str) -> Variant | None:
+    bills = _open_bills(conn, today)
+    if not bills:
+        return None
+    bill = rng.choice(bills)
+    cid, bid = bill["customer_id"], bill["bill_id"]
+    remaining = bill["amount"] - bill["amount_paid"]
+    focus: dict[str, Any] = {"user_id": cid, "actions": ["pay_bill"], "bill_ids": [bid]}
+    if kind in ("pay_exact", "pay_over"):
+        method = _valid_method(conn, cid, month)
+        if method is None:
+            return None
+        focus["method_ids"] = [method["method_id"]]
+        pref = {"believed_amount": remaining + 1} if kind == "pay_over" else {}
+        return _variant(kind, "pay", [], focus, [("pay", {"bill_id": bid, "amount": remaining}, 2)],
+                        f"{bid} has {remaining} left to pay", pref)
+    card = _one(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'card'", cid)
+    first = date.fromisoformat(month + "-01")
+    expires = month if kind == "card_valid" else (first - timedelta(days=1)).isoformat()[:7]
+    patches = [f"UPDATE payment_methods SET expires = {_q(expires)} WHERE method_id = {_q(card['method_id'])}"]
+    banks = _rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'bank_account'", cid)
+    if banks:
+        bank_id = banks[0]["method_id"]
+    else:
+        bank_id = f"pm_x_{cid}"
+        patches.append(f"INSERT INTO payment_methods VALUES ({_q(bank_id)}, {_q(cid)}, 'bank_account',"
+                       f" '{rng.randrange(10000):04d}', NULL)")
+    focus["method_ids"] = [card["method_id"], bank_id]
+    use = card["method_id"] if kind == "card_valid" else bank_id
+    pref = {"preferred_method": card["method_id"]} if kind == "card_expired" else {}
+    return _variant(kind, "card", patches, focus, [("pay", {"bill_id": bid, "method_id": use, "amount": remaining}, 2)],
+                    f"card {card['method_id']} expires {expires}", pref)
+
+
+def _bill_due(kind: str, conn: sqlite3.Connection, rng: random.Random, today: date, month: str) -> Variant | None:
+    bills = {b["customer_id"]: b for b in _open_bills(conn, today.isoformat())}
+    lines = [ln for ln in _clean_lines(conn, "n_addons <= 2") if ln["customer_id"] in bills]
+    if not lines:
+        return None
+    line = rng.choice(lines)
+    lid, cid = line["line_id"], line["customer_id"]
+    bill = bills[cid]
+    method = _valid_method(conn, cid, month)
+    if method is None:
+        return None
+    present = {r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)}
+    free = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
+            if r["addon_id"] not in present]
+    wish, other = rng.sample(free, 2)
+    due = today if kind == "bill_due_today" else today - timedelta(days=1)
+    patches = [f"UPDATE bills SET due_date = {_q(due.isoformat())} WHERE bill_id = {_q(bill['bill_id'])}"]
+    wants: list[Want] = [("add_addon", {"line_id": lid, "addon_id": wish}, 2)]
+    overdue = kind == "bill_overdue"
+    if overdue:
+        wants.append(("pay", {"bill_id": bill["bill_id"], "amount": bill["amount"] - bill["amount_paid"]}, 0.5))
+    focus = {"user_id": cid, "phone": line["phone_number"], "line_ids": [lid], "actions": ["add_addon", "pay_bill"],
+             "addon_ids": [wish, other], "bill_ids": [bill["bill_id"]], "method_ids": [method["method_id"]]}
+    return _variant(kind, "bill", patches, focus, wants, f"{bill['bill_id']} due {due.isoformat()}",
+                    {"conditional_payment": True} if overdue else {})
+
+
+def _terminated(conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
+    """A customer asks to reactivate a line they closed long ago (R13); a new line is the way."""
+    customers = _rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
+                            " AND l.status <> 'terminated') AS n_lines FROM customers c"
+                            f" WHERE NOT {OVERDUE_SQL.format(c='c.customer_id')} ORDER BY customer_id")
+    customers = [c for c in customers if c["n_lines"] < (8 if c["segment"] == "business" else 4)]
+    if not customers:
+        return None
+    c = rng.choice(customers)
+    cid = c["customer_id"]
+    old = _rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'terminated' ORDER BY line_id", cid)
+    patches: list[str] = []
+    if old:
+        lid, number = old[0]["line_id"], old[0]["phone_number"]
+    else:
+        lid, number = f"lx_old_{cid}", f"557-{int(cid[2:]) % 1000:03d}-9999"
+        patches.append(f"INSERT INTO lines VALUES ({_q(lid)}, {_q(cid)}, {_q(number)}, 'plan_basic_5', 'terminated',"
+                       " NULL, 0, 0, 0, NULL, '2025-06-01 10:00:00')")
+    wish = rng.choice(["plan_lite_2", "plan_basic_5"])
+    focus = {"user_id": cid, "phone": number, "line_ids": [lid], "actions": ["resume_line", "add_line"],
+             "plan_ids": [wish]}
+    return _variant("terminated_line", "terminated", patches, focus, [("add_line", {"plan_id": wish}, 2)],
+                    f"{lid} was terminated", {"old_number": number})
+
+
+def _allowance_mb(line: dict[str, Any], plan: dict[str, Any]) -> int:
+    return 1024 * (int(plan["data_gb"]) + int(line["addon_gb"]))
+
+
+def _downgrade(kind: str, conn: sqlite3.Connection, rng: random.Random, line: dict[str, Any], base: dict[str, Any],
+               today: date) -> Variant | None:
+    lid = line["line_id"]
+    plans = _rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
+    cheaper = [p for p in plans if p["monthly_fee"] < line["monthly_fee"]
+               and _allowance_mb(line, p) >= line["data_used_mb"]]
+    others = [p for p in plans if p["monthly_fee"] > line["monthly_fee"]]
+    if not cheaper or not others:
+        return None
+    target, other = rng.choice(cheaper), rng.choice(others)
+    focus = {**base, "actions": ["change_plan"], "plan_ids": [target["plan_id"], other["plan_id"]]}
+    wants: list[Want] = [("change_plan", {"line_id": lid, "plan_id": target["plan_id"]}, 2)]
+    wish = {"wish": f"switch your line {line['phone_number']} to the {target['name']} plan"}
+    if kind.startswith("contract_"):
+        end = today if kind == "contract_ends_today" else today + timedelta(days=1)
+        patches = [f"UPDATE lines SET contract_end = {_q(end.isoformat())} WHERE line_id = {_q(lid)}"]
+        return _variant(kind, "contract", patches, focus, wants, f"{lid} contract ends {end.isoformat()}", wish,
+                        allow_no_change=kind == "contract_ends_tomorrow")
+    used = _allowance_mb(line, target) + (1 if kind == "usage_over_allowance" else 0)
+    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {_q(lid)}"]
+    if used > line["data_used_mb"]:
+        patches.append(f"INSERT INTO usage_records VALUES ({_q(lid)}, {_q(today.isoformat())},"
+                       f" {used - line['data_used_mb']})")
+    return _variant(kind, "usage", patches, focus, wants,
+                    f"{lid} used {used} MB, {target['name']} allows {_allowance_mb(line, target)} MB", wish,
+                    allow_no_change=kind == "usage_over_allowance")
+
+
+def _retired(conn: sqlite3.Connection, rng: random.Random, line: dict[str, Any], base: dict[str, Any]) -> Variant | None:
+    lid = line["line_id"]
+    retired = [p for p in _rows(conn, "SELECT * FROM plans WHERE status = 'retired' ORDER BY plan_id")
+               if p["plan_id"] != line["plan_id"]]
+    if not retired:
+        return None
+    preferred = rng.choice(retired)
+    options = [p for p in _rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
+               if p["plan_id"] != line["plan_id"] and _allowance_mb(line, p) >= line["data_used_mb"]]
+    if len(options) < 2:
+        return None
+    options.sort(key=lambda p: (abs(p["monthly_fee"] - preferred["monthly_fee"]), p["plan_id"]))
+    fallback, other = options[0], options[1]
+    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {_q(lid)}"]
+    focus = {**base, "actions": ["change_plan"],
+             "plan_ids": [preferred["plan_id"], fallback["plan_id"], other["plan_id"]]}
+    return _variant("retired_plan", "retired", patches, focus,
+                    [("change_plan", {"line_id": lid, "plan_id": fallback["plan_id"]}, 2)],
+                    f"{preferred['plan_id']} is retired", {"preferred_plan": preferred["plan_id"]})
+
+
+# -- candidate and lookup calls ---------------------------------------------------------------
+
+def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[ToolCall]:
+    """Write calls of the variant's action kinds, arguments drawn from the database around
+    the focus records (including the one-past-the-limit ones a naive agent would try)."""
+    cid = focus["user_id"]
+    actions = set(focus.get("actions", []))
+    calls: list[ToolCall] = []
+
+    def add(name: str, **arguments: Any) -> None:
+        calls.append(ToolCall(name=name, arguments=arguments))
+
+    if "add_line" in actions:
+        for pid in focus.get("plan_ids", []):
+            add("add_line", customer_id=cid, plan_id=pid)
+    if "pay_bill" in actions:
+        for bid in focus.get("bill_ids", []):
+            bill = _one(conn, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", bid)
+            rem = bill["remaining"]
+            if rem <= 0:
+                continue
+            for mid in focus.get("method_ids", []):
+                for amount in sorted({rem - 1, rem, rem + 1} - {0}):
+                    add("pay_bill", bill_id=bid, method_id=mid, amount=amount)
+    for lid in focus.get("line_ids", []):
+        line = _one(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
+        present = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?"
+                                                      " ORDER BY addon_id", lid)]
+        if "add_addon" in actions:
+            for aid in focus.get("addon_ids", []):
+                if aid not in present:
+                    add("add_addon", line_id=lid, addon_id=aid)
+        if "remove_addon" in actions:
+            for aid in present:
+                add("remove_addon", line_id=lid, addon_id=aid)
+        if "set_roaming" in actions:
+            add("set_roaming", line_id=lid, enabled=not line["roaming_enabled"])
+        if "suspend_line" in actions and line["status"] == "active":
+            for reason in focus.get("reasons", ["travel"]):
+                add("suspend_line", line_id=lid, reason=reason)
+        if "resume_line" in actions and line["status"] != "active":  # terminated: R13 rejects it
+            add("resume_line", line_id=lid)
+        if "change_plan" in actions:
+            for pid in focus.get("plan_ids", []):
+                if pid != line["plan_id"]:
+                    add("change_plan", line_id=lid, plan_id=pid)
+        if "terminate_line" in actions and line["status"] != "terminated":
+            add("terminate_line", line_id=lid)
+    return calls
+
+
+def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
+    """The account first, then the line the customer named (if any)."""
+    calls = [ToolCall(name="get_customer_details", arguments={"customer_id": focus["user_id"]})]
+    calls += [ToolCall(name="get_line_details", arguments={"line_id": lid}) for lid in focus.get("line_ids", [])]
+    return calls
+
+
+# -- projection: from cell changes to what the customer asked for ---------------------------------
+
+def _grouped(changes: list[CellChange]) -> dict[tuple[str, str], dict[str, CellChange]]:
+    rows: dict[tuple[str, str], dict[str, CellChange]] = {}
+    for c in changes:
+        rows.setdefault((c.table, c.key), {})[c.column] = c
+    return rows
+
+
+def actions_of(changes: list[CellChange]) -> list[tuple[str, dict[str, Any]]] | None:
+    """The customer-visible actions behind a state change, side effects (bill balances,
+    reconnection, suspension counters, contract dates, fees, roaming switched off with its
+    pass) left out; None when a change has no action a customer could ask for."""
+    actions: list[tuple[str, dict[str, Any]]] = []
+    side_roaming_off: set[str] = set()
+    paid = any(t == "payments" for t, _ in _grouped(changes))
+    rows = _grouped(changes)
+    for (table, key), cols in rows.items():
+        op = next(iter(cols.values())).op
+        ids = dict(zip(PK.get(table, []), json.loads(key), strict=False))
+        after = {c: ch.after for c, ch in cols.items()}
+        before = {c: ch.before for c, ch in cols.items()}
+        if table == "payments" and op == "insert":
+            actions.append(("pay", {k: after[k] for k in ("bill_id", "method_id", "amount")}))
+        elif table == "line_addons" and op in ("insert", "delete"):
+            kind = "add_addon" if op == "insert" else "remove_addon"
+            actions.append((kind, ids))
+            if op == "delete" and ids.get("addon_id") in ROAMING_PASSES:
+                side_roaming_off.add(ids["line_id"])
+        elif table == "lines" and op == "insert":
+            actions.append(("add_line", {"customer_id": after["customer_id"], "plan_id": after["plan_id"],
+                                         "line_id": after["line_id"]}))
+        elif table == "lines" and op == "update":
+            lid = ids["line_id"]
+            if "plan_id" in cols:
+                actions.append(("change_plan", {"line_id": lid, "plan_id": after["plan_id"]}))
+                side_roaming_off.add(lid)
+            if "status" in cols:
+                new, old = after["status"], before["status"]
+                if new == "suspended":
+                    actions.append(("suspend", {"line_id": lid, "reason": after.get("suspend_reason")}))
+                elif new == "terminated":
+                    actions.append(("terminate", {"line_id": lid}))
+                    side_roaming_off.add(lid)
+                elif old == "suspended" and before.get("suspend_reason") == "non_payment" and paid:
+                    pass  # reconnected by the payment that cleared the overdue balance
+                else:
+                    actions.append(("resume", {"line_id": lid}))
+            if "roaming_enabled" in cols:
+                if after["roaming_enabled"]:
+                    actions.append(("roaming_on", {"line_id": lid}))
+                elif lid not in side_roaming_off:
+                    actions.append(("roaming_off", {"line_id": lid}))
+        elif table == "bills" and (op == "update" and paid or op == "insert"
+                                   and after.get("kind") == "early_termination"):
+            continue
+        else:
+            return None
+    # roaming switched off by a removed pass or a plan change is a side effect, whatever the order
+    return [a for a in actions if not (a[0] == "roaming_off" and a[1]["line_id"] in side_roaming_off)]
+
+
+def _number(conn: sqlite3.Connection, lid: str) -> str:
+    return str(_one(conn, "SELECT phone_number FROM lines WHERE line_id = ?", lid)["phone_number"])
+
+
+def _method_phrase(conn: sqlite3.Connection, mid: str) -> str:
+    m = _one(conn, "SELECT * FROM payment_methods WHERE method_id = ?", mid)
+    what = "card" if m["kind"] == "card" else "bank account"
+    return f"your {what} ending in {m['last4']}"
+
+
+def _bill_phrase(conn: sqlite3.Connection, bid: str) -> str:
+    b = _one(conn, "SELECT * FROM bills WHERE bill_id = ?", bid)
+    if b["kind"] == "early_termination":
+        return "your early termination fee bill"
+    year, month = b["period"].split("-")
+    return f"your {MONTHS[int(month) - 1]} {year} bill"
+
+
+def _phrase(kind: str, f: dict[str, Any], before: sqlite3.Connection, after: sqlite3.Connection,
+            variant: Variant) -> str:
+    pref = variant.preference
+    if kind == "pay":
+        bill = _one(before, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", f["bill_id"])
+        how = ("pay off the remaining balance of" if f["amount"] == bill["remaining"]
+               else f"pay {f['amount']} towards")
+        text = f"{how} {_bill_phrase(before, f['bill_id'])} with {_method_phrase(before, f['method_id'])}"
+        if "believed_amount" in pref:
+            text += f" (you think you still owe {pref['believed_amount']})"
+        if pref.get("preferred_method") and pref["preferred_method"] != f["method_id"]:
+            text += f" (you would rather use {_method_phrase(before, pref['preferred_method'])} if it is accepted)"
+        return text
+    if kind in ("add_addon", "remove_addon"):
+        name = _addon_name(after, f["addon_id"])
+        if kind == "add_addon":
+            return f"add the {name} add-on to your line {_number(after, f['line_id'])}"
+        return f"remove the {name} add-on from your line {_number(after, f['line_id'])}"
+    if kind == "add_line":
+        text = f"open a new line on the {_plan_name(after, f['plan_id'])} plan"
+        if pref.get("old_number"):
+            text = f"get your old line {pref['old_number']} working again; if that is not possible, {text} instead"
+        return text
+    number = _number(after, f["line_id"])
+    if kind == "change_plan":
+        text = f"switch your line {number} to the {_plan_name(after, f['plan_id'])} plan"
+        if pref.get("preferred_plan") and pref["preferred_plan"] != f["plan_id"]:
+            text += f" (you would prefer the {_plan_name(after, pref['preferred_plan'])} plan if you can still get it)"
+        return text
+    if kind == "suspend":
+        why = "while you are travelling" if f["reason"] == "travel" else "because your phone was lost or stolen"
+        return f"suspend your line {number} {why}"
+    return {"resume": f"reactivate your suspended line {number}", "terminate": f"close your line {number} for good",
+            "roaming_on": f"switch on roaming on your line {number}",
+            "roaming_off": f"switch off roaming on your line {number}"}[kind]
+
+
+def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlite3.Connection,
+             variant: Variant) -> Goal | None:
+    """User-perspective projection of a change (side effects implied, ids never named)."""
+    actions = actions_of(changes)
+    if actions is None:
+        return None
+    known = {"user_id": variant.focus["user_id"]}
+    if variant.focus.get("phone"):
+        known["phone number"] = variant.focus["phone"]
+    if not actions:
+        if not variant.allow_no_change or "wish" not in variant.preference:
+            return None
+        return Goal(instruction=f"You want to {variant.preference['wish']}.", reason="account change",
+                    known_info=known, unknown_info=["whether the policy allows it"])
+    pref = variant.preference
+    actions.sort(key=lambda a: ORDER.index(a[0]))
+    main: list[str] = []
+    conditions: list[str] = []
+    for kind, f in actions:
+        text = _phrase(kind, f, before, after, variant)
+        if kind == "pay" and pref.get("conditional_payment") and len(actions) > 1 and text.startswith("pay off"):
+            conditions.append(f"if anything on your account is overdue, you are willing to pay it off in full "
+                              f"first with {_method_phrase(before, f['method_id'])}")
+        elif kind == "add_addon" and pref.get("conditional_addon") == f["addon_id"] and len(actions) > 1:
+            conditions.append(f"if that needs an add-on, you want the {_addon_name(after, f['addon_id'])}")
+        else:
+            main.append(text)
+    if not main:
+        return None
+    instruction = "You want to " + "; and ".join(main)
+    if conditions:
+        instruction += " (" + "; ".join(conditions) + ")"
+    return Goal(instruction=instruction + ".", reason="account change", known_info=known)
+
+
+def goal_score(changes: list[CellChange], variant: Variant) -> float:
+    """Weights of the variant's wanted actions that the change achieves, minus a small
+    penalty per action nobody asked for; refusing scores 3 where it is right."""
+    actions = actions_of(changes) or []
+    if not actions:
+        return 3.0 if variant.allow_no_change else 0.0
+    score = 0.0
+    open_wants = list(variant.focus.get("wants", []))
+    for kind, fields in actions:
+        matched = [w for w in open_wants if w[0] == kind and all(fields.get(k) == v for k, v in w[1].items())]
+        if matched:  # each want counts once: doing the same thing twice earns nothing
+            best = max(matched, key=lambda w: float(w[2]))
+            open_wants.remove(best)
+            score += float(best[2])
+        else:
+            score -= UNMATCHED_PENALTY
+    return score
