@@ -12,6 +12,7 @@ import importlib.util
 import json
 import re
 import sqlite3
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,13 @@ def _load_module(path: Path, name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Registered before it runs, as `import` does: dataclasses and pickling look modules up there.
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return module
 
 

@@ -78,7 +78,7 @@ def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None
     cfg = _config(config, set_)
     try:
         summary = _execute("run_flow", cfg, str(out))
-    except (RuntimeError, FileNotFoundError, ValueError) as exc:
+    except (RuntimeError, FileNotFoundError, ValueError, LookupError) as exc:
         _fail(exc)
     _print_summary(summary)
     print(json.dumps(summary))
@@ -97,7 +97,7 @@ def synth(
     cfg = _config(config, set_, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n_tasks})
     try:
         print(_execute("synth_flow", cfg, str(out)))
-    except (RuntimeError, KeyError, ValueError) as exc:
+    except (RuntimeError, LookupError, ValueError) as exc:
         _fail(exc)
 
 

@@ -27,6 +27,7 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_table_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.futures import wait  # noqa: E402
+from prefect.utilities.annotations import quote  # noqa: E402
 from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
@@ -130,7 +131,8 @@ def gather(futures: list[Any], stage: str, stall_timeout_s: float | None) -> lis
 
 
 def _rollout(cfg: RunConfig, tasks: list[Task], out: Path, counts: dict[str, Any]) -> list[Trajectory]:
-    futures = [rollout_task.submit(shard, cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
+    # quote(): Prefect would otherwise walk every record of every shard looking for futures.
+    futures = [rollout_task.submit(quote(shard), cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
     results = gather(futures, "rollout", cfg.runner.stall_timeout_s)
     counts["rollout"] = {"shards": len(results), "cached": sum(c for _, c in results)}
     counts["model_calls"] = sum(t.usage.model_calls for ts, cached in results if not cached for t in ts)
@@ -145,7 +147,7 @@ def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], o
     for t in trajectories:
         groups.setdefault(t.task_id, []).append(t)
     shards = [[t for g in chunk for t in g] for chunk in stages.shards(list(groups.values()), cfg.shard_size)]
-    futures = [verify_task.submit(by_id, shard, cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
+    futures = [verify_task.submit(quote(by_id), quote(shard), cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
     results = gather(futures, "verify", cfg.runner.stall_timeout_s)
     counts["verify"] = {"shards": len(results), "cached": sum(c for _, c in results)}
     return [v for vs, _ in results for v in vs]

@@ -46,10 +46,13 @@ class ScriptedUser:
         self.given: set[str] = set()
 
     def first_message(self) -> str:
-        uid = self.task.user.known_info.get("user_id")
-        self.given.add("user_id")
-        suffix = f" My user id is {uid}." if uid else ""
-        return first_person(self.task.instruction) + suffix
+        """The goal plus the user's identifier (`user_id`, else the first `*_id` they know)."""
+        known = self.task.user.known_info
+        key = "user_id" if "user_id" in known else next((k for k in known if k.endswith("_id")), None)
+        if key is None:
+            return first_person(self.task.instruction)
+        self.given.add(key)
+        return first_person(self.task.instruction) + f" My {key.replace('_', ' ')} is {known[key]}."
 
     async def respond(self, messages: list[dict[str, Any]]) -> str:
         last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)

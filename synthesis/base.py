@@ -60,13 +60,19 @@ class SynthesisResult:
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
 METHODS: Registry[Method] = Registry(
-    "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play"]
+    "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play",
+                         "synthesis.terminal"]
 )
 register = METHODS.register
 
 
+ALIASES = {"logic": "logic_driven", "logigen": "logic_driven", "constraint": "constraint_guided",
+           "cove": "constraint_guided", "selfplay": "self_play"}
+
+
 def get_method(name: str) -> Method:
-    return METHODS.get(name)
+    """A synthesis method by name (short aliases such as `logic` and `cove` accepted)."""
+    return METHODS.get(ALIASES.get(name, name))
 
 
 def list_methods() -> list[str]:

@@ -1,0 +1,1 @@
+"""The clinic world: a folder loaded by path (see envs/world.py)."""

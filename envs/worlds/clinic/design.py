@@ -1,0 +1,774 @@
+"""Synthesis hooks of the clinic world (see `envs/design.py` for the contract).
+
+Every compiled rule gets two boundary kinds one step apart: at the limit (allowed) and one
+step past it (rejected). A rejected kind either offers a substitute (a second slot or
+provider: mismatch), a way round it (pay the balance, cancel and rebook: entangled), or
+is a request the agent must refuse (`allow_no_change`). The kind's intended outcome is in
+`focus["want"]`; `goal_score` prefers the reached state that realises exactly it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from data.records import ToolCall
+from envs.design import Goal, Variant
+from envs.state import CellChange
+
+NON_SPECIALISTS = ("primary_care", "pediatrics")
+SPECIALISTS = ("cardiology", "dermatology", "orthopedics")
+SPECIALTY_WORDS = {"primary_care": "primary care", "pediatrics": "pediatrics", "cardiology": "cardiology",
+                   "dermatology": "dermatology", "orthopedics": "orthopedics"}
+HOLD = 150  # R07: the largest balance that still allows booking
+ACTIVE_LIMIT = 3  # R06
+LEAD = timedelta(days=2)  # booking targets start at least this far ahead (cancelling them is free)
+
+# (kind, rule, persona) for both sides of every rule: at the limit (allowed) and one step
+# past it (rejected).
+_PAIRS: list[tuple[tuple[str, str, str], tuple[str, str, str]]] = [
+    (("slot_last_open", "R01_SLOT_OPEN", "boundary"), ("slot_taken", "R01_SLOT_OPEN", "mismatch")),
+    (("network_in", "R02_IN_NETWORK", "novice"), ("network_out", "R02_IN_NETWORK", "mismatch")),
+    (("referral_on_expiry", "R03_REFERRAL", "boundary"), ("referral_expired", "R03_REFERRAL", "mismatch")),
+    (("age_day_before_18", "R04_AGE_RANGE", "boundary"), ("age_turns_18", "R04_AGE_RANGE", "mismatch")),
+    (("overlap_back_to_back", "R05_NO_OVERLAP", "boundary"), ("overlap_by_step", "R05_NO_OVERLAP", "mismatch")),
+    (("active_two_held", "R06_ACTIVE_LIMIT", "novice"), ("active_three_held", "R06_ACTIVE_LIMIT", "entangled")),
+    (("balance_at_hold", "R07_BALANCE_HOLD", "boundary"), ("balance_over_hold", "R07_BALANCE_HOLD", "entangled")),
+    (("cancel_24h_ahead", "R08_LATE_CANCEL", "boundary"), ("cancel_23h_ahead", "R08_LATE_CANCEL", "boundary")),
+    (("move_starts_soon", "R09_LOCKED", "novice"), ("move_already_started", "R09_LOCKED", "boundary")),
+    (("reschedule_second", "R10_RESCHEDULE", "novice"), ("reschedule_third", "R10_RESCHEDULE", "entangled")),
+    (("refill_last_one", "R11_REFILLS_LEFT", "novice"), ("refill_none_left", "R11_REFILLS_LEFT", "boundary")),
+    (("refill_first_day", "R12_REFILL_TOO_EARLY", "boundary"),
+     ("refill_day_early", "R12_REFILL_TOO_EARLY", "boundary")),
+    (("rx_expires_today", "R13_RX_EXPIRED", "boundary"), ("rx_expired_yesterday", "R13_RX_EXPIRED", "boundary")),
+    (("referral_last_visit", "R03_REFERRAL", "novice"), ("referral_used_up", "R03_REFERRAL", "boundary")),
+]
+# Cycle order: any 7 consecutive kinds touch 7 different rules and mix both sides (one
+# side of every rule, alternating, then the other sides).
+KINDS: list[tuple[str, str, str]] = ([pair[i % 2] for i, pair in enumerate(_PAIRS)]
+                                     + [pair[1 - i % 2] for i, pair in enumerate(_PAIRS)])
+KIND_NAMES = [k for k, _, _ in KINDS]
+
+
+def _q(value: Any) -> str:
+    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
+
+
+def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _one(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any] | None:
+    rows = _rows(conn, sql, *args)
+    return rows[0] if rows else None
+
+
+def _ts(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _now(conn: sqlite3.Connection) -> datetime:
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return datetime.fromisoformat(value)
+
+
+def _years_before(day: date, years: int) -> date:
+    """The date of birth whose `years`-th birthday is `day` (29 February maps to 28 February)."""
+    try:
+        return day.replace(year=day.year - years)
+    except ValueError:
+        return date(day.year - years, 2, 28)
+
+
+def _age_on(dob: str, day: date) -> int:
+    born = date.fromisoformat(dob)
+    return day.year - born.year - ((day.month, day.day) < (born.month, born.day))
+
+
+class _Ctx:
+    """What the builders share: the base state, the clock and the random stream. (A plain
+    class: the world loader does not register this module in sys.modules, which
+    dataclasses need.)"""
+
+    def __init__(self, conn: sqlite3.Connection, rng: random.Random, now: datetime) -> None:
+        self.conn = conn
+        self.rng = rng
+        self.now = now
+
+    def patients(self, *, insured: bool | None = None, referral_plan: bool | None = None) -> list[dict]:
+        """Patients free to book: balance within the hold, no upcoming scheduled visit."""
+        rows = _rows(self.conn, """
+            SELECT p.*, i.requires_referral, i.copay FROM patients p
+            LEFT JOIN insurance_plans i ON i.plan_id = p.plan_id
+            WHERE p.balance_due <= ? AND NOT EXISTS (
+                SELECT 1 FROM appointments a JOIN slots s ON s.slot_id = a.slot_id
+                WHERE a.patient_id = p.patient_id AND a.status = 'scheduled' AND s.start_at > ?)
+            ORDER BY p.patient_id""", HOLD, _ts(self.now))
+        if insured is not None:
+            rows = [r for r in rows if (r["plan_id"] is not None) == insured]
+        if referral_plan is not None:
+            rows = [r for r in rows if bool(r["requires_referral"]) == referral_plan]
+        return rows
+
+    def pick_patient(self, **kw: Any) -> dict | None:
+        rows = self.patients(**kw)
+        return self.rng.choice(rows) if rows else None
+
+    def open_slots(self, provider_id: str, after: datetime | None = None) -> list[dict]:
+        return _rows(self.conn, "SELECT * FROM slots WHERE provider_id = ? AND status = 'open' AND start_at > ?"
+                                " ORDER BY start_at", provider_id, _ts(after or self.now + LEAD))
+
+    def pick_provider(self, specialties: tuple[str, ...], exclude: tuple[str, ...] = (), min_open: int = 3,
+                      ) -> dict | None:
+        rows = [p for p in _rows(self.conn, "SELECT * FROM providers ORDER BY provider_id")
+                if p["specialty"] in specialties and p["provider_id"] not in exclude]
+        rows = [p for p in rows if len(self.open_slots(p["provider_id"])) >= min_open]
+        return self.rng.choice(rows) if rows else None
+
+    def two_slots(self, provider_id: str, same_day: bool) -> tuple[dict, dict] | None:
+        """Two open slots of a provider (same day or different days), earlier first."""
+        slots = self.open_slots(provider_id)
+        pairs = [(a, b) for i, a in enumerate(slots) for b in slots[i + 1:]
+                 if (a["start_at"][:10] == b["start_at"][:10]) == same_day]
+        return self.rng.choice(pairs) if pairs else None
+
+    def fee(self, patient: dict, type_code: str) -> int:
+        if patient["plan_id"] is not None:
+            return int(patient["copay"])
+        (fee,) = self.conn.execute("SELECT fee FROM appointment_types WHERE type_code = ?", (type_code,)).fetchone()
+        return int(fee)
+
+    def free_slot_id(self, provider_id: str, at: datetime) -> str | None:
+        """A new slot id for `provider_id` at `at`, or None when the provider already has a slot then."""
+        if _one(self.conn, "SELECT 1 FROM slots WHERE provider_id = ? AND start_at = ?", provider_id, _ts(at)):
+            return None
+        return f"{provider_id}-{at:%Y%m%d-%H%M}v"
+
+
+def _network(patient: dict, provider_id: str) -> list[str]:
+    """Patches that put the provider in the patient's network (none for self-pay)."""
+    if patient["plan_id"] is None:
+        return []
+    return [f"INSERT OR IGNORE INTO provider_plans VALUES ({_q(provider_id)}, {_q(patient['plan_id'])})"]
+
+
+def _insert_slot(slot_id: str, provider_id: str, at: datetime, minutes: int) -> str:
+    return (f"INSERT INTO slots VALUES ({_q(slot_id)}, {_q(provider_id)}, {_q(_ts(at))}, {minutes}, 'open')")
+
+
+def _insert_appt(aid: str, patient: dict, slot_id: str, type_code: str, fee: int, booked: datetime,
+                 referral_id: str | None = None) -> str:
+    return ("INSERT INTO appointments (appointment_id, patient_id, slot_id, type_code, referral_id, status, fee,"
+            f" booked_at) VALUES ({_q(aid)}, {_q(patient['patient_id'])}, {_q(slot_id)}, {_q(type_code)},"
+            f" {_q(referral_id)}, 'scheduled', {fee}, {_q(_ts(booked))})")
+
+
+def _types_for(specialty: str, age: int) -> list[str]:
+    if specialty == "primary_care":
+        return ["annual_physical", "follow_up"] if age >= 18 else ["sick_visit", "follow_up"]
+    if specialty == "pediatrics":
+        return ["well_child", "follow_up"] if age < 18 else ["follow_up"]
+    return ["consultation"]
+
+
+def _focus(patient: dict, **kw: Any) -> dict[str, Any]:
+    focus: dict[str, Any] = {"patient_id": patient["patient_id"], "slot_ids": [], "type_codes": [],
+                             "referral_ids": [], "appointment_ids": [], "move_slots": [], "rx_ids": [],
+                             "pay": False, "want": {}}
+    focus.update(kw)
+    return focus
+
+
+Builder = Callable[[_Ctx, str, str, str], Variant | None]
+
+
+# -- booking kinds ----------------------------------------------------------------------------------
+
+
+def _booking_base(ctx: _Ctx, *, insured: bool | None = None, same_day: bool = True,
+                  specialties: tuple[str, ...] = ("primary_care",)) -> tuple[dict, dict, dict, dict] | None:
+    patient = ctx.pick_patient(insured=insured)
+    provider = ctx.pick_provider(specialties)
+    if patient is None or provider is None:
+        return None
+    pair = ctx.two_slots(provider["provider_id"], same_day)
+    if pair is None:
+        return None
+    return patient, provider, pair[0], pair[1]
+
+
+def _slot_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    base = _booking_base(ctx)
+    if base is None:
+        return None
+    patient, provider, s1, s2 = base
+    age = _age_on(patient["date_of_birth"], date.fromisoformat(s1["start_at"][:10]))
+    types = _types_for(provider["specialty"], age)
+    patches = _network(patient, provider["provider_id"])
+    if kind == "slot_last_open":  # R01 at the limit: the provider's last open slot that day
+        patches.append(f"UPDATE slots SET status = 'blocked' WHERE provider_id = {_q(provider['provider_id'])}"
+                       f" AND date(start_at) = {_q(s1['start_at'][:10])} AND status = 'open'"
+                       f" AND slot_id <> {_q(s1['slot_id'])}")
+        focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, want={"book": s1["slot_id"]})
+        return Variant(kind, patches, focus, [rule], persona, f"{s1['slot_id']} is the last open slot that day")
+    # R01 one past: the preferred slot is no longer open; a later one that day is
+    patches.append(f"UPDATE slots SET status = 'blocked' WHERE slot_id = {_q(s1['slot_id'])}")
+    focus = _focus(patient, slot_ids=[s1["slot_id"], s2["slot_id"]], type_codes=types[:1],
+                   want={"book": s2["slot_id"]})
+    return Variant(kind, patches, focus, [rule], persona, f"preferred {s1['slot_id']} is blocked",
+                   preference={"preferred_slot": s1["slot_id"]})
+
+
+def _network_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient(insured=True)
+    specialty = ctx.rng.choice(NON_SPECIALISTS)
+    inside = ctx.pick_provider((specialty,))
+    if patient is None or inside is None:
+        return None
+    outside = ctx.pick_provider((specialty,), exclude=(inside["provider_id"],))
+    if outside is None:
+        return None
+    s_in = ctx.rng.choice(ctx.open_slots(inside["provider_id"]))
+    s_out = ctx.rng.choice(ctx.open_slots(outside["provider_id"]))
+    age = _age_on(patient["date_of_birth"], date.fromisoformat(s_in["start_at"][:10]))
+    types = _types_for(specialty, age)[-1:]  # follow-up: every age
+    patches = [*_network(patient, inside["provider_id"]),
+               f"DELETE FROM provider_plans WHERE provider_id = {_q(outside['provider_id'])}"
+               f" AND plan_id = {_q(patient['plan_id'])}"]
+    note = f"{inside['provider_id']} accepts {patient['plan_id']}, {outside['provider_id']} does not"
+    if kind == "network_in":
+        focus = _focus(patient, slot_ids=[s_in["slot_id"]], type_codes=types, want={"book": s_in["slot_id"]})
+        return Variant(kind, patches, focus, [rule], persona, note)
+    focus = _focus(patient, slot_ids=[s_out["slot_id"], s_in["slot_id"]], type_codes=types,
+                   want={"book": s_in["slot_id"]})
+    return Variant(kind, patches, focus, [rule], persona, note,
+                   preference={"preferred_provider": outside["provider_id"]})
+
+
+def _referral_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient(referral_plan=True)
+    provider = ctx.pick_provider(SPECIALISTS)
+    if patient is None or provider is None:
+        return None
+    pair = ctx.two_slots(provider["provider_id"], same_day=False)
+    if pair is None:
+        return None
+    early, late = pair
+    rid = f"REFV{ctx.rng.randrange(16 ** 4):04X}"
+    late_day = date.fromisoformat(late["start_at"][:10])
+    expires = {"referral_on_expiry": late_day, "referral_expired": late_day - timedelta(days=1)}.get(
+        kind, late_day + timedelta(days=60))
+    allowed, used = {"referral_last_visit": (2, 1), "referral_used_up": (2, 2)}.get(kind, (2, 0))
+    specialty = provider["specialty"]
+    if _one(ctx.conn, "SELECT 1 FROM referrals r JOIN appointments a ON a.referral_id = r.referral_id"
+                      " WHERE r.patient_id = ? AND r.specialty = ?", patient["patient_id"], specialty):
+        return None  # a second referral for the specialty would make "your referral" ambiguous
+    patches = [*_network(patient, provider["provider_id"]),
+               f"DELETE FROM referrals WHERE patient_id = {_q(patient['patient_id'])}"
+               f" AND specialty = {_q(specialty)} AND referral_id NOT IN (SELECT referral_id FROM appointments"
+               " WHERE referral_id IS NOT NULL)",
+               f"INSERT INTO referrals VALUES ({_q(rid)}, {_q(patient['patient_id'])}, {_q(specialty)},"
+               f" {_q((ctx.now - timedelta(days=20)).date().isoformat())}, {_q(expires.isoformat())},"
+               f" {allowed}, {used})"]
+    note = f"referral {rid} expires {expires}, {used}/{allowed} visits used; slot on {late_day}"
+    common = {"type_codes": ["consultation"], "referral_ids": [rid]}
+    if kind == "referral_expired":
+        focus = _focus(patient, slot_ids=[late["slot_id"], early["slot_id"]], want={"book": early["slot_id"]},
+                       **common)
+        return Variant(kind, patches, focus, [rule], persona, note,
+                       preference={"preferred_slot": late["slot_id"]})
+    focus = _focus(patient, slot_ids=[late["slot_id"]], want={"book": late["slot_id"]}, **common)
+    if kind == "referral_used_up":
+        focus["want"] = {}
+        return Variant(kind, patches, focus, [rule], persona, note, allow_no_change=True, preference={
+            "request": ("book " + _slot_words(ctx.conn, late["slot_id"], "consultation")
+                        + f" using your {SPECIALTY_WORDS[specialty]} referral"),
+            "unknown": ["whether your referral still has visits left"]})
+    return Variant(kind, patches, focus, [rule], persona, note)
+
+
+def _age_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient()
+    provider = ctx.pick_provider(("pediatrics",))
+    if patient is None or provider is None:
+        return None
+    slot = ctx.rng.choice(ctx.open_slots(provider["provider_id"]))
+    day = date.fromisoformat(slot["start_at"][:10])
+    birthday = day + timedelta(days=1) if kind == "age_day_before_18" else day  # the 18th birthday
+    dob = _years_before(birthday, 18)
+    patches = [*_network(patient, provider["provider_id"]),
+               f"UPDATE patients SET date_of_birth = {_q(dob.isoformat())}"
+               f" WHERE patient_id = {_q(patient['patient_id'])}"]
+    note = f"turns 18 on {birthday}, visit on {day}"
+    if kind == "age_day_before_18":
+        focus = _focus(patient, slot_ids=[slot["slot_id"]], type_codes=["well_child", "follow_up"],
+                       want={"book": slot["slot_id"], "type": "well_child"})
+        return Variant(kind, patches, focus, [rule], persona, note)
+    focus = _focus(patient, slot_ids=[slot["slot_id"]], type_codes=["well_child", "follow_up"],
+                   want={"book": slot["slot_id"], "type": "follow_up"})
+    return Variant(kind, patches, focus, [rule], persona, note, preference={"wanted_type": "well_child"})
+
+
+def _overlap_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    base = _booking_base(ctx, same_day=False)
+    if base is None:
+        return None
+    patient, provider, s1, s2 = base
+    other = ctx.pick_provider(NON_SPECIALISTS, exclude=(provider["provider_id"],), min_open=0)
+    if other is None:
+        return None
+    start = datetime.fromisoformat(s1["start_at"])
+    minutes = 30
+    at = start - timedelta(minutes=minutes) + (timedelta(minutes=5) if kind == "overlap_by_step" else timedelta())
+    slot_id = ctx.free_slot_id(other["provider_id"], at)
+    if slot_id is None:
+        return None
+    aid = f"AV{ctx.rng.randrange(16 ** 5):05X}"
+    age = _age_on(patient["date_of_birth"], start.date())
+    patches = [*_network(patient, provider["provider_id"]), *_network(patient, other["provider_id"]),
+               _insert_slot(slot_id, other["provider_id"], at, minutes),
+               _insert_appt(aid, patient, slot_id, "follow_up", ctx.fee(patient, "follow_up"),
+                            ctx.now - timedelta(days=3))]
+    types = _types_for(provider["specialty"], age)[:1]
+    note = f"{aid} {at:%H:%M}-{at + timedelta(minutes=minutes):%H:%M}, wanted slot at {start:%H:%M}"
+    if kind == "overlap_back_to_back":
+        focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, want={"book": s1["slot_id"]})
+        return Variant(kind, patches, focus, [rule], persona, note)
+    focus = _focus(patient, slot_ids=[s1["slot_id"], s2["slot_id"]], type_codes=types,
+                   want={"book": s2["slot_id"]})
+    return Variant(kind, patches, focus, [rule], persona, note, preference={"preferred_slot": s1["slot_id"]})
+
+
+def _active_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    base = _booking_base(ctx)
+    if base is None:
+        return None
+    patient, provider, s1, _ = base
+    held = ACTIVE_LIMIT - 1 if kind == "active_two_held" else ACTIVE_LIMIT
+    days = {s1["start_at"][:10]}
+    patches = _network(patient, provider["provider_id"])
+    aids: list[str] = []
+    others = [p for p in _rows(ctx.conn, "SELECT * FROM providers ORDER BY provider_id")
+              if p["specialty"] in NON_SPECIALISTS]
+    ctx.rng.shuffle(others)
+    for other in others:
+        if len(aids) == held:
+            break
+        free = [s for s in ctx.open_slots(other["provider_id"]) if s["start_at"][:10] not in days]
+        if not free:
+            continue
+        slot = ctx.rng.choice(free)
+        days.add(slot["start_at"][:10])
+        aid = f"AV{ctx.rng.randrange(16 ** 5):05X}{len(aids)}"
+        aids.append(aid)
+        patches += [*_network(patient, other["provider_id"]),
+                    _insert_appt(aid, patient, slot["slot_id"], "follow_up", ctx.fee(patient, "follow_up"),
+                                 ctx.now - timedelta(days=2))]
+    if len(aids) < held:
+        return None
+    age = _age_on(patient["date_of_birth"], date.fromisoformat(s1["start_at"][:10]))
+    types = _types_for(provider["specialty"], age)[:1]
+    note = f"holds {held} upcoming appointments"
+    if kind == "active_two_held":
+        focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, want={"book": s1["slot_id"]})
+        return Variant(kind, patches, focus, [rule], persona, note)
+    drop = aids[-1]
+    focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, appointment_ids=[drop],
+                   want={"book": s1["slot_id"], "cancel": drop})
+    return Variant(kind, patches, focus, [rule], persona, note, preference={"give_up": drop})
+
+
+def _balance_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    base = _booking_base(ctx)
+    if base is None:
+        return None
+    patient, provider, s1, _ = base
+    balance = HOLD if kind == "balance_at_hold" else HOLD + 1
+    age = _age_on(patient["date_of_birth"], date.fromisoformat(s1["start_at"][:10]))
+    patches = [*_network(patient, provider["provider_id"]),
+               f"UPDATE patients SET balance_due = {balance} WHERE patient_id = {_q(patient['patient_id'])}"]
+    want: dict[str, Any] = {"book": s1["slot_id"]}
+    if kind == "balance_over_hold":
+        want["pay"] = balance
+    focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=_types_for(provider["specialty"], age)[:1],
+                   pay=True, want=want)
+    return Variant(kind, patches, focus, [rule], persona, f"unpaid balance {balance}")
+
+
+# -- change kinds -----------------------------------------------------------------------------------
+
+
+def _held_appointment(ctx: _Ctx, patient: dict, provider: dict, at: datetime | None = None,
+                      slot_id: str | None = None, reschedules: int = 0) -> tuple[str, list[str]] | None:
+    """Patches giving the patient a follow-up with the provider in an existing open slot, or
+    in a new 30-minute slot at `at`."""
+    patches = _network(patient, provider["provider_id"])
+    if slot_id is None:
+        assert at is not None
+        existing = _one(ctx.conn, "SELECT * FROM slots WHERE provider_id = ? AND start_at = ?",
+                        provider["provider_id"], _ts(at))
+        if existing is not None and existing["status"] != "open":
+            return None
+        if existing is not None:
+            slot_id = existing["slot_id"]
+        else:
+            slot_id = f"{provider['provider_id']}-{at:%Y%m%d-%H%M}v"
+            patches.append(_insert_slot(slot_id, provider["provider_id"], at, 30))
+    aid = f"AV{ctx.rng.randrange(16 ** 5):05X}"
+    patches.append(_insert_appt(aid, patient, slot_id, "follow_up", ctx.fee(patient, "follow_up"),
+                                ctx.now - timedelta(days=5)))
+    if reschedules:
+        patches.append(f"UPDATE appointments SET reschedule_count = {reschedules} WHERE appointment_id = {_q(aid)}")
+    return aid, patches
+
+
+def _cancel_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient()
+    provider = ctx.pick_provider(NON_SPECIALISTS, min_open=0)
+    if patient is None or provider is None:
+        return None
+    hours = 24 if kind == "cancel_24h_ahead" else 23
+    held = _held_appointment(ctx, patient, provider, ctx.now + timedelta(hours=hours))
+    if held is None:
+        return None
+    aid, patches = held
+    focus = _focus(patient, appointment_ids=[aid], want={"cancel": aid})
+    return Variant(kind, patches, focus, [rule], persona, f"{aid} starts in {hours} hours")
+
+
+def _locked_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient()
+    provider = ctx.pick_provider(NON_SPECIALISTS)
+    if patient is None or provider is None:
+        return None
+    target = ctx.rng.choice(ctx.open_slots(provider["provider_id"]))
+    held = _held_appointment(ctx, patient, provider, ctx.now + timedelta(minutes=30))
+    if held is None:
+        return None
+    aid, patches = held
+    focus = _focus(patient, appointment_ids=[aid], move_slots=[target["slot_id"]],
+                   want={"move": [aid, target["slot_id"]]})
+    if kind == "move_starts_soon":
+        return Variant(kind, patches, focus, [rule], persona, f"{aid} starts in 30 minutes")
+    started = ctx.now - timedelta(minutes=30)
+    patches.append(f"UPDATE slots SET start_at = {_q(_ts(started))} WHERE slot_id ="
+                   f" (SELECT slot_id FROM appointments WHERE appointment_id = {_q(aid)})")
+    focus["want"] = {}
+    request = (f"move your appointment {aid} with {provider['name']} this morning to "
+               + _when(datetime.fromisoformat(target["start_at"])))
+    return Variant(kind, patches, focus, [rule], persona, f"{aid} started 30 minutes ago", allow_no_change=True,
+                   preference={"request": request, "appointment": aid,
+                               "unknown": ["whether an appointment that has begun can still be moved"]})
+
+
+def _reschedule_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    patient = ctx.pick_patient()
+    provider = ctx.pick_provider(NON_SPECIALISTS)
+    if patient is None or provider is None:
+        return None
+    pair = ctx.two_slots(provider["provider_id"], same_day=False)
+    if pair is None:
+        return None
+    current, target = pair
+    done = 1 if kind == "reschedule_second" else 2
+    held = _held_appointment(ctx, patient, provider, slot_id=current["slot_id"], reschedules=done)
+    if held is None:
+        return None
+    aid, patches = held
+    note = f"{aid} rescheduled {done} time(s) already"
+    if kind == "reschedule_second":
+        focus = _focus(patient, appointment_ids=[aid], move_slots=[target["slot_id"]],
+                       want={"move": [aid, target["slot_id"]]})
+        return Variant(kind, patches, focus, [rule], persona, note)
+    focus = _focus(patient, appointment_ids=[aid], move_slots=[target["slot_id"]], slot_ids=[target["slot_id"]],
+                   type_codes=["follow_up"], want={"cancel": aid, "book": target["slot_id"]})
+    return Variant(kind, patches, focus, [rule], persona, note, preference={"wants_move": aid})
+
+
+# -- prescription kinds -----------------------------------------------------------------------------
+
+
+def _rx_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
+    rows = _rows(ctx.conn, "SELECT * FROM prescriptions ORDER BY rx_id")
+    if not rows:
+        return None
+    rx = ctx.rng.choice(rows)
+    patient = _one(ctx.conn, "SELECT * FROM patients WHERE patient_id = ?", rx["patient_id"])
+    assert patient is not None
+    today = ctx.now.date()
+    first_day = today - timedelta(days=rx["days_supply"] - 7)  # the last fill that makes today the first day
+    refills, last_fill, expires = 2, first_day - timedelta(days=2), today + timedelta(days=120)
+    if kind == "refill_last_one":
+        refills = 1
+    elif kind == "refill_none_left":
+        refills = 0
+    elif kind == "refill_first_day":
+        last_fill = first_day
+    elif kind == "refill_day_early":
+        last_fill = first_day + timedelta(days=1)
+    elif kind == "rx_expires_today":
+        expires = today
+    elif kind == "rx_expired_yesterday":
+        expires = today - timedelta(days=1)
+    patches = [f"UPDATE prescriptions SET refills_remaining = {refills}, last_fill_date = {_q(last_fill.isoformat())},"
+               f" expires_on = {_q(expires.isoformat())} WHERE rx_id = {_q(rx['rx_id'])}"]
+    others = [r["rx_id"] for r in _rows(ctx.conn, "SELECT rx_id FROM prescriptions WHERE patient_id = ?"
+                                                  " ORDER BY rx_id", rx["patient_id"])]
+    note = f"{rx['rx_id']}: {refills} refills, last fill {last_fill}, {rx['days_supply']} days, expires {expires}"
+    focus = _focus(patient, rx_ids=others, target_rx=rx["rx_id"], want={"refill": rx["rx_id"]})
+    if kind in ("refill_none_left", "refill_day_early", "rx_expired_yesterday"):
+        focus["want"] = {}
+        unknown = {"refill_none_left": "whether the prescription has refills left",
+                   "refill_day_early": "when the next refill is allowed",
+                   "rx_expired_yesterday": "whether the prescription is still valid"}[kind]
+        return Variant(kind, patches, focus, [rule], persona, note, allow_no_change=True, preference={
+            "request": f"refill your {rx['medication']} prescription", "unknown": [unknown]})
+    return Variant(kind, patches, focus, [rule], persona, note)
+
+
+BUILDERS: dict[str, Builder] = {}
+for _kind, _rule, _ in KINDS:
+    BUILDERS[_kind] = {
+        "R01_SLOT_OPEN": _slot_kinds, "R02_IN_NETWORK": _network_kinds, "R03_REFERRAL": _referral_kinds,
+        "R04_AGE_RANGE": _age_kinds, "R05_NO_OVERLAP": _overlap_kinds, "R06_ACTIVE_LIMIT": _active_kinds,
+        "R07_BALANCE_HOLD": _balance_kinds, "R08_LATE_CANCEL": _cancel_kinds, "R09_LOCKED": _locked_kinds,
+        "R10_RESCHEDULE": _reschedule_kinds, "R11_REFILLS_LEFT": _rx_kinds, "R12_REFILL_TOO_EARLY": _rx_kinds,
+        "R13_RX_EXPIRED": _rx_kinds,
+    }[_rule]
+
+
+def variants(conn: sqlite3.Connection, rng: random.Random, n: int, kinds: list[str] | None = None) -> list[Variant]:
+    """`n` boundary-adjacent variants, cycling through the kinds from a seeded offset
+    (or through `kinds` only, when given)."""
+    chosen = [k for k in KINDS if kinds is None or k[0] in kinds]
+    if kinds is not None and len(chosen) != len(set(kinds)):
+        raise ValueError(f"unknown kind(s) {sorted(set(kinds) - set(KIND_NAMES))}; kinds are {KIND_NAMES}")
+    ctx = _Ctx(conn, rng, _now(conn))
+    start = rng.randrange(len(chosen))
+    out: list[Variant] = []
+    attempts = 0
+    while len(out) < n and attempts < 20 * max(n, 1):
+        kind, rule, persona = chosen[(start + attempts) % len(chosen)]
+        attempts += 1
+        v = BUILDERS[kind](ctx, kind, rule, persona)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+# -- explorer hooks ---------------------------------------------------------------------------------
+
+
+def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[ToolCall]:
+    """Write calls with arguments drawn from the focus records (and the database)."""
+    pid = focus["patient_id"]
+    calls: list[ToolCall] = []
+    if focus.get("pay"):
+        row = _one(conn, "SELECT balance_due FROM patients WHERE patient_id = ?", pid)
+        if row and row["balance_due"] > 0:
+            calls.append(ToolCall(name="pay_balance", arguments={"patient_id": pid, "amount": row["balance_due"]}))
+    for aid in focus.get("appointment_ids", []):
+        appt = _one(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        if appt is None or appt["status"] != "scheduled":
+            continue
+        for accept in (False, True):
+            calls.append(ToolCall(name="cancel_appointment",
+                                  arguments={"appointment_id": aid, "accept_late_fee": accept}))
+        for slot in focus.get("move_slots", []):
+            if slot != appt["slot_id"]:
+                calls.append(ToolCall(name="reschedule_appointment",
+                                      arguments={"appointment_id": aid, "new_slot_id": slot}))
+    for slot in focus.get("slot_ids", []):
+        for type_code in focus.get("type_codes", []):
+            for ref in [None, *focus.get("referral_ids", [])]:
+                args: dict[str, Any] = {"patient_id": pid, "slot_id": slot, "appointment_type": type_code}
+                if ref is not None:
+                    args["referral_id"] = ref
+                calls.append(ToolCall(name="book_appointment", arguments=args))
+    for rx in focus.get("rx_ids", []):
+        calls.append(ToolCall(name="refill_prescription", arguments={"rx_id": rx}))
+    return calls
+
+
+def naive_call(variant: Variant) -> ToolCall:
+    """The call a naive agent makes for the variant's request as first stated (preferred slot,
+    provider or type; no late fee accepted): on a one-past kind a rule rejects it, on an
+    at-the-limit kind it succeeds."""
+    f, pref = variant.focus, variant.preference
+    if f.get("target_rx"):
+        return ToolCall(name="refill_prescription", arguments={"rx_id": f["target_rx"]})
+    if f["move_slots"]:
+        return ToolCall(name="reschedule_appointment",
+                        arguments={"appointment_id": f["appointment_ids"][0], "new_slot_id": f["move_slots"][0]})
+    if f["slot_ids"]:
+        args: dict[str, Any] = {"patient_id": f["patient_id"], "slot_id": f["slot_ids"][0],
+                                "appointment_type": pref.get("wanted_type", f["type_codes"][0])}
+        if f["referral_ids"]:
+            args["referral_id"] = f["referral_ids"][0]
+        return ToolCall(name="book_appointment", arguments=args)
+    return ToolCall(name="cancel_appointment", arguments={"appointment_id": f["appointment_ids"][0]})
+
+
+def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
+    return [ToolCall(name="get_patient_details", arguments={"patient_id": focus["patient_id"]})]
+
+
+# -- user-perspective projection --------------------------------------------------------------------
+
+
+def _by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellChange]]:
+    rows: dict[str, dict[str, CellChange]] = {}
+    for c in changes:
+        if c.table == table:
+            rows.setdefault(c.key, {})[c.column] = c
+    return rows
+
+
+def _when(at: datetime) -> str:
+    return f"{at:%A} {at:%Y-%m-%d} at {at:%H:%M}"
+
+
+def _type_words(conn: sqlite3.Connection, type_code: str) -> str:
+    (name,) = conn.execute("SELECT name FROM appointment_types WHERE type_code = ?", (type_code,)).fetchone()
+    name = name[0].lower() + name[1:]
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def _provider_words(conn: sqlite3.Connection, provider_id: str) -> str:
+    p = _one(conn, "SELECT * FROM providers WHERE provider_id = ?", provider_id)
+    assert p is not None
+    return f"{p['name']} ({SPECIALTY_WORDS[p['specialty']]})"
+
+
+def _slot_time(conn: sqlite3.Connection, slot_id: str) -> str:
+    s = _one(conn, "SELECT start_at FROM slots WHERE slot_id = ?", slot_id)
+    assert s is not None
+    return _when(datetime.fromisoformat(s["start_at"]))
+
+
+def _slot_words(conn: sqlite3.Connection, slot_id: str, type_code: str) -> str:
+    s = _one(conn, "SELECT * FROM slots WHERE slot_id = ?", slot_id)
+    assert s is not None
+    return (f"{_type_words(conn, type_code)} with {_provider_words(conn, s['provider_id'])} on "
+            f"{_when(datetime.fromisoformat(s['start_at']))}")
+
+
+def _outcomes(changes: list[CellChange]) -> dict[str, list[Any]] | None:
+    """Primary outcomes of a change (side effects in slots, referrals, balances implied), or
+    None when the change is not something a patient would ask for."""
+    out: dict[str, list[Any]] = {"pay": [], "cancel": [], "move": [], "book": [], "refill": []}
+    for key, cols in _by_row(changes, "appointments").items():
+        aid = json.loads(key)[0]
+        op = next(iter(cols.values())).op
+        if op == "insert":
+            if cols["status"].after != "scheduled":
+                return None  # booked and cancelled again
+            out["book"].append((aid, cols["slot_id"].after, cols["type_code"].after, cols["referral_id"].after))
+        elif op == "update" and "status" in cols and "slot_id" not in cols and cols["status"].after == "cancelled":
+            out["cancel"].append((aid, (cols["late_fee"].after if "late_fee" in cols else 0)))
+        elif op == "update" and "slot_id" in cols and "status" not in cols:
+            out["move"].append((aid, cols["slot_id"].before, cols["slot_id"].after))
+        else:
+            return None
+    for cols in _by_row(changes, "fills").values():
+        out["refill"].append(cols["rx_id"].after)
+    for cols in _by_row(changes, "payments").values():
+        out["pay"].append(cols["amount"].after)
+    return out
+
+
+def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlite3.Connection,
+             variant: Variant) -> Goal | None:
+    """User-perspective projection of a change: payments, cancellations, moves, bookings,
+    refills, in that order; ids of slots, providers, referrals and prescriptions never
+    appear (the patient knows names, times and their own appointment ids)."""
+    pid = variant.focus["patient_id"]
+    patient = _one(before, "SELECT * FROM patients WHERE patient_id = ?", pid)
+    outcomes = _outcomes(changes)
+    if patient is None or outcomes is None:
+        return None
+    known = {"patient_id": pid, "date_of_birth": patient["date_of_birth"]}
+    pref = variant.preference
+    parts: list[str] = []
+    for amount in outcomes["pay"]:
+        if amount == patient["balance_due"]:
+            parts.append(f"pay off your outstanding balance of {amount} with your card on file")
+        else:
+            parts.append(f"pay {amount} of your outstanding balance with your card on file")
+    for aid, late_fee in outcomes["cancel"]:
+        appt = _one(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        assert appt is not None
+        known[f"appointment {aid}"] = aid
+        text = (f"cancel your appointment {aid} ({_slot_words(before, appt['slot_id'], appt['type_code'])})")
+        text += (", and you accept the late-cancellation fee if one applies" if late_fee
+                 else "; you do not want to pay a late-cancellation fee")
+        if pref.get("give_up") == aid:
+            text += " (you are giving it up to make room for a new appointment)"
+        if pref.get("wants_move") == aid:
+            text += (" (you would rather move it, but if it cannot be moved, cancelling it and booking the"
+                     " new time is fine)")
+        parts.append(text)
+    for aid, old, new in outcomes["move"]:
+        appt = _one(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        assert appt is not None
+        known[f"appointment {aid}"] = aid
+        parts.append(f"move your appointment {aid} ({_slot_words(before, old, appt['type_code'])}) to "
+                     f"{_slot_time(after, new)} with the same provider")
+    for _aid, slot, type_code, referral in outcomes["book"]:
+        text = "book " + _slot_words(after, slot, type_code)
+        if referral is not None:
+            (specialty,) = after.execute("SELECT specialty FROM referrals WHERE referral_id = ?",
+                                         (referral,)).fetchone()
+            text += f" using your {SPECIALTY_WORDS[specialty]} referral"
+        if pref.get("preferred_slot") and pref["preferred_slot"] != slot:
+            text += (f" (you would prefer {_slot_time(after, pref['preferred_slot'])} with the same provider"
+                     " if it is possible, otherwise this time is fine)")
+        if pref.get("preferred_provider"):
+            text += (f" (you would prefer {_provider_words(after, pref['preferred_provider'])} if they"
+                     " take your insurance, otherwise this provider is fine)")
+        if pref.get("wanted_type") and pref["wanted_type"] != type_code:
+            text += (f" (you asked for {_type_words(after, pref['wanted_type'])}; if that is not possible,"
+                     " this type of visit is fine)")
+        parts.append(text)
+    for rx in outcomes["refill"]:
+        (med,) = after.execute("SELECT medication FROM prescriptions WHERE rx_id = ?", (rx,)).fetchone()
+        parts.append(f"refill your {med} prescription")
+    if not parts:
+        if not variant.allow_no_change or "request" not in pref:
+            return None
+        if pref.get("appointment"):
+            known[f"appointment {pref['appointment']}"] = pref["appointment"]
+        return Goal(instruction=f"You want to {pref['request']}.", reason="a request the policy may not allow",
+                    known_info=known, unknown_info=list(pref.get("unknown", [])))
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="managing your care",
+                known_info=known)
+
+
+def goal_score(changes: list[CellChange], variant: Variant) -> float:
+    """+2 per outcome the kind wants, -1 per other outcome; 3 for no change where refusing
+    is right."""
+    outcomes = _outcomes(changes)
+    if outcomes is None:
+        return -10.0
+    want = variant.focus.get("want", {})
+    realised = sum(len(v) for v in outcomes.values())
+    if realised == 0:
+        return 3.0 if variant.allow_no_change else 0.0
+    score = 0.0
+    for _aid, slot, type_code, _ref in outcomes["book"]:
+        score += 2 if slot == want.get("book") and want.get("type") in (None, type_code) else -1
+    for aid, _fee in outcomes["cancel"]:
+        score += 2 if aid == want.get("cancel") else -1
+    for aid, _old, new in outcomes["move"]:
+        score += 2 if [aid, new] == want.get("move") else -1
+    for rx in outcomes["refill"]:
+        score += 2 if rx == want.get("refill") else -1
+    for amount in outcomes["pay"]:
+        score += 2 if amount == want.get("pay") else -1
+    return score
