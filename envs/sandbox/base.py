@@ -31,6 +31,15 @@ class Limits:
     processes: int = 64  # max processes (bwrap: dropped uid + RLIMIT_NPROC; docker: pids-limit)
     network: bool = False
     max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is cut
+    disk_mb: int | None = 1024  # workspace size (and /tmp size); None: unchecked
+
+    def __post_init__(self) -> None:
+        for name in ("timeout_s", "cpu_s", "memory_mb", "file_size_mb", "open_files", "processes",
+                     "max_output_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.disk_mb is not None and self.disk_mb <= 0:
+            raise ValueError(f"Limits.disk_mb must be > 0 or None, got {self.disk_mb!r}")
 
 
 @dataclass
@@ -42,7 +51,7 @@ class ExecResult:
     stderr: str
     duration_s: float
     timed_out: bool = False
-    killed_reason: str | None = None  # "timeout", "memory", "cpu", "file_size", "output" ...
+    killed_reason: str | None = None  # "timeout", "memory", "cpu", "file_size", "output", "disk"
     truncated: bool = False
 
     @property
@@ -83,13 +92,18 @@ class Sandbox(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-SandboxFactory = Callable[[Path | None, Limits], Sandbox]
+# factory(source, limits, **options): options are backend-specific keywords (bwrap:
+# `ro_binds`, `base_dir`; docker: `image`, `dockerfile`; unsafe: `allow_unsafe`).
+SandboxFactory = Callable[..., Sandbox]
 SANDBOXES: Registry[SandboxFactory] = Registry(
     "sandbox backend", ["envs.sandbox.bwrap", "envs.sandbox.docker", "envs.sandbox.unsafe"])
 
 
 def open_sandbox(backend: str = "bwrap", source: Path | str | None = None,
-                 limits: Limits | None = None) -> Sandbox:
-    """Open a sandbox whose workspace starts as a copy of `source` (a folder) or empty."""
+                 limits: Limits | None = None, **options: Any) -> Sandbox:
+    """Open a sandbox whose workspace starts as a copy of `source` (a folder) or empty.
+
+    `options` go to the backend; "unsafe" refuses to open without `allow_unsafe=True`.
+    """
     factory = SANDBOXES.get(backend)
-    return factory(Path(source) if source is not None else None, limits or Limits())
+    return factory(Path(source) if source is not None else None, limits or Limits(), **options)

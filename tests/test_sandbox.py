@@ -1,0 +1,463 @@
+"""Sandboxes: escape probes on the default backend (bwrap), functions of every backend.
+
+Each probe runs a real attack inside a sandbox, checks it was blocked or killed within its
+limit and reported, that the host is untouched, and that the next command works. Where it
+matters, the same probe is run without isolation (the unsafe backend, or `network=True`)
+to show that the probe itself would succeed: a probe that cannot succeed proves nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from envs.sandbox import ExecResult, Limits, SandboxError, open_sandbox
+from envs.sandbox.bwrap import BwrapSandbox, bwrap_argv, bwrap_unusable
+from envs.sandbox.pool import SandboxPool
+from envs.sandbox.process import limit_argv
+
+REASON = bwrap_unusable()
+needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
+SYS_PY = "/usr/bin/python3"
+needs_py = pytest.mark.skipif(not os.path.exists(SYS_PY), reason="no system python3 in /usr/bin")
+FAST = Limits(timeout_s=10, cpu_s=10)
+
+
+def unsafe(source: Path | None = None, limits: Limits = FAST):
+    return open_sandbox("unsafe", source, limits, allow_unsafe=True)
+
+
+def healthy(sb) -> None:
+    """A normal command still works after an attack."""
+    r = sb.run("echo ok && ls /workspace >/dev/null")
+    assert r.ok and r.stdout == "ok\n", r
+
+
+def python_probe(sb, code: str, **kw) -> ExecResult:
+    sb.write_file("probe.py", code)
+    return sb.run([SYS_PY, "probe.py"], **kw)
+
+
+@pytest.fixture
+def sb():
+    if REASON is not None:
+        pytest.skip(f"bubblewrap unusable: {REASON}")
+    with open_sandbox("bwrap", None, FAST) as box:
+        yield box
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    d = tmp_path / "src"
+    (d / "pkg").mkdir(parents=True)
+    (d / "README").write_text("hello\n")
+    (d / "pkg" / "mod.py").write_text("X = 1\n")
+    (d / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (d / "run.sh").chmod(0o755)
+    return d
+
+
+# ---------------------------------------------------------------- functional -----------
+
+@needs_bwrap
+def test_run_basics(sb) -> None:
+    r = sb.run("pwd; id -u; id -g; echo err >&2; exit 3")
+    assert r.returncode == 3 and not r.ok
+    assert r.stdout.split() == ["/workspace", "1000", "1000"] and r.stderr == "err\n"
+    assert sb.run(["printf", "%s|", "a b", "c"]).stdout == "a b|c|"
+    assert sb.run("cat", stdin="piped\n").stdout == "piped\n"
+    assert sb.run("echo $FOO", env={"FOO": "bar"}).stdout == "bar\n"
+    assert "HOST_ONLY" not in sb.run("env").stdout  # the host environment is not passed on
+    r = sb.run("grep CapEff /proc/self/status")
+    assert r.stdout.split()[1] == "0000000000000000"  # no capabilities
+    r = sb.run("kill -9 $$")
+    assert r.returncode == 128 + 9 and r.killed_reason is None
+    with pytest.raises(ValueError):
+        sb.run("")
+    with pytest.raises(ValueError):
+        sb.run("true", timeout=0)
+
+
+@needs_bwrap
+def test_source_copy_files_and_paths(src: Path) -> None:
+    with open_sandbox("bwrap", src, FAST) as sb:
+        assert sb.run("cat README && ./run.sh && cat pkg/mod.py").stdout == "hello\nran\nX = 1\n"
+        sb.run("echo changed > README && mkdir -p out && echo 1 > out/a")
+        assert (src / "README").read_text() == "hello\n"  # the source is never touched
+        assert sb.read_file("out/a") == b"1\n" and (sb.workdir / "out" / "a").exists()
+        sb.write_file("new/deep/f.txt", "text")
+        assert sb.run("cat new/deep/f.txt && touch new/deep/g").ok  # writable by the sandbox
+        for bad in ("../x", "/etc/passwd", "a/../../x", "", "."):
+            with pytest.raises(ValueError):
+                sb.read_file(bad)
+        with pytest.raises(FileNotFoundError):
+            sb.read_file("missing")
+        with pytest.raises(ValueError):
+            sb.read_file("pkg")  # a folder
+    assert not sb.workdir.exists()  # close removes the workspace
+    with pytest.raises(SandboxError):
+        sb.run("true")
+    with pytest.raises(SandboxError):
+        open_sandbox("bwrap", src / "README", FAST)
+
+
+@needs_bwrap
+def test_snapshot_restore_reset(src: Path) -> None:
+    with open_sandbox("bwrap", src, FAST) as sb:
+        sb.run("echo v1 > state && ln -s state link && mkdir empty && chmod 600 state")
+        snap = sb.snapshot()
+        sb.run("echo v2 > state && rm -r empty pkg && echo x > extra")
+        sb.restore(snap)
+        r = sb.run("cat state link; ls -d empty pkg; test ! -e extra && stat -c %a state")
+        assert r.stdout.split() == ["v1", "v1", "empty", "pkg", "600"], r
+        assert os.path.islink(sb.workdir / "link")
+        sb.reset()
+        assert sorted(os.listdir(sb.workdir)) == ["README", "pkg", "run.sh"]
+        assert sb.run("./run.sh && touch ok").ok  # modes and ownership came back
+        with pytest.raises(TypeError):
+            sb.restore(b"not a snapshot")
+
+
+@needs_bwrap
+def test_pool_resets_bounds_and_threads(src: Path) -> None:
+    def setup(box) -> None:
+        box.run("echo prepared > setup.txt")
+
+    with SandboxPool(src, size=1, limits=FAST, background_reset=False) as plain:
+        with plain.sandbox() as box:
+            box.run("echo dirty > README")
+        with plain.sandbox() as box:  # reset in release itself
+            assert box.read_file("README") == b"hello\n"
+    with SandboxPool(src, size=2, limits=FAST, setup=setup) as pool:
+        assert pool.idle == 2
+        with pool.sandbox() as a:
+            a.run("rm README; echo dirty > junk")
+            b = pool.acquire()
+            with pytest.raises(TimeoutError):
+                pool.acquire(timeout=0.2)
+            pool.release(b)
+        with pytest.raises(ValueError):
+            pool.release(a)  # twice
+        seen: list[list[str]] = []
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                for _ in range(3):
+                    with pool.sandbox(timeout=30) as box:
+                        seen.append(sorted(os.listdir(box.workdir)))
+                        box.run(f"echo {uuid.uuid4().hex} > junk_{threading.get_ident()}")
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert seen and all(s == ["README", "pkg", "run.sh", "setup.txt"] for s in seen), seen
+        assert pool.wait_ready(timeout=30)
+        assert pool.in_use == 0 and pool.idle == 2
+    assert pool.idle == 0
+    with pytest.raises(SandboxError):
+        pool.acquire()
+    with pytest.raises(ValueError):
+        SandboxPool(src, size=0)
+
+
+def test_unsafe_needs_explicit_consent(tmp_path: Path, caplog) -> None:
+    for consent in ({}, {"allow_unsafe": False}, {"allow_unsafe": "yes"}):
+        with pytest.raises(SandboxError, match="allow_unsafe=True"):
+            open_sandbox("unsafe", None, FAST, **consent)
+    with caplog.at_level(logging.WARNING), unsafe() as sb:
+        assert sb.backend == "unsafe"
+        r = sb.run("pwd; echo hi > f")
+        assert r.ok and r.stdout.strip() == str(sb.workdir) and sb.read_file("f") == b"hi\n"
+        r = sb.run("sleep 5", timeout=0.5)
+        assert r.timed_out and r.killed_reason == "timeout" and r.duration_s < 3
+    assert "UNSAFE" in caplog.text
+
+
+def test_limits_and_argv_are_checked() -> None:
+    with pytest.raises(ValueError, match="memory_mb"):
+        Limits(memory_mb=0)
+    with pytest.raises(ValueError, match="disk_mb"):
+        Limits(disk_mb=-1)
+    with pytest.raises(KeyError, match="sandbox backend"):
+        open_sandbox("nope")
+    lim = Limits(memory_mb=100, cpu_s=3, processes=7, network=False)
+    wrap = " ".join(limit_argv(lim))
+    assert "--nproc=7:7" in wrap or "('NPROC',7,7)" in wrap
+    argv = bwrap_argv(Path("/tmp/ws"), lim, env={"A": "1"})
+    assert "--share-net" not in argv and "--unshare-all" in argv and "--die-with-parent" in argv
+    assert argv[argv.index("--bind") + 1:argv.index("--bind") + 3] == ["/tmp/ws", "/workspace"]
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
+    assert "/" not in bound and not any(b.startswith(("/root", "/home", "/work")) for b in bound)
+    assert argv[argv.index("--remount-ro") + 1] == "/"
+    assert "--share-net" in bwrap_argv(Path("/tmp/ws"), Limits(network=True))
+    with pytest.raises(ValueError):
+        bwrap_argv(Path("/tmp/ws"), lim, env={"A=B": "1"})
+
+
+# ---------------------------------------------------------------- escape probes --------
+
+@pytest.fixture
+def planted():
+    """Secret files on the host: under the home folder (/root), the repo, and host /tmp."""
+    token, name = f"SECRET-{uuid.uuid4().hex}", uuid.uuid4().hex
+    repo = Path(__file__).resolve().parents[1]
+    paths = [Path.home() / f".trajforge_probe_{name}", repo / f".probe_{name}",
+             Path(tempfile.gettempdir()) / f"probe_{name}"]
+    for p in paths:
+        p.write_text(token)
+        p.chmod(0o644)  # world-readable: only the mount layout can hide it
+    yield token, paths
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
+@needs_bwrap
+def test_probe_host_files_are_hidden(sb, planted) -> None:
+    token, paths = planted
+    script = "; ".join(f"cat {p}" for p in paths) + "; ls /root /home /work /var /run; true"
+    r = sb.run(script)
+    assert token not in r.stdout + r.stderr
+    assert "No such file" in r.stderr
+    for p in paths:  # nor through a symlink the host follows when reading the workspace
+        sb.run(f"ln -sf {p} link")
+        with pytest.raises(ValueError):
+            sb.read_file("link")
+    sb.run("ln -sf /etc leak_dir")
+    with pytest.raises(ValueError):
+        sb.read_file("leak_dir/hostname")
+    with pytest.raises(ValueError):  # would write /etc/x if links were followed
+        sb.write_file("leak_dir/x", "y")
+    assert not Path("/etc/x").exists()
+    # The host's /proc is not there: a fresh one with the sandbox's few processes.
+    r = sb.run("ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '")
+    assert int(r.stdout.split()[0]) < 8 and "bwrap" in r.stdout
+    healthy(sb)
+    with unsafe() as u:  # control: the same reads succeed without isolation
+        assert token in u.run(script).stdout
+
+
+@needs_bwrap
+@needs_py
+def test_probe_network_and_host_sockets(sb, tmp_path: Path) -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    upath = tmp_path / "host.sock"
+    usrv = socket.socket(socket.AF_UNIX)
+    usrv.bind(str(upath))
+    usrv.listen(8)
+    abstract = f"\0trajforge-probe-{uuid.uuid4().hex}"
+    asrv = socket.socket(socket.AF_UNIX)
+    asrv.bind(abstract)
+    asrv.listen(8)
+    code = f"""
+import socket
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=2).close(); return "OPEN"
+    except OSError as e:
+        return "blocked:" + type(e).__name__
+def unix(addr):
+    s = socket.socket(socket.AF_UNIX); s.settimeout(2)
+    try:
+        s.connect(addr); return "OPEN"
+    except OSError as e:
+        return "blocked:" + type(e).__name__
+print(tcp("127.0.0.1", {port}), tcp("1.1.1.1", 80), tcp("8.8.8.8", 53),
+      unix({str(upath)!r}), unix({abstract!r}))
+"""
+    try:
+        r = python_probe(sb, code, timeout=20)
+        assert r.ok, r
+        assert "OPEN" not in r.stdout and r.stdout.count("blocked:") == 5, r.stdout
+        healthy(sb)
+        # Controls: a sandbox with the network on reaches the host's TCP port, and a plain
+        # process reaches both Unix sockets, so the probes above can succeed.
+        with open_sandbox("bwrap", None, Limits(timeout_s=20, network=True)) as net:
+            assert python_probe(net, code).stdout.split()[0] == "OPEN"
+        with unsafe(limits=Limits(timeout_s=20)) as u:
+            out = python_probe(u, code).stdout.split()
+            assert out[0] == "OPEN" and out[3:] == ["OPEN", "OPEN"], out
+    finally:
+        for s in (srv, usrv, asrv):
+            s.close()
+
+
+@needs_bwrap
+def test_probe_writes_outside_the_workspace(sb) -> None:
+    name = f"probe_{uuid.uuid4().hex}"
+    targets = [f"/etc/{name}", f"/usr/{name}", f"/{name}", f"/workspace/../{name}",
+               f"/proc/{name}", f"/opt/{name}"]
+    r = sb.run("; ".join(f"echo x > {t}" for t in targets) + f"; echo x > /tmp/{name}; "
+               f"ls /tmp/{name}")
+    assert r.stdout.strip() == f"/tmp/{name}"  # the private /tmp is writable ...
+    assert r.stderr.count("cannot create") == len(targets), r.stderr
+    for t in targets + [f"/tmp/{name}"]:  # ... and none of it reached the host
+        assert not Path(os.path.normpath(t)).exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"**/{name}"))
+    assert sb.run(f"test ! -e /tmp/{name}").ok  # /tmp does not outlive the command
+    healthy(sb)
+
+
+@needs_bwrap
+def test_probe_sleep_past_timeout_and_leftovers(sb) -> None:
+    t0 = time.perf_counter()
+    r = sb.run("sleep 30", timeout=1)
+    assert r.timed_out and r.killed_reason == "timeout" and not r.ok
+    assert time.perf_counter() - t0 < 4
+    # Background and detached processes die with the command, they do not hold it open.
+    t0 = time.perf_counter()
+    r = sb.run("sleep 60 & setsid sleep 61 & nohup sleep 62 >/dev/null 2>&1 & echo started")
+    assert r.ok and r.stdout == "started\n" and time.perf_counter() - t0 < 4
+    assert "sleep" not in sb.run("ps -eo comm").stdout
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not any(a in out for a in ("sleep 60", "sleep 61", "sleep 62"))
+    healthy(sb)
+
+
+@needs_bwrap
+@needs_py
+def test_probe_fork_bomb() -> None:
+    lim = Limits(timeout_s=4, processes=16, cpu_s=10)
+    with open_sandbox("bwrap", None, lim) as sb:
+        counter = """
+import os, time
+kids = []
+try:
+    for _ in range(200):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30); os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    print("stopped", len(kids), type(e).__name__)
+"""
+        r = python_probe(sb, counter)
+        stopped, n, err = r.stdout.split()
+        assert stopped == "stopped" and int(n) < 16 and err == "BlockingIOError", r
+        t0 = time.perf_counter()
+        r = sb.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived")
+        assert time.perf_counter() - t0 < lim.timeout_s + 3
+        assert "Cannot fork" in r.stderr  # the process limit, not luck, stopped it
+        assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+        healthy(sb)
+
+
+@needs_bwrap
+@needs_py
+def test_probe_memory_bomb() -> None:
+    with open_sandbox("bwrap", None, Limits(timeout_s=20, memory_mb=256)) as sb:
+        r = python_probe(sb, "x = bytearray(2 * 1024**3)\nprint('allocated')")
+        assert not r.ok and "allocated" not in r.stdout
+        assert r.killed_reason == "memory", r
+        r = python_probe(sb, "x = bytearray(64 * 1024**2)\nprint('fine')")  # under the limit
+        assert r.stdout == "fine\n"
+        healthy(sb)
+
+
+@needs_bwrap
+def test_probe_disk_fill() -> None:
+    lim = Limits(timeout_s=20, file_size_mb=8, disk_mb=64)
+    with open_sandbox("bwrap", None, lim) as sb:
+        r = sb.run("dd if=/dev/zero of=big bs=1M count=100")  # one big file
+        assert r.killed_reason == "file_size" and not r.ok, r
+        assert (sb.workdir / "big").stat().st_size <= 8 << 20
+        t0 = time.perf_counter()  # many files, each under the file size limit
+        r = sb.run("i=0; while :; do i=$((i+1)); dd if=/dev/zero of=f$i bs=1M count=7 "
+                   "2>/dev/null; done")
+        assert r.killed_reason == "disk" and time.perf_counter() - t0 < 10, r
+        used = sum(p.stat().st_size for p in sb.workdir.iterdir())
+        assert used < 64 * 4 << 20  # within a poll of the limit, not GBs at the timeout
+        r = sb.run("dd if=/dev/zero of=/tmp/fill bs=1M count=7 2>/dev/null; "
+                   "for i in $(seq 1 20); do cp /tmp/fill /tmp/c$i || break; done; du -sm /tmp")
+        assert "No space left" in r.stderr and int(r.stdout.split()[0]) <= 64, r
+        assert sb.run("rm f*").ok  # a full workspace can be cleaned up by the next command
+        healthy(sb)
+
+
+@needs_bwrap
+def test_probe_cpu_and_output_floods() -> None:
+    with open_sandbox("bwrap", None, Limits(timeout_s=30, cpu_s=1,
+                                            max_output_bytes=10_000)) as sb:
+        t0 = time.perf_counter()
+        r = sb.run("while :; do :; done")
+        assert r.killed_reason == "cpu" and not r.timed_out, r
+        assert time.perf_counter() - t0 < 25
+        r = sb.run("yes")
+        assert r.killed_reason == "output" and r.truncated and len(r.stdout) == 10_000
+        r = sb.run("head -c 20000 /dev/zero | tr '\\0' a; echo; echo done >&2")
+        assert r.ok and r.truncated and len(r.stdout) == 10_000 and r.stderr == "done\n"
+        healthy(sb)
+
+
+# ---------------------------------------------------------------- docker ---------------
+
+def test_docker_config_applies_limits() -> None:
+    pytest.importorskip("docker")
+    from envs.sandbox.docker import container_config, exec_argv
+
+    lim = Limits(memory_mb=300, processes=20, cpu_s=5, file_size_mb=2, open_files=99,
+                 disk_mb=50)
+    cfg = container_config(lim, "img", volume="v", io_volume="io", cpus=0.5)
+    assert cfg["mem_limit"] == cfg["memswap_limit"] == "300m" and cfg["pids_limit"] == 20
+    assert cfg["network_disabled"] and cfg["network_mode"] == "none" and cfg["read_only"]
+    assert cfg["nano_cpus"] == 500_000_000 and cfg["user"] == "1000:1000"
+    assert cfg["volumes"]["v"] == {"bind": "/workspace", "mode": "rw"}
+    assert "size=50m" in cfg["tmpfs"]["/tmp"] and cfg["cap_drop"] == ["ALL"]
+    ul = {u["Name"]: (u["Soft"], u["Hard"]) for u in cfg["ulimits"]}
+    assert ul["cpu"] == (5, 6) and ul["fsize"] == (2 << 20, 2 << 20) and ul["nofile"] == (99, 99)
+    net = container_config(Limits(network=True), "img", volume="v", io_volume="io")
+    assert not net["network_disabled"] and net["network_mode"] is None
+    assert exec_argv(["ls"], 2.5) == ["timeout", "-s", "KILL", "2.500", "ls"]
+    assert exec_argv(["cat"], 1, "/sandbox-io/stdin-1") == [
+        "timeout", "-s", "KILL", "1.000", "sh", "-c", 'exec "$@" < "$0"', "/sandbox-io/stdin-1",
+        "cat"]
+    with pytest.raises(ValueError):
+        container_config(lim, "img", volume="v", io_volume="io", cpus=0)
+
+
+def test_docker_sandbox_runs() -> None:
+    pytest.importorskip("docker")
+    from envs.sandbox.docker import docker_unusable
+
+    why = docker_unusable()
+    if why is not None:
+        with pytest.raises(SandboxError):
+            open_sandbox("docker", None, FAST)
+        pytest.skip(f"docker backend not exercised: {why}")
+    with open_sandbox("docker", None, Limits(timeout_s=10, network=False)) as sb:
+        assert sb.run("id -u; pwd").stdout.split() == ["1000", "/workspace"]
+        sb.write_file("d/f.txt", "x")
+        assert sb.run("cat d/f.txt", stdin="").stdout == "x"
+        assert sb.run("cat", stdin="in").stdout == "in"
+        snap = sb.snapshot()
+        sb.run("rm -r d")
+        sb.restore(snap)
+        assert sb.read_file("d/f.txt") == b"x"
+        r = sb.run("sleep 30", timeout=1)
+        assert r.timed_out and r.killed_reason == "timeout"
+        assert not sb.run("touch /etc/x").ok
+        healthy(sb)
+
+
+def test_bwrap_missing_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    with pytest.raises(SandboxError, match="apt-get install -y bubblewrap"):
+        BwrapSandbox(None, FAST)
