@@ -11,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_LOGGING_LEVEL ?= WARNING
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test install model lint bench clean
+.PHONY: run test install model lint bench clean sysdeps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,19 @@ model: install
 run: model
 	$(VENV)/bin/trajforge run $(ARGS)
 
-test: model
+# System packages the tests use: bubblewrap (the sandbox) and chromium (renders the run
+# report). Installed with apt when missing and we are root; otherwise those tests skip
+# with a reason.
+sysdeps:
+	@for pair in bwrap:bubblewrap chromium:chromium; do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  command -v $$cmd >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && apt-get install -y -qq $$pkg >/dev/null) || echo "could not install $$pkg"; \
+	  else echo "note: $$pkg is not installed (tests that need it will skip)"; fi; \
+	done
+
+test: model sysdeps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
