@@ -1,0 +1,1 @@
+"""The retail world: a folder loaded by path (see envs/world.py)."""

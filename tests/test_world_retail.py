@@ -1,0 +1,429 @@
+"""The retail world: every compiled rule rejects its violating probe (with exactly its rule
+id) and admits its valid probe one step away; side effects apply; every tool runs through
+`Env.call`; the generator is seeded and scales; logic-driven synthesis emits tasks that
+replay to their target, with boundary states on both sides of every rule."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sqlite3
+import time
+
+import pytest
+
+from data.records import StateRef, Task, ToolCall
+from envs import state as st
+from envs.registry import get_world, list_worlds
+from envs.world import Env, World
+from synthesis.base import SynthesisConfig, get_method
+from synthesis.explorer import ExplorerConfig, explore
+from synthesis.logic_driven import replay
+from synthesis.set_designer import design_states
+
+NOW = "2026-06-15 10:00:00"
+FIXTURE = f"""
+INSERT INTO meta VALUES ('now', '{NOW}');
+INSERT INTO customers VALUES
+ ('c1', 'Uma', 'One', 'uma@example.com', '94107', '1 Main Street, Springfield'),
+ ('c2', 'Ugo', 'Two', 'ugo@example.com', '10001', '2 Side Road, Riverton');
+INSERT INTO payment_methods VALUES
+ ('cc1', 'c1', 'credit_card', '1111', NULL), ('cc1b', 'c1', 'credit_card', '2222', NULL),
+ ('gc1', 'c1', 'gift_card', NULL, 100), ('gc4', 'c1', 'gift_card', NULL, 4), ('gc5', 'c1', 'gift_card', NULL, 5),
+ ('pp1', 'c1', 'paypal', NULL, NULL), ('cc2', 'c2', 'credit_card', '3333', NULL);
+INSERT INTO products VALUES ('P1', 'T-Shirt', 'apparel'), ('P2', 'Mug', 'kitchen'), ('P3', 'Sticker', 'office');
+INSERT INTO variants VALUES
+ ('V1a', 'P1', '{{"color": "blue", "size": "M"}}', 20, 100),
+ ('V1b', 'P1', '{{"color": "red", "size": "M"}}', 25, 100),
+ ('V1c', 'P1', '{{"color": "black", "size": "M"}}', 30, 100),
+ ('V2a', 'P2', '{{"color": "white"}}', 12, 100),
+ ('V3a', 'P3', '{{"shape": "star"}}', 1, 100);
+INSERT INTO orders (order_id, customer_id, payment_id, status, address, total, created_at, delivered_at) VALUES
+ ('OP', 'c1', 'cc1', 'pending', '1 Main Street, Springfield', 20, '2026-06-15 08:00:00', NULL),
+ ('OPR', 'c1', 'cc1', 'processed', '1 Main Street, Springfield', 20, '2026-06-14 08:00:00', NULL),
+ ('OS', 'c1', 'cc1', 'shipped', '1 Main Street, Springfield', 12, '2026-06-12 08:00:00', NULL),
+ ('OD', 'c1', 'cc1', 'delivered', '1 Main Street, Springfield', 72, '2026-06-01 08:00:00', '2026-06-05 10:00:00'),
+ ('O30', 'c1', 'cc1', 'delivered', '1 Main Street, Springfield', 20, '2026-05-12 08:00:00', '2026-05-16 10:00:00'),
+ ('O31', 'c1', 'cc1', 'delivered', '1 Main Street, Springfield', 20, '2026-05-12 08:00:00', '2026-05-16 09:59:59'),
+ ('OC', 'c1', 'gc1', 'pending', '1 Main Street, Springfield', 20, '2026-06-10 08:00:00', NULL),
+ ('OD2', 'c2', 'cc2', 'delivered', '2 Side Road, Riverton', 20, '2026-06-01 08:00:00', '2026-06-05 10:00:00');
+INSERT INTO order_items (order_id, variant_id, quantity, unit_price) VALUES
+ ('OP', 'V1a', 1, 20), ('OPR', 'V1a', 1, 20), ('OS', 'V2a', 1, 12), ('OD', 'V1a', 3, 20), ('OD', 'V2a', 1, 12),
+ ('O30', 'V1a', 1, 20), ('O31', 'V1a', 1, 20), ('OC', 'V1a', 1, 20), ('OD2', 'V1a', 1, 20);
+UPDATE orders SET status = 'cancelled', cancel_reason = 'ordered by mistake' WHERE order_id = 'OC';
+INSERT INTO returns VALUES ('RT0', 'OD', 'V1a', 1, 'cc1', 20, '2026-06-08 10:00:00');
+UPDATE variants SET stock = 10 WHERE variant_id IN ('V1a', 'V2a');
+UPDATE variants SET stock = 3 WHERE variant_id = 'V1b';
+UPDATE variants SET stock = 0 WHERE variant_id = 'V1c';
+UPDATE variants SET stock = 50 WHERE variant_id = 'V3a';
+UPDATE payment_methods SET balance = 100 WHERE payment_id = 'gc1';
+"""
+
+
+def call(name: str, **args: object) -> ToolCall:
+    return ToolCall(name=name, arguments=args)
+
+
+def order(variants: list[str], quantities: list[int], pay: str, customer: str = "c1") -> ToolCall:
+    return call("place_order", customer_id=customer, variant_ids=variants, quantities=quantities, payment_id=pay)
+
+
+def ret(oid: str, vid: str, q: int, pay: str = "cc1") -> ToolCall:
+    return call("return_item", order_id=oid, variant_id=vid, quantity=q, refund_payment_id=pay)
+
+
+def exch(oid: str, vid: str, new: str, q: int = 1, pay: str = "cc1") -> ToolCall:
+    return call("exchange_item", order_id=oid, variant_id=vid, new_variant_id=new, quantity=q, payment_id=pay)
+
+
+def address(oid: str, text: str = "9 New Road, Fairview") -> ToolCall:
+    return call("modify_order_address", order_id=oid, address=text)
+
+
+# rule id -> (violating probe, valid probe one step away)
+PROBES = {
+    "R01_CANCEL_PENDING": (call("cancel_pending_order", order_id="OPR", reason="no longer needed"),
+                           call("cancel_pending_order", order_id="OP", reason="no longer needed")),
+    "R02_STOCK": (order(["V1b"], [4], "cc1"), order(["V1b"], [3], "cc1")),  # 3 in stock
+    "R03_PAYMENT_OWNER": (order(["V1a"], [1], "cc2"), order(["V1a"], [1], "cc1")),
+    "R04_GIFT_BALANCE": (order(["V1a", "V3a"], [5, 1], "gc1"), order(["V1a"], [5], "gc1")),  # 101 vs 100
+    "R05_RETURN_WINDOW": (ret("O31", "V1a", 1), ret("O30", "V1a", 1)),  # 30 days + 1 s vs exactly 30 days
+    "R06_DELIVERED_ONLY": (ret("OS", "V2a", 1), ret("OD", "V2a", 1)),
+    "R07_ITEM_QUANTITY": (ret("OD", "V1a", 3), ret("OD", "V1a", 2)),  # 3 bought, 1 returned
+    "R08_SAME_PRODUCT": (exch("OD", "V2a", "V1a"), exch("OD", "V1a", "V1b")),
+    "R09_REFUND_DESTINATION": (ret("OD", "V2a", 1, "cc1b"), ret("OD", "V2a", 1, "gc1")),
+    "R10_LINE_QUANTITY": (order(["V1a"], [6], "cc1"), order(["V1a"], [5], "cc1")),
+    "R11_ADDRESS_CHANGE": (address("OS"), address("OPR")),
+    "R12_CANCELLED_FINAL": (address("OC"), address("OP")),
+}
+# The same rules on their other paths (exchanges, a second cancel).
+MORE_PROBES = [
+    ("R02_STOCK", exch("OD", "V1a", "V1c"), exch("OD", "V1a", "V1b", 2)),
+    ("R03_PAYMENT_OWNER", exch("OD", "V1a", "V1b", pay="cc2"), exch("OD", "V1a", "V1b", pay="pp1")),
+    ("R04_GIFT_BALANCE", exch("OD", "V1a", "V1b", pay="gc4"), exch("OD", "V1a", "V1b", pay="gc5")),  # owes 5
+    ("R05_RETURN_WINDOW", exch("O31", "V1a", "V1b"), exch("O30", "V1a", "V1b")),
+    ("R06_DELIVERED_ONLY", exch("OP", "V1a", "V1b"), exch("OD", "V1a", "V1b")),
+    ("R07_ITEM_QUANTITY", exch("OD", "V1a", "V1b", 3), exch("OD", "V1a", "V1b", 2)),
+    ("R08_SAME_PRODUCT", exch("OD", "V1a", "V1a"), exch("OD", "V1a", "V1b")),
+    ("R09_REFUND_DESTINATION", ret("OD2", "V1a", 1, "gc1"), ret("OD2", "V1a", 1, "cc2")),  # another's gift card
+    ("R12_CANCELLED_FINAL", call("cancel_pending_order", order_id="OC", reason="no longer needed"),
+     call("cancel_pending_order", order_id="OP", reason="ordered by mistake")),
+]
+
+
+@pytest.fixture(scope="module")
+def retail() -> World:
+    return get_world("retail")
+
+
+@pytest.fixture()
+def env(retail: World) -> Env:
+    conn = retail.empty_state()
+    conn.executescript(FIXTURE)
+    return Env(retail, conn)
+
+
+def _value(env: Env, sql: str, *args: object) -> object:
+    return env.conn.execute(sql, args).fetchone()[0]
+
+
+def test_registered_with_compiled_and_policy_only_rules(retail: World) -> None:
+    assert "retail" in list_worlds()
+    compiled = retail.compiled_rules()
+    assert set(compiled) == set(PROBES) and len(compiled) >= 8
+    policy_ids = set(re.findall(r"\b(R\d+_[A-Z0-9_]+)\b", retail.policy))
+    assert set(compiled) <= policy_ids and len(policy_ids) >= 10
+    assert policy_ids - set(compiled) == {"R13_AUTHENTICATE", "R14_CONFIRM_BEFORE_WRITE", "R15_NO_WORKAROUNDS"}
+    for rule in policy_ids - set(compiled):
+        assert f"**{rule}** *(policy only)*" in retail.policy
+    for rule in compiled:
+        assert f"**{rule}** *(enforced)*" in retail.policy
+
+
+def _check_probe(env: Env, rule: str, bad: ToolCall, good: ToolCall) -> None:
+    probe = env.fork()
+    before = probe.state_hash()
+    obs = probe.call(bad)
+    assert obs.error == "rule_violation", obs.content
+    assert obs.code == rule and rule in obs.content, obs.content
+    assert probe.state_hash() == before  # a rejected call leaves no trace
+    ok = env.fork().call(good)
+    assert ok.ok, ok.content
+    assert ok.wrote
+
+
+@pytest.mark.parametrize("rule", sorted(PROBES))
+def test_rule_rejects_violation_and_admits_valid(env: Env, rule: str) -> None:
+    _check_probe(env, rule, *PROBES[rule])
+
+
+@pytest.mark.parametrize("i", range(len(MORE_PROBES)), ids=[p[0] for p in MORE_PROBES])
+def test_rule_on_its_other_paths(env: Env, i: int) -> None:
+    _check_probe(env, *MORE_PROBES[i])
+
+
+def test_side_effects_of_orders_cancels_returns_and_exchanges(env: Env) -> None:
+    stock = lambda v: _value(env, "SELECT stock FROM variants WHERE variant_id = ?", v)  # noqa: E731
+    balance = lambda p: _value(env, "SELECT balance FROM payment_methods WHERE payment_id = ?", p)  # noqa: E731
+    obs = env.call(order(["V1a", "V2a"], [2, 1], "gc1"))
+    assert obs.ok, obs.content
+    new = json.loads(obs.content)
+    assert new["total"] == 52 and new["status"] == "pending" and new["address"] == "1 Main Street, Springfield"
+    assert stock("V1a") == 8 and stock("V2a") == 9 and balance("gc1") == 48
+    assert new["transactions"] == [{"source": "order", "payment_id": "gc1", "kind": "charge", "amount": 52,
+                                    "created_at": NOW}]
+    # cancelling refunds the gift card and restocks
+    assert env.call(call("cancel_pending_order", order_id=new["order_id"], reason="ordered by mistake")).ok
+    assert stock("V1a") == 10 and stock("V2a") == 10 and balance("gc1") == 100
+    assert _value(env, "SELECT kind || ':' || amount FROM transactions WHERE order_id = ? AND source = 'cancel'",
+                  new["order_id"]) == "refund:52"
+    # a return refunds the price paid onto the chosen gift card and restocks
+    obs = env.call(ret("OD", "V1a", 2, "gc1"))
+    assert obs.ok, obs.content
+    assert balance("gc1") == 140 and stock("V1a") == 12
+    assert _value(env, "SELECT returned FROM order_items WHERE order_id = 'OD' AND variant_id = 'V1a'") == 3
+    # an exchange moves stock both ways and charges the price difference (25 - 20) to the gift card
+    obs = env.call(exch("O30", "V1a", "V1b", 1, "gc1"))
+    assert obs.ok, obs.content
+    assert stock("V1b") == 2 and stock("V1a") == 13 and balance("gc1") == 135
+    body = json.loads(obs.content)
+    assert body["items"][0]["exchanged"] == 1 and body["exchanges"][0]["price_difference"] == 5
+    assert any(t["kind"] == "charge" and t["amount"] == 5 for t in body["transactions"])
+
+
+def test_ids_are_deterministic_in_the_state(env: Env) -> None:
+    a, b = env.fork(), env.fork()
+    oa = json.loads(a.call(order(["V1a"], [1], "cc1")).content)["order_id"]
+    ob = json.loads(b.call(order(["V1a"], [1], "cc1")).content)["order_id"]
+    assert oa == ob and oa.startswith("#W") and len(oa) == 9
+    assert a.state_hash() == b.state_hash()
+    assert a.call(ret("OD", "V2a", 1)).ok and b.call(ret("OD", "V2a", 1)).ok
+    assert a.state_hash() == b.state_hash()
+
+
+# One successful call per tool (reads and writes), each through Env.call.
+TOOL_CALLS = {
+    "find_customer_by_email": (call("find_customer_by_email", email=" UMA@example.com"), '"c1"'),
+    "find_customer_by_name_zip": (call("find_customer_by_name_zip", first_name="uma", last_name="One",
+                                       zip_code="94107"), '"customer_ids": ["c1"]'),
+    "get_customer_details": (call("get_customer_details", customer_id="c1"), '"gift_card"'),
+    "get_order_details": (call("get_order_details", order_id="OD"), '"product_name": "T-Shirt"'),
+    "get_product_details": (call("get_product_details", product_id="P1"), '"size": "M"'),
+    "list_products": (call("list_products", category="Kitchen"), '"Mug"'),
+    "calculate": (call("calculate", expression="3 * (20 + 5) - 2"), '"result": 73'),
+    "place_order": (order(["V2a"], [2], "pp1"), '"total": 24'),
+    "cancel_pending_order": (call("cancel_pending_order", order_id="OP", reason="no longer needed"),
+                             '"cancelled"'),
+    "modify_order_address": (address("OPR", "  9  New Road,  Fairview "), '"9 New Road, Fairview"'),
+    "return_item": (ret("O30", "V1a", 1), '"amount": 20'),
+    "exchange_item": (exch("OD", "V1a", "V1b"), '"price_difference": 5'),
+    "transfer_to_human_agents": (call("transfer_to_human_agents", summary="wants a refund to cash"),
+                                 '"transferred": true'),
+}
+
+
+def test_every_tool_runs_through_env(retail: World, env: Env) -> None:
+    assert set(TOOL_CALLS) == set(retail.tools) and len(retail.tools) >= 10
+    writes = {n for n, t in retail.tools.items() if t.write}
+    assert writes == {"place_order", "cancel_pending_order", "modify_order_address", "return_item", "exchange_item"}
+    for name, (c, expected) in TOOL_CALLS.items():
+        probe = env.fork()
+        before = probe.state_hash()
+        obs = probe.call(c)
+        assert obs.ok, (name, obs.content)
+        assert expected in obs.content, (name, obs.content)
+        assert obs.wrote == (name in writes)
+        assert (probe.state_hash() != before) == (name in writes), name
+
+
+def test_bad_calls_are_structured_errors(env: Env) -> None:
+    before = env.state_hash()
+    cases = [
+        (call("buy_everything"), "unknown_tool", "unknown_tool"),
+        (call("get_order_details", order="OD"), "bad_arguments", "unknown_argument"),
+        (call("return_item", order_id="OD", variant_id="V2a", quantity=1), "bad_arguments", "missing_argument"),
+        (order(["V1a"], ["two"], "cc1"), "bad_arguments", "wrong_type"),  # type: ignore[list-item]
+        (call("place_order", customer_id="c1", variant_ids="V1a", quantities=[1], payment_id="cc1"),
+         "bad_arguments", "wrong_type"),
+        (call("cancel_pending_order", order_id="OP", reason="changed my mind"), "bad_arguments", "wrong_type"),
+        (call("get_order_details", order_id="#W0000000"), "tool_error", "NOT_FOUND"),
+        (order(["V1a", "V2a"], [1], "cc1"), "tool_error", "BAD_VALUE"),
+        (order(["V1a", "V1a"], [1, 1], "cc1"), "tool_error", "BAD_VALUE"),
+        (order(["V9z"], [1], "cc1"), "tool_error", "NOT_FOUND"),
+        (ret("OD", "V1c", 1), "tool_error", "NOT_FOUND"),  # not an item of that order
+        (ret("OD", "V2a", 0), "tool_error", "BAD_VALUE"),
+        (address("OP", "1 Main Street, Springfield"), "tool_error", "NO_CHANGE"),
+        (call("list_products", category="garden"), "tool_error", "NOT_FOUND"),
+        (call("calculate", expression="__import__('os')"), "tool_error", "BAD_EXPRESSION"),
+    ]
+    for c, error, code in cases:
+        obs = env.call(c)
+        assert (obs.error, obs.code) == (error, code), (c, obs.content)
+        assert json.loads(obs.content)["error"] == error
+    assert env.state_hash() == before
+    assert env.call(order(["V1a"], ["2"], "cc1")).ok  # a lossless string-to-int is accepted
+
+
+def test_tool_schemas_come_from_signatures_and_docstrings(retail: World) -> None:
+    schema = retail.tools["place_order"].schema()["function"]
+    props = schema["parameters"]["properties"]
+    assert schema["parameters"]["required"] == ["customer_id", "variant_ids", "quantities", "payment_id"]
+    assert props["variant_ids"] == {"type": "array", "items": {"type": "string"},
+                                    "description": props["variant_ids"]["description"]}
+    assert props["quantities"]["items"] == {"type": "integer"}
+    assert all(f"R{n:02d}" in schema["description"] for n in (2, 3, 4, 10))
+    reason = retail.tools["cancel_pending_order"].schema()["function"]["parameters"]["properties"]["reason"]
+    assert reason["enum"] == ["no longer needed", "ordered by mistake"]
+    optional = retail.tools["list_products"].schema()["function"]["parameters"]
+    assert optional["required"] == [] and optional["properties"]["category"]["default"] is None
+
+
+def _rows(conn: sqlite3.Connection) -> int:
+    return sum(conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in st.tables(conn))
+
+
+def _consistent(conn: sqlite3.Connection) -> None:
+    """The generated history obeys the schema: keys resolve, counters and the ledger add up."""
+    q = conn.execute
+    assert q("PRAGMA foreign_key_check").fetchall() == []
+    assert q("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert q("SELECT COUNT(*) FROM orders o WHERE total <> (SELECT SUM(quantity * unit_price) FROM order_items i"
+             " WHERE i.order_id = o.order_id)").fetchone()[0] == 0
+    assert q("SELECT COUNT(*) FROM order_items i WHERE returned <> (SELECT COALESCE(SUM(quantity), 0) FROM returns r"
+             " WHERE r.order_id = i.order_id AND r.variant_id = i.variant_id)").fetchone()[0] == 0
+    assert q("SELECT COUNT(*) FROM orders WHERE order_id NOT IN (SELECT order_id FROM transactions"
+             " WHERE source = 'order')").fetchone()[0] == 0
+    assert q("SELECT COUNT(*) FROM orders WHERE status = 'cancelled' AND order_id NOT IN"
+             " (SELECT order_id FROM transactions WHERE source = 'cancel')").fetchone()[0] == 0
+
+
+def test_generator_is_seeded_and_consistent(retail: World) -> None:
+    a, b = retail.build_state(3, 30), retail.build_state(3, 30)
+    assert st.state_hash(a) == st.state_hash(b)
+    assert st.state_hash(retail.build_state(4, 30)) != st.state_hash(a)
+    assert 200 <= _rows(a) <= 1000
+    _consistent(a)
+    statuses = {r[0] for r in a.execute("SELECT DISTINCT status FROM orders")}
+    assert statuses == {"pending", "processed", "shipped", "delivered", "cancelled"}
+    assert a.execute("SELECT COUNT(*) FROM returns").fetchone()[0] > 0
+    bigger = retail.build_state(3, 120)
+    assert _rows(bigger) > 2.5 * _rows(a)
+    _consistent(bigger)
+    conn = retail.empty_state()
+    with pytest.raises(ValueError, match="scale"):
+        retail.generator.generate(conn, seed=0, scale=0)
+
+
+def test_generator_reaches_1e5_rows(retail: World) -> None:
+    conn = retail.empty_state()
+    t0 = time.process_time()
+    conn.execute("BEGIN")
+    retail.generator.generate(conn, seed=1, scale=10_000)
+    conn.execute("COMMIT")
+    cpu = time.process_time() - t0
+    assert _rows(conn) >= 100_000
+    assert cpu < 15, f"generation took {cpu:.1f} s of CPU"
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+# --------------------------------------------------------------------------- synthesis
+
+def _hidden_ids(world: World, ref: StateRef) -> set[str]:
+    """Ids a user would not know: customer, payment, product and variant ids."""
+    conn = world.build_state(ref.seed, ref.scale, ref.patches)
+    ids = {r[0] for t, c in [("customers", "customer_id"), ("payment_methods", "payment_id"),
+                             ("products", "product_id"), ("variants", "variant_id")]
+           for r in conn.execute(f"SELECT {c} FROM {t}")}
+    conn.close()
+    return ids
+
+
+@pytest.fixture(scope="module")
+def tasks(retail: World) -> list[Task]:
+    result = get_method("logic_driven")(SynthesisConfig(world="retail", n_tasks=21, seed=3), retail)
+    assert len(result.tasks) == 21, result.drops
+    return result.tasks
+
+
+def test_synthesized_tasks_replay_to_their_target(retail: World, tasks: list[Task]) -> None:
+    for task in tasks:
+        assert task.world == "retail" and task.id == task.compute_id()
+        assert task.reference_solution[0].name == "find_customer_by_email"
+        assert replay(retail, task) == task.target_state_hash
+    assert {t.split for t in tasks} == {"train", "test"}
+
+
+def test_instructions_state_goals_from_the_user_side(retail: World, tasks: list[Task]) -> None:
+    for task in tasks:
+        assert task.instruction.startswith("You want to")
+        assert not any(name in task.instruction for name in retail.tools)
+        texts = [task.instruction, *task.user.known_info.values(), *task.user.unknown_info]
+        leaked = {i for i in _hidden_ids(retail, task.initial_state) if any(i in text for text in texts)}
+        assert not leaked, (task.instruction, leaked)
+        assert "@" in task.user.known_info["email"]
+
+
+def test_tasks_cover_most_rules_on_both_sides(retail: World, tasks: list[Task]) -> None:
+    design = retail.design
+    covered = {r for t in tasks for r in t.metadata["rules"]}
+    assert len(covered & set(retail.compiled_rules())) >= 10, covered
+    kinds = {t.metadata["boundary"] for t in tasks}
+    assert kinds & set(design.ALLOWED) and kinds & set(design.REJECTED)
+    for t in tasks:
+        assert design.RULE_OF[t.metadata["boundary"]] in t.metadata["rules"]
+        if t.metadata["boundary"] in design.ALLOWED:
+            assert t.target_diff, t.metadata  # at the limit: the request goes through
+
+
+@pytest.mark.parametrize("kind", sorted(get_world("retail").design.KINDS))
+def test_each_boundary_kind_sits_one_step_from_its_rule(retail: World, kind: str) -> None:
+    """At the limit the expected write succeeds and is describable; one past, the naive call
+    hits exactly the rule, and either an alternative or no change is the goal."""
+    design = retail.design
+    base = retail.build_state(2, 30)
+    variant = design._MAKERS[kind](kind, base, random.Random(7))
+    base.close()
+    assert variant is not None and variant.persona in {"novice", "boundary", "mismatch", "entangled"}
+    ref = retail.state_ref(2, 30, variant.patches)
+    env = retail.env(ref)
+    root, reached, rejections = explore(retail, env, variant.focus, ExplorerConfig(max_depth=1), random.Random(0))
+    rule = design.RULE_OF[kind]
+    before = st.restore(root.snapshot)
+    best = None
+    for r in reached.values():
+        after = st.restore(r.snapshot)
+        changes = st.diff_states(before, after)
+        goal = design.describe(changes, before, after, variant)
+        score = design.goal_score(changes, variant)
+        if goal is not None and (best is None or score > best[0]):
+            best = (score, r, goal)
+    assert best is not None
+    score, goal_state, goal = best
+    assert score >= 2, (kind, goal.instruction)
+    if kind in design.ALLOWED:
+        assert goal_state is not root  # the write at the limit went through
+    else:
+        assert rejections.get(rule), (kind, rejections)
+        assert (goal_state is root) == variant.allow_no_change
+    assert goal.instruction.startswith("You want to")
+    assert not any(i in goal.instruction for i in _hidden_ids(retail, ref))
+
+
+def test_constraint_guided_says_retail_has_no_constraints(retail: World) -> None:
+    with pytest.raises(LookupError, match="no constraints.py"):
+        get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", world="retail"), retail)
+
+
+def test_boundary_state_makes_a_naive_return_hit_the_window(retail: World) -> None:
+    for variant, ref in design_states(retail, seed=0, scale=30, n=24):
+        if variant.kind != "return_day_31":
+            continue
+        env = retail.env(ref)
+        oid = variant.focus["order_ids"][0]
+        line = env.conn.execute("SELECT variant_id, quantity FROM order_items WHERE order_id = ?"
+                                " ORDER BY variant_id", (oid,)).fetchone()
+        pay = env.conn.execute("SELECT payment_id FROM orders WHERE order_id = ?", (oid,)).fetchone()[0]
+        assert env.call(ret(oid, line[0], 1, pay)).code == "R05_RETURN_WINDOW"
+        return
+    raise AssertionError("no return_day_31 variant designed")
