@@ -212,11 +212,17 @@ def worlds() -> None:
     """List the registered worlds with their rule and tool counts."""
     from envs.registry import get_world, list_worlds
 
-    table = Table("world", "compiled rules", "tools (write)", "folder")
+    import re
+
+    table = Table("world", "kind", "policy rules", "compiled rules", "tools (write)", "folder")
     for name in list_worlds():
         w = get_world(name)
-        writes = sum(t.write for t in w.tools.values())
-        table.add_row(name, str(len(w.compiled_rules())), f"{len(w.tools)} ({writes})", str(w.folder))
+        tools = getattr(w, "tools", {})
+        writes = sum(bool(getattr(t, "write", False)) for t in tools.values())
+        policy_rules = len(set(re.findall(r"^\s*[-*]+\s*\**(R\d+)[ _]", w.policy, re.M)))
+        compiled = getattr(w, "compiled_rules", lambda: [])()
+        kind = "tool-use" if compiled else "workspace"
+        table.add_row(name, kind, str(policy_rules), str(len(compiled)), f"{len(tools)} ({writes})", str(w.folder))
     Console().print(table)
 
 
