@@ -38,7 +38,7 @@ class Curator(Protocol):
     def select(self, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection: ...
 
 
-CURATORS: Registry[Callable[[], Curator]] = Registry("curation strategy", ["curation.outcome"])
+CURATORS: Registry[Callable[[], Curator]] = Registry("curation strategy", ["curation.outcome", "curation.topology"])
 register = CURATORS.register
 
 

@@ -1,0 +1,613 @@
+"""Topology-based curation (TopoCurate, methods.md §4): pick SFT trajectories and RL tasks
+by the structure of many rollouts of one task.
+
+The k rollouts of a task are merged by a quotient map into one graph: two turns are the
+same node when they have the same parent node, tool name, canonical arguments and
+observation signature (error class plus the normalised result and the state hash after
+the turn). Because the parent is part of the key, the graph is a prefix tree (a DAG whose
+nodes are equivalent histories). Keys are interned to integers in one pass over the steps;
+everything else is numpy over flat arrays, so 100k trajectories curate in seconds.
+
+Per node v: visits n(v), successes s(v) and the success potential **(ours)**
+Φ(v) = (s(v) + 1) / (n(v) + 2).
+
+Per successful trajectory (SFT weight, each part normalised to [0, 1] within its task):
+- reflective recovery: setbacks recovered from — maximal runs of turns that are an error
+  or drop Φ by more than `delta` from their parent, each followed by a turn that is neither;
+- semantic efficiency: shortest successful path length of the task / its length;
+- diversity: −log of the product of its branch-choice frequencies among successes, which
+  telescopes to −log(s(leaf) / s(root)).
+Weight **(ours)** = weighted mean of the three (equal weights by default); per task the
+`sft_per_task` best distinct paths are kept.
+
+Per task (RL): error branch ratio EBR = failing children / children over nodes with ≥ 2
+children (a child is failing when no success passes through it), strategic heterogeneity
+SH = distinct successful action sequences / successful rollouts. Tasks whose policy
+rollouts all pass or all fail give GRPO zero reward variance and are dropped; the rest are
+kept (or, with `rl_budget`, sampled without replacement in proportion to EBR·SH).
+
+Reference (gold) trajectories are nodes of the graph and SFT candidates, but pass rates,
+and so the zero-variance rule, count policy rollouts only.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from curation.base import RLPick, Selection, register
+from data.records import Task, Trajectory, Verdict, content_hash
+
+MESSAGE = "<message>"  # a turn with no tool call (a reply to the user)
+MALFORMED = "<malformed>"  # a tool call that did not parse
+
+
+@dataclass(frozen=True)
+class TopoConfig:
+    """Knobs of TopoCurate; the defaults are the project's own choices (ours)."""
+
+    delta: float = 0.1  # a Φ drop larger than this counts as a setback
+    w_recovery: float = 1.0
+    w_efficiency: float = 1.0
+    w_diversity: float = 1.0
+    sft_per_task: int | None = 2  # best distinct successful paths kept per task; None keeps all
+    min_weight: float = 0.0  # successful paths weighted below this are dropped
+    rl_budget: int | None = None  # tasks sampled ∝ EBR·SH; None keeps every eligible task
+    seed: int = 0  # for RL sampling
+    normalize: Literal["json", "exact"] = "json"  # how observations are normalised for the key
+
+    def __post_init__(self) -> None:
+        if self.delta < 0:
+            raise ValueError(f"delta must be >= 0, got {self.delta}")
+        ws = (self.w_recovery, self.w_efficiency, self.w_diversity)
+        if min(ws) < 0 or sum(ws) <= 0:
+            raise ValueError(f"SFT weights must be >= 0 with a positive sum, got {ws}")
+        if self.sft_per_task is not None and self.sft_per_task < 1:
+            raise ValueError(f"sft_per_task must be >= 1 or None, got {self.sft_per_task}")
+        if self.rl_budget is not None and self.rl_budget < 0:
+            raise ValueError(f"rl_budget must be >= 0 or None, got {self.rl_budget}")
+        if self.normalize not in ("json", "exact"):
+            raise ValueError(f"normalize must be 'json' or 'exact', got {self.normalize!r}")
+
+
+@dataclass
+class QuotientIndex:
+    """The quotient graphs of all tasks as flat arrays (one root node per task).
+
+    Trajectories are indexed in the order given; steps are contiguous per trajectory.
+    """
+
+    task_ids: list[str]  # task index -> task id
+    traj_ids: list[str]
+    traj_task: np.ndarray  # int, per trajectory
+    traj_passed: np.ndarray  # bool
+    traj_reference: np.ndarray  # bool
+    traj_len: np.ndarray  # int: turns
+    traj_leaf: np.ndarray  # int: node the trajectory ends at (its task's root if it has no turns)
+    traj_actions: np.ndarray  # int: id of its tool-call sequence (distinct per task)
+    step_traj: np.ndarray  # int, per step
+    step_node: np.ndarray  # int, per step
+    node_parent: np.ndarray  # int, -1 for roots
+    node_task: np.ndarray  # int
+    node_depth: np.ndarray  # int
+    node_error: np.ndarray  # bool
+    node_turn: np.ndarray  # int: index into `turns` (-1 for roots)
+    turns: list[
+        tuple[str, str, str, str, str]
+    ]  # (tool, canonical args, error, observation, state hash)
+    visits: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    successes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    phi: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_parent)
+
+    def node_key(self, node: int) -> str:
+        """The node's content key as methods.md §4 writes it: hash(parent key, tool, canonical
+        args, observation signature); a root's key is its task id. Computed on demand."""
+        chain = []
+        while node >= 0:
+            chain.append(node)
+            node = int(self.node_parent[node])
+        key = "root:" + self.task_ids[int(self.node_task[chain[-1]])]
+        for v in reversed(chain[:-1]):
+            tool, args, err, obs, state = self.turns[int(self.node_turn[v])]
+            key = content_hash([key, tool, args, [err, content_hash(obs), state]])
+        return key
+
+
+def _normaliser(mode: str) -> Any:
+    if mode == "exact":
+        return lambda text: text
+    ws = " ".join
+
+    def norm(text: str) -> str:
+        try:
+            return json.dumps(
+                json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+        except (ValueError, TypeError):
+            return ws(text.split())
+
+    return norm
+
+
+def build_index(
+    trajectories: list[Trajectory], passed: dict[str, bool], normalize: str = "json"
+) -> QuotientIndex:
+    """Merge the trajectories of each task into its quotient graph and count Φ.
+
+    `passed` maps trajectory id to its verdict; every trajectory must have one.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()  # the loop allocates millions of small tuples: no collector passes meanwhile
+    try:
+        return _build_index(trajectories, passed, normalize)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build_index(
+    trajectories: list[Trajectory], passed: dict[str, bool], normalize: str
+) -> QuotientIndex:
+    norm = _normaliser(normalize)
+    dumps = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode
+    obs_memo: dict[str, str] = {}
+    turn_ids: dict[tuple[str, str, str, str, str], int] = {}
+    node_ids: dict[tuple[int, int], int] = {}
+    act_ids: dict[tuple[str, str], int] = {}
+    act_nodes: dict[tuple[int, int], int] = {}
+    task_index: dict[str, int] = {}
+    roots: list[int] = []
+    node_parent: list[int] = []
+    node_task: list[int] = []
+    node_depth: list[int] = []
+    node_error: list[bool] = []
+    node_turn: list[int] = []
+    n = len(trajectories)
+    traj_task = np.empty(n, dtype=np.int64)
+    traj_len = np.empty(n, dtype=np.int64)
+    traj_leaf = np.empty(n, dtype=np.int64)
+    traj_actions = np.empty(n, dtype=np.int64)
+    traj_passed = np.empty(n, dtype=bool)
+    traj_reference = np.empty(n, dtype=bool)
+    step_node: list[int] = []
+    for i, t in enumerate(trajectories):
+        ti = task_index.get(t.task_id)
+        if ti is None:
+            ti = task_index[t.task_id] = len(task_index)
+            roots.append(len(node_parent))
+            node_parent.append(-1)
+            node_task.append(ti)
+            node_depth.append(0)
+            node_error.append(False)
+            node_turn.append(-1)
+        try:
+            traj_passed[i] = passed[t.id]
+        except KeyError:
+            raise ValueError(f"trajectory {t.id} has no verdict") from None
+        traj_task[i] = ti
+        traj_reference[i] = bool(t.metadata.get("reference"))
+        node = roots[ti]
+        depth = 0
+        anode = -1 - ti  # action-sequence trie: roots are negative task indices
+        for s in t.steps:
+            a = s.action
+            if a is None:
+                name = MALFORMED if s.error else MESSAGE
+                args = ""
+            else:
+                name = a.name
+                args = dumps(a.arguments)
+                ak = (name, args)
+                aid = act_ids.get(ak)
+                if aid is None:
+                    aid = act_ids[ak] = len(act_ids)
+                nk = (anode, aid)
+                nxt = act_nodes.get(nk)
+                if nxt is None:
+                    nxt = act_nodes[nk] = len(act_nodes)
+                anode = nxt
+            raw = s.observation
+            obs = obs_memo.get(raw)
+            if obs is None:
+                obs = obs_memo[raw] = norm(raw)
+            err = s.error or ""
+            tk = (name, args, err, obs, s.state_hash or "")
+            tid = turn_ids.get(tk)
+            if tid is None:
+                tid = turn_ids[tk] = len(turn_ids)
+            key = (node, tid)
+            child = node_ids.get(key)
+            depth += 1
+            if child is None:
+                child = node_ids[key] = len(node_parent)
+                node_parent.append(node)
+                node_task.append(ti)
+                node_depth.append(depth)
+                node_error.append(bool(err))
+                node_turn.append(tid)
+            node = child
+            step_node.append(node)
+        traj_len[i] = depth
+        traj_leaf[i] = node
+        traj_actions[i] = anode
+    lens = traj_len
+    index = QuotientIndex(
+        task_ids=list(task_index),
+        traj_ids=[t.id for t in trajectories],
+        traj_task=traj_task,
+        traj_passed=traj_passed,
+        traj_reference=traj_reference,
+        traj_len=lens,
+        traj_leaf=traj_leaf,
+        traj_actions=traj_actions,
+        step_traj=np.repeat(np.arange(n, dtype=np.int64), lens),
+        step_node=np.asarray(step_node, dtype=np.int64),
+        node_parent=np.asarray(node_parent, dtype=np.int64),
+        node_task=np.asarray(node_task, dtype=np.int64),
+        node_depth=np.asarray(node_depth, dtype=np.int64),
+        node_error=np.asarray(node_error, dtype=bool),
+        node_turn=np.asarray(node_turn, dtype=np.int64),
+        turns=list(turn_ids),
+    )
+    _count(index, np.asarray(roots, dtype=np.int64))
+    return index
+
+
+def _count(ix: QuotientIndex, roots: np.ndarray) -> None:
+    """Visits, successes and Φ of every node (each trajectory visits a node at most once)."""
+    m = ix.n_nodes
+    root_of_traj = roots[ix.traj_task]
+    w = ix.traj_passed.astype(np.float64)
+    visits = np.bincount(ix.step_node, minlength=m) + np.bincount(root_of_traj, minlength=m)
+    succ = np.bincount(ix.step_node, weights=w[ix.step_traj], minlength=m) + np.bincount(
+        root_of_traj, weights=w, minlength=m
+    )
+    ix.visits = visits.astype(np.int64)
+    ix.successes = np.rint(succ).astype(np.int64)
+    ix.phi = (ix.successes + 1.0) / (ix.visits + 2.0)
+
+
+@dataclass
+class TaskTopology:
+    """Per-task figures (arrays indexed by task index of the `QuotientIndex`)."""
+
+    ebr: np.ndarray
+    sh: np.ndarray
+    policy_trials: np.ndarray
+    policy_passes: np.ndarray
+    branching_nodes: np.ndarray
+
+
+def task_topology(ix: QuotientIndex) -> TaskTopology:
+    """Error branch ratio and strategic heterogeneity of every task (vectorised)."""
+    k = len(ix.task_ids)
+    m = ix.n_nodes
+    child = np.nonzero(ix.node_parent >= 0)[0]
+    parent = ix.node_parent[child]
+    n_children = np.bincount(parent, minlength=m)
+    failing = np.bincount(
+        parent, weights=(ix.successes[child] == 0).astype(np.float64), minlength=m
+    )
+    branching = n_children >= 2
+    num = np.bincount(ix.node_task, weights=np.where(branching, failing, 0.0), minlength=k)
+    den = np.bincount(ix.node_task, weights=np.where(branching, n_children, 0), minlength=k)
+    ebr = np.divide(num, den, out=np.zeros(k), where=den > 0)
+    ok = ix.traj_passed
+    succ_per_task = np.bincount(ix.traj_task[ok], minlength=k)
+    distinct = (
+        np.unique(np.stack([ix.traj_task[ok], ix.traj_actions[ok]]), axis=1)
+        if ok.any()
+        else np.zeros((2, 0), int)
+    )
+    n_distinct = np.bincount(distinct[0], minlength=k) if distinct.size else np.zeros(k)
+    sh = np.divide(n_distinct, succ_per_task, out=np.zeros(k), where=succ_per_task > 0)
+    pol = ~ix.traj_reference
+    trials = np.bincount(ix.traj_task[pol], minlength=k)
+    passes = np.bincount(ix.traj_task[pol & ok], minlength=k)
+    return TaskTopology(
+        ebr=ebr,
+        sh=sh,
+        policy_trials=trials,
+        policy_passes=passes,
+        branching_nodes=np.bincount(ix.node_task, weights=branching, minlength=k).astype(int),
+    )
+
+
+@dataclass
+class TrajectoryScores:
+    """SFT figures of every trajectory (zeros for failed ones)."""
+
+    recoveries: np.ndarray
+    efficiency: np.ndarray
+    diversity: np.ndarray
+    weight: np.ndarray
+
+
+def _group_max(values: np.ndarray, groups: np.ndarray, k: int, mask: np.ndarray) -> np.ndarray:
+    out = np.zeros(k)
+    np.maximum.at(out, groups[mask], values[mask])
+    return out
+
+
+def trajectory_scores(ix: QuotientIndex, cfg: TopoConfig) -> TrajectoryScores:
+    """Reflective recovery, semantic efficiency, diversity and their combined weight."""
+    n = len(ix.traj_ids)
+    k = len(ix.task_ids)
+    ok = ix.traj_passed
+    v = ix.step_node
+    dip = ix.node_error[v] | ((ix.phi[ix.node_parent[v]] - ix.phi[v]) > cfg.delta)
+    if len(v):
+        nxt_same = np.zeros(len(v), dtype=bool)
+        nxt_same[:-1] = ix.step_traj[1:] == ix.step_traj[:-1]
+        nxt_dip = np.zeros(len(v), dtype=bool)
+        nxt_dip[:-1] = dip[1:]
+        event = dip & nxt_same & ~nxt_dip
+        recov = np.bincount(ix.step_traj, weights=event.astype(np.float64), minlength=n)
+    else:
+        recov = np.zeros(n)
+    recov = np.where(ok, recov, 0.0)
+    length = np.maximum(ix.traj_len, 1).astype(np.float64)
+    shortest = np.full(k, np.inf)
+    np.minimum.at(shortest, ix.traj_task[ok], length[ok])
+    eff = np.where(ok, shortest[ix.traj_task] / length, 0.0)
+    roots_succ = np.zeros(k)
+    roots = np.nonzero(ix.node_parent < 0)[0]
+    roots_succ[ix.node_task[roots]] = ix.successes[roots]
+    leaf_succ = ix.successes[ix.traj_leaf].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        div = np.where(
+            ok, -np.log(np.maximum(leaf_succ, 1) / np.maximum(roots_succ[ix.traj_task], 1)), 0.0
+        )
+    div = np.maximum(div, 0.0)
+    rmax = _group_max(recov, ix.traj_task, k, ok)[ix.traj_task]
+    dmax = _group_max(div, ix.traj_task, k, ok)[ix.traj_task]
+    r_n = np.divide(recov, rmax, out=np.zeros(n), where=rmax > 0)
+    d_n = np.divide(div, dmax, out=np.zeros(n), where=dmax > 0)
+    total = cfg.w_recovery + cfg.w_efficiency + cfg.w_diversity
+    weight = (cfg.w_recovery * r_n + cfg.w_efficiency * eff + cfg.w_diversity * d_n) / total
+    return TrajectoryScores(
+        recoveries=recov.astype(np.int64),
+        efficiency=eff,
+        diversity=div,
+        weight=np.where(ok, weight, 0.0),
+    )
+
+
+@dataclass
+class TopoResult:
+    """What the last `select` computed, for reports and graph pictures."""
+
+    index: QuotientIndex
+    tasks: TaskTopology
+    scores: TrajectoryScores
+    sft_reasons: dict[str, str]  # trajectory id -> why it was picked
+
+
+def _weighted_sample(weights: np.ndarray, budget: int, seed: int) -> np.ndarray:
+    """Indices of `budget` items drawn without replacement with probability ∝ weight
+    (Efraimidis–Spirakis keys; zero weights come last, in random order)."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(len(weights))
+    with np.errstate(divide="ignore"):
+        keys = np.where(weights > 0, np.log(u) / np.where(weights > 0, weights, 1.0), -np.inf)
+    tie = rng.random(len(weights))
+    order = np.lexsort((-tie, -keys))
+    return order[:budget]
+
+
+class TopologyCurator:
+    """TopoCurate: SFT picks by recovery, efficiency and diversity; RL tasks by EBR·SH."""
+
+    name = "topology"
+
+    def __init__(self, config: TopoConfig | None = None) -> None:
+        self.config = config or TopoConfig()
+        self.result: TopoResult | None = None
+
+    def select(
+        self, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]
+    ) -> Selection:
+        cfg = self.config
+        sel = Selection()
+        by_traj = {v.trajectory_id: v for v in verdicts}
+        ordered = sorted(
+            trajectories,
+            key=lambda t: (t.task_id, bool(t.metadata.get("reference")), t.trial, t.id),
+        )
+        verified = []
+        for t in ordered:
+            if t.id in by_traj:
+                verified.append(t)
+            else:
+                sel.drops["sft:unverified"] += 1
+        ix = build_index(verified, {t.id: by_traj[t.id].passed for t in verified}, cfg.normalize)
+        topo = task_topology(ix)
+        scores = trajectory_scores(ix, cfg)
+        reasons = self._select_sft(sel, ix, scores, verified, by_traj)
+        self._select_rl(sel, tasks, ix, topo)
+        self.result = TopoResult(ix, topo, scores, reasons)
+        sel.stats = self._stats(tasks, trajectories, ix, topo, scores, sel, reasons)
+        return sel
+
+    def _select_sft(
+        self,
+        sel: Selection,
+        ix: QuotientIndex,
+        sc: TrajectoryScores,
+        verified: list[Trajectory],
+        by_traj: dict[str, Verdict],
+    ) -> dict[str, str]:
+        cfg = self.config
+        ok = ix.traj_passed
+        sel.drops["sft:failed_verification"] += int((~ok).sum())
+        cand = np.nonzero(ok)[0]
+        # Identical paths (same leaf of the quotient graph) teach the same thing once: keep one.
+        _, first = np.unique(ix.traj_leaf[cand], return_index=True)
+        uniq = cand[np.sort(first)]
+        sel.drops["sft:duplicate_path"] += len(cand) - len(uniq)
+        low = sc.weight[uniq] < cfg.min_weight
+        sel.drops["sft:below_min_weight"] += int(low.sum())
+        uniq = uniq[~low]
+        order = uniq[np.lexsort((uniq, -sc.weight[uniq], ix.traj_task[uniq]))]
+        task = ix.traj_task[order]
+        starts = np.searchsorted(task, task, side="left")
+        rank = np.arange(len(order)) - starts
+        limit = cfg.sft_per_task if cfg.sft_per_task is not None else len(order) + 1
+        keep = order[rank < limit]
+        sel.drops["sft:below_task_top_k"] += int((rank >= limit).sum())
+        total = cfg.w_recovery + cfg.w_efficiency + cfg.w_diversity
+        rmax = _group_max(sc.recoveries.astype(float), ix.traj_task, len(ix.task_ids), ok)
+        dmax = _group_max(sc.diversity, ix.traj_task, len(ix.task_ids), ok)
+        reasons: dict[str, str] = {}
+        for i in np.sort(keep):
+            ti = ix.traj_task[i]
+            parts = {
+                "recovery": cfg.w_recovery * (sc.recoveries[i] / rmax[ti] if rmax[ti] > 0 else 0.0),
+                "efficiency": cfg.w_efficiency * sc.efficiency[i],
+                "diversity": cfg.w_diversity
+                * (sc.diversity[i] / dmax[ti] if dmax[ti] > 0 else 0.0),
+            }
+            top = max(parts, key=lambda p: parts[p])
+            t = verified[i]
+            reasons[t.id] = (
+                f"top_weight:{top} (w={sum(parts.values()) / total:.3f}, "
+                f"recoveries={int(sc.recoveries[i])}, efficiency={sc.efficiency[i]:.2f}, "
+                f"diversity={sc.diversity[i]:.2f})"
+            )
+            sel.sft.append((t, by_traj[t.id]))
+        return reasons
+
+    def _select_rl(
+        self, sel: Selection, tasks: list[Task], ix: QuotientIndex, topo: TaskTopology
+    ) -> None:
+        cfg = self.config
+        pos = {tid: i for i, tid in enumerate(ix.task_ids)}
+        eligible: list[tuple[Task, int]] = []
+        for task in tasks:
+            i = pos.get(task.id)
+            trials = int(topo.policy_trials[i]) if i is not None else 0
+            if trials == 0:
+                sel.drops["rl:no_rollouts"] += 1
+            elif topo.policy_passes[i] == 0:
+                sel.drops["rl:zero_variance_all_failed"] += 1
+            elif topo.policy_passes[i] == trials:
+                sel.drops["rl:zero_variance_all_passed"] += 1
+            else:
+                eligible.append((task, i))
+        if not eligible:
+            return
+        idx = np.asarray([i for _, i in eligible])
+        score = topo.ebr[idx] * topo.sh[idx]
+        if cfg.rl_budget is None or cfg.rl_budget >= len(eligible):
+            chosen = np.arange(len(eligible))
+            how = "mixed_outcomes"
+        else:
+            chosen = np.sort(_weighted_sample(score, cfg.rl_budget, cfg.seed))
+            how = "sampled_by_ebr_sh"
+            sel.drops["rl:not_sampled"] += len(eligible) - len(chosen)
+        for j in chosen:
+            task, i = eligible[j]
+            trials = int(topo.policy_trials[i])
+            sel.rl.append(
+                RLPick(
+                    task,
+                    float(topo.policy_passes[i] / trials),
+                    trials,
+                    f"{how} (ebr={topo.ebr[i]:.2f}, sh={topo.sh[i]:.2f}, ebr_sh={score[j]:.3f})",
+                )
+            )
+
+    def _stats(
+        self,
+        tasks: list[Task],
+        trajectories: list[Trajectory],
+        ix: QuotientIndex,
+        topo: TaskTopology,
+        sc: TrajectoryScores,
+        sel: Selection,
+        reasons: dict[str, str],
+    ) -> dict[str, Any]:
+        pol = topo.policy_trials > 0
+        rates = topo.policy_passes[pol] / topo.policy_trials[pol]
+        hist = Counter(round(float(r), 2) for r in rates)
+        ok = ix.traj_passed
+        pos = {tid: i for i, tid in enumerate(ix.traj_ids)}
+        picked = np.asarray([pos[t.id] for t, _ in sel.sft], dtype=np.int64)
+
+        def mean(x: np.ndarray) -> float:
+            return round(float(x.mean()), 4) if len(x) else 0.0
+
+        return {
+            "strategy": "topology",
+            "tasks": len(tasks),
+            "trajectories": len(trajectories),
+            "policy_pass_rate": round(
+                float(topo.policy_passes.sum() / max(1, topo.policy_trials.sum())), 4
+            ),
+            "pass_rate_histogram": {str(k): n for k, n in sorted(hist.items())},
+            "sft_selected": len(sel.sft),
+            "rl_selected": len(sel.rl),
+            "graph_nodes": ix.n_nodes,
+            "branching_nodes": int(topo.branching_nodes.sum()),
+            "mean_ebr": mean(topo.ebr[pol]),
+            "mean_sh": mean(topo.sh[pol]),
+            "sft_pick_reasons": dict(Counter(r.split(" ")[0] for r in reasons.values())),
+            "sft_recovery_rate_picked": mean((sc.recoveries[picked] > 0).astype(float)),
+            "sft_recovery_rate_all_successes": mean((sc.recoveries[ok] > 0).astype(float)),
+            "sft_mean_len_picked": mean(ix.traj_len[picked].astype(float)),
+            "sft_mean_len_all_successes": mean(ix.traj_len[ok].astype(float)),
+            "config": asdict(self.config),
+        }
+
+
+def task_graph_nodes(ix: QuotientIndex, task_id: str) -> list[dict[str, Any]]:
+    """One task's quotient graph as plain node records (for pictures and reports)."""
+    try:
+        ti = ix.task_ids.index(task_id)
+    except ValueError:
+        raise KeyError(f"task {task_id!r} is not in the index") from None
+    nodes = np.nonzero(ix.node_task == ti)[0]
+    end_pass: dict[int, list[bool]] = {}
+    for leaf, ok in zip(
+        ix.traj_leaf[ix.traj_task == ti], ix.traj_passed[ix.traj_task == ti], strict=True
+    ):
+        end_pass.setdefault(int(leaf), []).append(bool(ok))
+    out = []
+    for v in nodes:
+        turn = int(ix.node_turn[v])
+        tool, args, err, _, _ = ix.turns[turn] if turn >= 0 else ("<start>", "", "", "", "")
+        out.append(
+            {
+                "id": int(v),
+                "parent": int(ix.node_parent[v]),
+                "depth": int(ix.node_depth[v]),
+                "tool": tool,
+                "args": args,
+                "error": err,
+                "visits": int(ix.visits[v]),
+                "successes": int(ix.successes[v]),
+                "phi": float(ix.phi[v]),
+                "ends": end_pass.get(int(v), []),
+            }
+        )
+    return out
+
+
+def ebr_sh_scores(ix: QuotientIndex) -> dict[str, float]:
+    """EBR·SH per task id (convenience for benchmarks and reports)."""
+    topo = task_topology(ix)
+    return {tid: float(topo.ebr[i] * topo.sh[i]) for i, tid in enumerate(ix.task_ids)}
+
+
+register(TopologyCurator.name)(TopologyCurator)
