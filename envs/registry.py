@@ -9,11 +9,16 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from envs.workspace import WorkspaceWorld, is_workspace_world
 from envs.world import World
 
 WORLDS_DIR = Path(__file__).parent / "worlds"
 BUILTIN: dict[str, Path] = {
     "airline": WORLDS_DIR / "airline",
+    "terminal": WORLDS_DIR / "terminal",
+    "telecom": WORLDS_DIR / "telecom",
+    "retail": WORLDS_DIR / "retail",
+    "clinic": WORLDS_DIR / "clinic",
 }
 
 _loaded: dict[str, World] = {}
@@ -43,5 +48,8 @@ def get_world(name: str) -> World:
         folders = _all()
         if name not in folders:
             raise KeyError(f"unknown world {name!r}; registered worlds: {', '.join(sorted(folders))}")
-        _loaded[name] = World(name=name, folder=folders[name])
+        folder = folders[name]
+        # a folder with workspace.yaml is a workspace world (envs/workspace.py)
+        _loaded[name] = (WorkspaceWorld.load(name, folder) if is_workspace_world(folder)  # type: ignore[assignment]
+                         else World(name=name, folder=folder))
     return _loaded[name]
