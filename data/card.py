@@ -17,6 +17,7 @@ def render_card(
     lineage: dict[str, Any],
     stats: dict[str, Any],
     usage: str = "",
+    sections: str = "",
 ) -> str:
     """Markdown dataset card; the YAML header lets `datasets` find the Parquet files."""
     fields = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in schema)
@@ -51,6 +52,7 @@ ds = load_dataset("parquet", data_files="{{this folder}}/data/*.parquet", split=
 select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
 ```
 {usage}
+{sections}
 ## Columns
 
 | column | Arrow type |
@@ -67,7 +69,7 @@ select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
 - parent datasets:
 {parents}
 
-## Statistics and drop reasons
+## All statistics
 
 ```json
 {json.dumps(stats, indent=2, sort_keys=True, default=str)}
@@ -75,3 +77,62 @@ select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
 
 Verify the files against `manifest.json` with `trajforge datasets verify <this folder>`.
 """
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def run_sections(run: dict[str, Any]) -> str:
+    """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
+    funnel with drop reasons, pass@k and pass^k per world, verifiers and their self-audit,
+    hygiene, model, sampling and token usage."""
+    out: list[str] = []
+    if funnel := run.get("funnel"):
+        out += ["## Yield funnel", "", _table(["stage", "count", "dropped (reason: count)"], [
+            [f["stage"], f["count"], ", ".join(f"{k}: {v}" for k, v in f.get("drops", {}).items()) or "-"]
+            for f in funnel]), ""]
+    if worlds := run.get("pass_by_world"):
+        ks = sorted({int(k) for w in worlds.values() for k in w.get("pass_at_k", {})})
+        head = ["world", "tasks", "trajectories", "pass rate"] + [f"pass@{k}" for k in ks] + [f"pass^{k}" for k in ks]
+        rows = [[w, d["tasks"], d["trajectories"], d["pass_rate"]]
+                + [d["pass_at_k"].get(str(k), "-") for k in ks] + [d["pass_hat_k"].get(str(k), "-") for k in ks]
+                for w, d in sorted(worlds.items())]
+        out += ["## Pass rates per world", "", "Policy rollouts only (reference trajectories excluded).", "",
+                _table(head, rows), ""]
+    if verifiers := run.get("verifiers"):
+        audit = run.get("verifier_audit", {}).get("verifiers", {})
+        rows = []
+        for name, version in sorted(verifiers.items()):
+            a = audit.get(name, {})
+            if not a.get("tasks_audited"):
+                rows.append([name, version, 0, "-", "not audited (applies to no task here, or needs a model)"])
+                continue
+            kills = ", ".join(f"{k}: {v}" for k, v in sorted(a.get("mutant_kill_rate", {}).items()) if v is not None)
+            rows.append([name, version, a["tasks_audited"], a.get("gold_pass_rate", "-"), kills or "-"])
+        out += ["## Verifiers and self-audit", "", _table(
+            ["verifier", "version", "tasks audited", "gold pass rate", "mutant kill rate by kind"], rows), ""]
+        excluded = run.get("verifier_audit", {}).get("excluded", 0)
+        out += [f"Tasks excluded by the audit: {excluded}.", ""]
+    if hygiene := run.get("hygiene"):
+        rows = []
+        for name, h in sorted(hygiene.items()):
+            if not h or h.get("enabled") is False:
+                continue
+            d, c, sc = h.get("dedup", {}), h.get("contamination", {}), h.get("scrub", {})
+            flagged = {k: v.get("flagged_any", 0) for k, v in c.get("eval_sets", {}).items()}
+            rows.append([name, d.get("input", "-"), d.get("kept", "-"),
+                         json.dumps(sc.get("replacements", {}), sort_keys=True), json.dumps(flagged) if flagged else "none registered"])
+        if rows:
+            out += ["## Hygiene", "", _table(["release", "rows in", "rows kept (dedup)", "secrets/PII scrubbed",
+                                              "contamination flagged"], rows), ""]
+    if model := run.get("model"):
+        u = run.get("usage", {})
+        out += ["## Model, sampling and usage", "", _table(["", ""], [
+            ["model", model.get("name", "")], ["backend", model.get("kind", "")],
+            ["sampling", json.dumps(run.get("sampling", {}), sort_keys=True)],
+            ["model calls", u.get("model_calls", 0)], ["prompt tokens", u.get("prompt_tokens", 0)],
+            ["completion tokens", u.get("completion_tokens", 0)]]), ""]
+    return "\n".join(out)

@@ -161,9 +161,11 @@ class DatasetWriter:
         crashpoint("store.write.after_file")
 
     def commit(
-        self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None
+        self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None,
+        extra_files: dict[str, str] | None = None,
     ) -> Path:
-        """Write manifest and card, mark `_SUCCESS`, and rename the folder into place."""
+        """Write manifest and card (and `extra_files`, e.g. a report, by relative name), mark
+        `_SUCCESS`, and rename the folder into place."""
         if not self._files:  # an empty dataset still has a (zero-row) file with its schema
             self.write_table(self.schema.empty_table())
         manifest = Manifest(
@@ -180,6 +182,11 @@ class DatasetWriter:
         )
         (self.staging / MANIFEST).write_text(manifest.model_dump_json(indent=2))
         (self.staging / "README.md").write_text(card or f"# {self.name} {self.version}\n")
+        for rel, text in (extra_files or {}).items():
+            if Path(rel).is_absolute() or ".." in Path(rel).parts or rel in (MANIFEST, SUCCESS, "README.md"):
+                raise DatasetError(f"extra file {rel!r} must be a new relative path inside the dataset")
+            (self.staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.staging / rel).write_text(text)
         for f in (self.staging / "data").iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())

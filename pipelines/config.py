@@ -56,17 +56,52 @@ class RunnerConfig(BaseModel):
     stall_timeout_s: float | None = 1800.0
 
 
+class AuditConfig(BaseModel):
+    """Verifier self-audit before rollout (verifiers/audit.py): every task's gold solution must
+    pass and its mutants fail; failing tasks are excluded and counted, and a verifier failing
+    on more than `max_failure_rate` of its tasks blocks the run (and so the release)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    max_failure_rate: float = 0.1
+    max_per_kind: int = 3  # mutants per mutation kind per task
+
+
+class HygieneConfig(BaseModel):
+    """Release hygiene (curation/hygiene.py): secret/PII scrubbing, exact and MinHash
+    near-duplicate removal, n-gram decontamination against registered evaluation sets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    dedup_threshold: float = 0.85
+    # Releases here are full snapshots, so by default a row is not dropped for being in an
+    # earlier release; turn this on for incremental releases.
+    dedup_against_earlier: bool = False
+    # Evaluation sets to keep out: name -> JSONL file of {"text": ..., "tool_calls": "..."}
+    eval_sets: dict[str, str] = Field(default_factory=dict)
+    drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "airline-default"
     synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
+    # More task sources for the same run (another world or method), e.g. terminal tasks next
+    # to tool-use ones: each is synthesized like `synthesis` and the tasks are concatenated.
+    synthesis_mix: list[SynthesisConfig] = Field(default_factory=list)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
     reference_trials: int = 1  # gold trajectories per task from the verified reference path
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.
-    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
+    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction", "tests_pass"])
     curation: str = "outcome"
+    curation_options: dict[str, Any] = Field(default_factory=dict)  # e.g. topology: {sft_per_task: 2}
+    report: bool = True  # write report.html (funnel, pass rates, topology graphs) into each release
     shard_size: int = 4  # tasks per Prefect task
     # Shard results are cached by a key of their inputs (pipelines.keys): an identical
     # rerun, or a killed run started again, recomputes only shards whose inputs changed.

@@ -27,9 +27,9 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_table_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.futures import wait  # noqa: E402
-from prefect.utilities.annotations import quote  # noqa: E402
 from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+from prefect.utilities.annotations import quote  # noqa: E402
 
 from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
@@ -254,7 +254,11 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     vp = stages.write_verdicts(verdicts, cfg, root, [tp, rp], run_id)
     selection = stages.curate(cfg, tasks, trajectories, verdicts)
     curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
-    releases = stages.release(cfg, root, curated, run_id)
+    html = stages.report_html(cfg, tasks, trajectories, verdicts, selection) if cfg.report else None
+    figures = stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tp).stats,
+                                 {k: {**store.read_manifest(p).stats, "rows": store.read_manifest(p).rows}
+                                  for k, p in curated.items()})
+    releases = stages.release(cfg, root, curated, run_id, report_html=html, run=figures)
     summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",

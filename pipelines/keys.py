@@ -66,8 +66,10 @@ def model_identity(model: ModelConfig) -> dict[str, Any]:
 
 
 def synthesis_key(cfg: RunConfig) -> str:
-    return content_hash({"stage": "synthesize", "v": KEY_VERSION, "synthesis": cfg.synthesis.model_dump(mode="json"),
-                         "world": world_version(cfg.synthesis.world)}, length=32)
+    sources = [cfg.synthesis, *cfg.synthesis_mix]
+    return content_hash({"stage": "synthesize", "v": KEY_VERSION,
+                         "sources": [s.model_dump(mode="json") for s in sources],
+                         "worlds": {s.world: world_version(s.world) for s in sources}}, length=32)
 
 
 def rollout_key(cfg: RunConfig, shard: Sequence[Task]) -> str:

@@ -18,14 +18,14 @@ from curation.base import Selection, get_curator
 from curation.release import rl_rows, sft_rows
 from data import store
 from data.cache import ShardCache
-from data.card import render_card
+from data.card import render_card, run_sections
 from data.crash import crashpoint
 from data.records import Task, Trajectory, Verdict, content_hash
 from data.schema import RL_SCHEMA, SFT_SCHEMA
 from envs.registry import get_world
 from pipelines import keys
 from pipelines.config import RunConfig
-from rollout.agent import opening_messages, world_now
+from rollout.agent import env_now, opening_messages
 from rollout.collector import collect
 from rollout.policies import ScriptedPolicy
 from rollout.user import ScriptedUser
@@ -74,17 +74,38 @@ def synthesize(cfg: RunConfig, out: Path, run_id: str = "", cache: ShardCache | 
         tasks, stats = hit
         stats = {**stats, "cached": True}
     else:
-        world = get_world(cfg.synthesis.world)
-        result = get_method(cfg.synthesis.method)(cfg.synthesis, world)
-        if not result.tasks:
-            raise RuntimeError(f"synthesis produced no tasks (drops: {dict(result.drops)})")
-        tasks = result.tasks
-        stats = {**result.stats, "drops": dict(result.drops),
-                 "splits": dict(Counter(t.split for t in result.tasks))}
+        tasks, stats = [], {}
+        for source in [cfg.synthesis, *cfg.synthesis_mix]:
+            result = get_method(source.method)(source, get_world(source.world))
+            if not result.tasks:
+                raise RuntimeError(f"synthesis of {source.method} on {source.world} produced no tasks "
+                                   f"(drops: {dict(result.drops)})")
+            tasks += result.tasks
+            stats[f"{source.method}@{source.world}"] = {
+                **result.stats, "tasks": len(result.tasks), "drops": dict(result.drops)}
+        if len(stats) == 1:  # one source: its stats at the top level, as before
+            stats = {k: v for k, v in next(iter(stats.values())).items() if k != "tasks"}
+        stats["splits"] = dict(Counter(t.split for t in tasks))
+        stats["worlds"] = dict(Counter(t.world for t in tasks))
         if cache:
             cache.put("synthesize", key, "tasks", tasks, meta=stats)
+    tasks, stats["verifier_audit"] = audit_tasks(cfg, tasks)
+    if not tasks:
+        raise RuntimeError(f"every synthesized task failed the verifier self-audit: {stats['verifier_audit']}")
     lin = lineage(cfg, [], run_id)
     return store.write_records(datasets_dir(out), "tasks", "tasks", tasks, lin, stats=stats)
+
+
+def audit_tasks(cfg: RunConfig, tasks: list[Task]) -> tuple[list[Task], dict[str, Any]]:
+    """Tasks whose verifiers pass the self-audit (gold passes, mutants fail), and the audit's
+    card section. Raises `VerifierAuditError` when a verifier fails too often."""
+    if not cfg.audit.enabled:
+        return tasks, {"enabled": False}
+    from verifiers.audit import audit
+
+    names = [n for n in cfg.verifiers if n != "llm_judge"]  # a judge needs a model: not audited
+    report = audit(tasks, names, max_failure_rate=cfg.audit.max_failure_rate, max_per_kind=cfg.audit.max_per_kind)
+    return report.kept(tasks), report.card()
 
 
 # -- rollout ---------------------------------------------------------------------------
@@ -155,7 +176,18 @@ def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: 
 def curate(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection:
     primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
     chosen = [v for v in verdicts if v.verifier == primary.get(v.task_id)]
-    return get_curator(cfg.curation).select(tasks, trajectories, chosen)
+    return curator_for(cfg).select(tasks, trajectories, chosen)
+
+
+def curator_for(cfg: RunConfig) -> Any:
+    """The configured curation strategy, built with `curation_options` when it takes any."""
+    if cfg.curation == "topology":
+        from curation.topology import TopoConfig, TopologyCurator
+
+        return TopologyCurator(TopoConfig(**cfg.curation_options))
+    if cfg.curation_options:
+        raise ValueError(f"curation {cfg.curation!r} takes no curation_options")
+    return get_curator(cfg.curation)
 
 
 def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict[str, Any]]]:
@@ -166,7 +198,7 @@ def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict
         task = pick.task
         world = get_world(task.world)
         env = world.env(task.initial_state)
-        prompts[task.id] = opening_messages(task, world, world_now(env.conn), ScriptedUser(task))
+        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task))
         env.close()
         tools[task.id] = world.tool_schemas()
     return {
@@ -190,8 +222,9 @@ def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[T
     rows = release_rows(selection, tasks)
     paths: dict[str, Path] = {}
     for name in RELEASES:
+        rows[name], hygiene = clean_rows(cfg, out, name, rows[name])
         stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
-                 "splits": dict(Counter(r["split"] for r in rows[name]))}
+                 "splits": dict(Counter(r["split"] for r in rows[name])), "hygiene": hygiene}
         with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name], 1) as w:
             if rows[name]:
                 w.write_rows(rows[name])
@@ -208,7 +241,41 @@ def latest_release(out: Path, name: str) -> Path | None:
     return store.latest(releases_dir(out), name)
 
 
-def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "") -> dict[str, Path]:
+def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
+    """Scrub secrets and PII, drop duplicates and rows contaminated by evaluation sets."""
+    if not cfg.hygiene.enabled:
+        return rows, {"enabled": False}
+    from curation.hygiene import clean_release, scrub_rows
+
+    h = cfg.hygiene
+    eval_sets = [_eval_set(n, p) for n, p in sorted(h.eval_sets.items())]
+    earlier: list[dict[str, Any]] = []
+    if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
+        earlier = store.read_table(prev).to_pylist()
+    # `task` of rl rows is what the reward replays: its ids must never be rewritten.
+    columns = [c for c in SCHEMAS[name].names if c != "task"]
+    clean, report = clean_release(rows, earlier=earlier, eval_sets=eval_sets, dedup_threshold=h.dedup_threshold,
+                                  drop_n=h.drop_n, scrub=lambda rs: scrub_rows(rs, columns=columns))
+    return clean, report.card()
+
+
+def _eval_set(name: str, path: str) -> Any:
+    """Register an evaluation set from a JSONL file of {"text", "tool_calls"} objects."""
+    from curation.hygiene import register_eval_set
+
+    texts, tools = [], []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                texts.append(str(rec.get("text", "")))
+                if rec.get("tool_calls"):
+                    tools.append(str(rec["tool_calls"]))
+    return register_eval_set(name, [t for t in texts if t], tools)
+
+
+def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "",
+            report_html: str | None = None, run: dict[str, Any] | None = None) -> dict[str, Path]:
     """Publish curated datasets as one release set: same rows, a dataset card, lineage
     (the curated inputs and the previous release), `_SUCCESS`, then `releases/LATEST.json`.
 
@@ -244,8 +311,11 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
         with store.DatasetWriter(root, name, name, SCHEMAS[name], 1, version) as w:
             if table.num_rows:
                 w.write_table(table)
-            card = _card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin, manifest.stats)
-            paths[name] = w.commit(lin, card=card, stats=manifest.stats)
+            stats = {**manifest.stats, "run": run} if run else manifest.stats
+            card = render_card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin.model_dump(), stats,
+                               sections=run_sections(run) if run else "")
+            extra = {"report.html": report_html} if report_html else None
+            paths[name] = w.commit(lin, card=card, stats=stats, extra_files=extra)
         crashpoint("release.dataset_done")
     store.write_pointer(root, {
         "version": version, "releases": {k: str(v) for k, v in paths.items()},
@@ -265,6 +335,103 @@ def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, path)
+
+
+def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+                selection: Selection, title: str = "trajforge run report") -> str:
+    """The static HTML run report: funnel, drop reasons, pass rates per world, pass@k and
+    pass^k, reward histogram, and the quotient graphs of the most branched tasks."""
+    from curation.graphs import graph_svgs_for
+    from data.report import figures_from_records, render_report
+
+    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
+    chosen = [v for v in verdicts if v.verifier == primary.get(v.task_id)]
+    figures = figures_from_records(tasks, trajectories, chosen, selection.drops, sft_rows=len(selection.sft),
+                                   rl_rows=len(selection.rl), graph_svgs=graph_svgs_for(trajectories, chosen, n=3),
+                                   title=title, stats=selection.stats)
+    return render_report(figures)
+
+
+def report_for_release(release_path: Path, cfg: RunConfig | None = None) -> str:
+    """Rebuild a release's report from the datasets its lineage names (no model, no rerun)."""
+    manifest = store.read_manifest(release_path)
+    found: dict[str, Path] = {}
+    for parent in manifest.lineage.parents:
+        p = Path(parent)
+        if p.parent.name in ("tasks", "trajectories", "verdicts") and (p / store.SUCCESS).exists():
+            found.setdefault(p.parent.name, p)
+    missing = {"tasks", "trajectories", "verdicts"} - set(found)
+    if missing:
+        raise FileNotFoundError(f"{release_path}: lineage does not name committed {', '.join(sorted(missing))} datasets")
+    cfg = cfg or RunConfig()
+    tasks, trajectories, verdicts = (store.read_records(found[k]) for k in ("tasks", "trajectories", "verdicts"))
+    selection = Selection(stats=dict(manifest.stats))
+    selection.drops.update({k: v for k, v in manifest.stats.get("drops", {}).items()})
+    html = report_html(cfg, tasks, trajectories, verdicts, selection, title=f"trajforge report {manifest.version}")
+    return html
+
+
+def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+                selection: Selection, synth_stats: dict[str, Any], curated_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The figures a release card states: the yield funnel with drop reasons, pass@k and pass^k
+    per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage."""
+    from data.report import pass_at_k, pass_hat_k
+
+    policy = [t for t in trajectories if not t.metadata.get("reference")]
+    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
+    decided = {v.trajectory_id: v for v in verdicts if v.verifier == primary.get(v.task_id)}
+    world_of = {t.id: t.world for t in tasks}
+    per_task: dict[str, list[int]] = {}
+    for t in policy:
+        if (v := decided.get(t.id)) is not None:
+            c = per_task.setdefault(t.task_id, [0, 0])
+            c[0] += v.passed
+            c[1] += 1
+    by_world: dict[str, dict[str, Any]] = {}
+    for w in sorted({world_of[t] for t in per_task}):
+        counts = [tuple(c) for tid, c in per_task.items() if world_of[tid] == w]
+        kmax = max(n for _, n in counts)
+        ks = [k for k in (1, 2, 4, 8, 16) if k <= kmax]
+        by_world[w] = {"tasks": len(counts), "trajectories": sum(n for _, n in counts),
+                       "pass_rate": round(sum(c for c, _ in counts) / max(1, sum(n for _, n in counts)), 4),
+                       "pass_at_k": {str(k): round(v, 4) for k, v in pass_at_k(counts, ks).items()},
+                       "pass_hat_k": {str(k): round(v, 4) for k, v in pass_hat_k(counts, ks).items()}}
+    audit = synth_stats.get("verifier_audit", {})
+    synth_drops: Counter[str] = Counter(synth_stats.get("drops", {}))
+    for source in synth_stats.values():  # a mixed run keeps each source's stats under its name
+        if isinstance(source, dict) and isinstance(source.get("drops"), dict) and "tasks" in source:
+            synth_drops.update(source["drops"])
+    attempted = len(tasks) + int(audit.get("excluded", 0)) + sum(synth_drops.values())
+    passed = sum(v.passed for t in policy if (v := decided.get(t.id)) is not None)
+    hygiene = {n: st.get("hygiene", {}) for n, st in curated_stats.items()}
+    released = {n: st.get("rows") for n, st in curated_stats.items()}
+    drops_of = lambda prefix: {k.split(":", 1)[1]: v for k, v in selection.drops.items() if k.startswith(prefix)}  # noqa: E731
+    funnel = [
+        {"stage": "synthesized (attempted)", "count": attempted, "drops": dict(synth_drops)},
+        {"stage": "validated (passed self-audit)", "count": len(tasks), "drops": audit.get("exclusion_reasons", {})},
+        {"stage": "rolled out (policy trajectories)", "count": len(policy),
+         "drops": dict(Counter(t.termination for t in policy if t.termination not in ("agent_stop", "user_stop")))},
+        {"stage": "verified (passed)", "count": passed, "drops": {}},
+        {"stage": "curated (sft picks / rl tasks)", "count": f"{len(selection.sft)} / {len(selection.rl)}",
+         "drops": {**{f"sft:{k}": v for k, v in drops_of("sft:").items()}, **{f"rl:{k}": v for k, v in drops_of("rl:").items()}}},
+        {"stage": "released (sft / rl rows)", "count": f"{released.get('sft')} / {released.get('rl')}",
+         "drops": {f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
+                   for n, h in hygiene.items() if h.get("dedup")}},
+    ]
+    usage = {"model_calls": sum(t.usage.model_calls for t in policy),
+             "prompt_tokens": sum(t.usage.prompt_tokens for t in policy),
+             "completion_tokens": sum(t.usage.completion_tokens for t in policy)}
+    names = sorted({v.verifier for v in verdicts} | set(cfg.verifiers))
+    versions = {v.verifier: v.verifier_version for v in verdicts}
+    for n in names:
+        if n not in versions:
+            try:
+                versions[n] = get_verifier(n).version
+            except KeyError:
+                versions[n] = "?"
+    return {"funnel": funnel, "pass_by_world": by_world, "verifiers": versions, "verifier_audit": audit,
+            "hygiene": hygiene, "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
+            "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
 
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],

@@ -120,3 +120,30 @@ def test_constraint_guided_through_the_flow(tmp_path: Path, flows) -> None:
     assert all(t.method == "constraint_guided" and t.metadata["constraints"] for t in tasks)
     sft = store.read_table(summary["releases"]["sft"]).to_pylist()
     assert sft and all(r["method"] == "constraint_guided" for r in sft)
+
+
+def test_mixed_worlds_topology_curation_and_report(tmp_path: Path) -> None:
+    """Terminal tasks (verified by tests in the sandbox) flow through the same run as tool-use
+    tasks; TopoCurate selects; the release carries its HTML report."""
+    from pipelines import flows
+
+    cfg = load_config(None, {**TINY, "synthesis.n_tasks": 3,
+                             "synthesis_mix": [{"method": "terminal", "world": "terminal", "n_tasks": 2, "seed": 1}],
+                             "curation": "topology", "curation_options": {"sft_per_task": 1}})
+    summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    assert summary["tasks"] == 5
+    tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
+    terminal = {t.id for t in tasks if t.world == "terminal"}
+    assert len(terminal) == 2
+    verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
+    assert {v.verifier for v in verdicts if v.task_id in terminal} == {"tests_pass"}
+    gold = {t.id for t in store.read_records(store.latest(tmp_path / "datasets", "trajectories"))
+            if t.metadata.get("reference") and t.task_id in terminal}
+    gold_verdicts = [v for v in verdicts if v.trajectory_id in gold]
+    assert len(gold_verdicts) == 2 and all(v.passed for v in gold_verdicts), \
+        "the reference solutions of terminal tasks must pass in the sandbox"
+    sft = Path(summary["releases"]["sft"])
+    worlds = {r["world"] for r in store.read_table(sft).to_pylist()}
+    assert worlds == {"terminal", "airline"}
+    html = (sft / "report.html").read_text()
+    assert html.count("<svg") >= 3 and "terminal" in html

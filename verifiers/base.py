@@ -56,7 +56,9 @@ def primary_verifier(task: Task, names: list[str]) -> str:
     return own if own in names else names[0]
 
 
-VERIFIERS: Registry[Callable[[], Verifier]] = Registry("verifier", ["verifiers.state", "verifiers.constraints"])
+VERIFIERS: Registry[Callable[[], Verifier]] = Registry("verifier", [
+    "verifiers.state", "verifiers.constraints", "verifiers.communicate", "verifiers.actions",
+    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests"])
 register = VERIFIERS.register
 
 

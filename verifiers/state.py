@@ -12,12 +12,15 @@ are changed cells outside that set.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from data.records import Task, ToolCall, Trajectory, Verdict
+from data.records import StateRef, Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.registry import get_world
+from envs.world import Env, World
 from verifiers.base import episode_checks, register
 
 _MISSING = object()
@@ -43,7 +46,39 @@ def dense_reward(exact: bool, matched: int, target_cells: int, extra: int) -> fl
 
 
 def score_calls(task: Task, calls: list[ToolCall]) -> StateScore:
-    """Replay `calls` (reads are skipped) on a fresh initial state and score the result."""
+    """Replay `calls` (reads are skipped) on a fresh initial state and score the result.
+
+    Runs on a cached copy of the task's initial state (`Replayer`): the writes run in a
+    transaction that is rolled back afterwards, and only the rows they touched are re-read.
+    Same results as `score_calls_full`, which rebuilds and dumps the whole state."""
+    replayer = replayer_for(task.world, task.initial_state)
+    if replayer is None:
+        return score_calls_full(task, calls)
+    outcome = replayer.replay(calls)
+    if outcome is None:  # a tool ended the transaction: fall back, and forget this copy
+        _forget(task.world, task.initial_state)
+        return score_calls_full(task, calls)
+    view, writes, failed = outcome
+    return _score(task, view.dump, view.hash, view.changed_cells(), writes, failed)
+
+
+def _score(task: Task, final: st.Dump, final_hash: str, changed: set[tuple[str, str, str]],
+           writes: int, failed: int) -> StateScore:
+    exact = final_hash == task.target_state_hash
+    target = {(c["table"], c["key"], c["column"]): c for c in task.target_diff}
+    matched = 0
+    for (table, key, column), c in target.items():
+        row = final.get(table, {}).get(key)
+        value = _MISSING if row is None else row.get(column, _MISSING)
+        want = _MISSING if c["op"] == "delete" else c["after"]
+        matched += value == want
+    extra = len(changed - set(target))
+    return StateScore(exact, dense_reward(exact, matched, len(target), extra), final_hash,
+                      matched, len(target), extra, writes, failed)
+
+
+def score_calls_full(task: Task, calls: list[ToolCall]) -> StateScore:
+    """`score_calls` the direct way: a freshly built state, full dumps before and after."""
     world = get_world(task.world)
     env = world.env(task.initial_state)
     try:
@@ -59,19 +94,86 @@ def score_calls(task: Task, calls: list[ToolCall]) -> StateScore:
         final = st.canonical_dump(env.conn)
     finally:
         env.close()
-    final_hash = st.hash_dump(final)
-    exact = final_hash == task.target_state_hash
-    target = {(c["table"], c["key"], c["column"]): c for c in task.target_diff}
-    matched = 0
-    for (table, key, column), c in target.items():
-        row = final.get(table, {}).get(key)
-        value = _MISSING if row is None else row.get(column, _MISSING)
-        want = _MISSING if c["op"] == "delete" else c["after"]
-        matched += value == want
     changed = {ch.cell() for ch in st.diff_dumps(initial, final)}
-    extra = len(changed - set(target))
-    return StateScore(exact, dense_reward(exact, matched, len(target), extra), final_hash,
-                      matched, len(target), extra, writes, failed)
+    return _score(task, final, st.hash_dump(final), changed, writes, failed)
+
+
+class Replayer:
+    """One live copy of an initial state that replays write calls and rolls them back."""
+
+    def __init__(self, world: World, ref: StateRef) -> None:
+        self.world = world
+        self.env: Env = world.env(ref)
+        self.tracked = st.TrackedState(self.env.conn)
+
+    def replay(self, calls: list[ToolCall]) -> tuple[st.TrackedView, int, int] | None:
+        """(the final state's view, writes replayed, writes failed), or None when a tool
+        ended the transaction (the copy is then unusable)."""
+        tools = self.world.tools
+        writes = failed = 0
+        self.tracked.begin()
+        try:
+            for call in calls:
+                spec = tools.get(call.name)
+                if spec is None or not spec.write:
+                    continue
+                writes += 1
+                if not self.env.call(call).ok:
+                    failed += 1
+            if not self.env.conn.in_transaction:
+                self.tracked.valid = False
+                return None
+            view = self.tracked.current()
+        finally:
+            self.tracked.rollback()
+        return view, writes, failed
+
+    def close(self) -> None:
+        self.env.close()
+
+
+REPLAY_CACHE_SIZE = 128  # initial states kept per thread
+_local = threading.local()
+
+
+def _cache() -> OrderedDict[tuple, Replayer]:
+    cache = getattr(_local, "replayers", None)
+    if cache is None:
+        cache = _local.replayers = OrderedDict()
+    return cache
+
+
+def _ref_key(world: str, ref: StateRef) -> tuple:
+    return (world, ref.world, ref.seed, ref.scale, tuple(ref.patches), ref.state_hash)
+
+
+def replayer_for(world: str, ref: StateRef) -> Replayer | None:
+    """This thread's cached `Replayer` of `ref` (built on first use; least recently used
+    ones are closed beyond `REPLAY_CACHE_SIZE`); None when the cache is turned off (size 0)
+    or the world is not a SQLite `World`."""
+    if REPLAY_CACHE_SIZE <= 0:
+        return None
+    cache = _cache()
+    key = _ref_key(world, ref)
+    r = cache.get(key)
+    if r is not None and r.tracked.valid:
+        cache.move_to_end(key)
+        return r
+    if r is not None:
+        cache.pop(key).close()
+    w = get_world(world)
+    if not isinstance(w, World):  # not a SQLite world (e.g. a workspace): no cached replay
+        return None
+    r = cache[key] = Replayer(w, ref)
+    while len(cache) > REPLAY_CACHE_SIZE:
+        cache.popitem(last=False)[1].close()
+    return r
+
+
+def _forget(world: str, ref: StateRef) -> None:
+    r = _cache().pop(_ref_key(world, ref), None)
+    if r is not None:
+        r.close()
 
 
 class StateVerifier:
@@ -82,6 +184,10 @@ class StateVerifier:
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
+
+    def applies_to(self, task: Task) -> bool:
+        """Database worlds only: workspace tasks are judged by their tests (`tests_pass`)."""
+        return "tests" not in task.metadata
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         s = score_calls(task, trajectory.actions())

@@ -1,0 +1,82 @@
+"""The incremental state (envs.state.TrackedState) and the cached replay of the state
+verifier give exactly what full dumps give."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from data.records import Task, ToolCall
+from envs import state as st
+from verifiers.audit import mutants
+from verifiers.state import score_calls, score_calls_full
+
+
+def test_tracked_state_matches_full_dumps_after_sql_writes() -> None:
+    conn = st.connect_memory()
+    conn.executescript("""
+        CREATE TABLE a (id TEXT PRIMARY KEY, v INTEGER, f REAL, b BLOB);
+        CREATE TABLE k (x INTEGER, y TEXT, PRIMARY KEY (x, y)) WITHOUT ROWID;
+        CREATE TABLE n (v TEXT);
+        INSERT INTO a VALUES ('r1', 1, 0.5, NULL), ('r2', 2, 1.25, x'00ff'), ('r3', 3, NULL, NULL);
+        INSERT INTO k VALUES (1, 'p'), (2, 'q');
+        INSERT INTO n VALUES ('same'), ('same');
+    """)
+    base = st.canonical_dump(conn)
+    tracked = st.TrackedState(conn)
+    assert tracked.base_hash == st.hash_dump(base)
+    script = [
+        "UPDATE a SET v = 10 WHERE id = 'r1'",
+        "DELETE FROM a WHERE id = 'r2'",
+        "INSERT INTO a VALUES ('r0', 7, 2.5, 'é')",
+        "UPDATE a SET id = 'r9' WHERE id = 'r3'",  # the primary key itself changes
+        "INSERT INTO k VALUES (3, 'z')",
+        "DELETE FROM n WHERE rowid = 1",
+        "UPDATE a SET v = 10 WHERE id = 'r1'",  # a no-op update
+    ]
+    for n in range(len(script) + 1):
+        tracked.begin()
+        for sql in script[:n]:
+            conn.execute(sql)
+        view = tracked.current()
+        full = st.canonical_dump(conn)
+        assert view.dump == full
+        assert view.hash == st.hash_dump(full)
+        assert view.changes() == st.diff_dumps(base, full)
+        assert view.changed_cells() == {c.cell() for c in st.diff_dumps(base, full)}
+        tracked.rollback()
+        assert st.state_hash(conn) == tracked.base_hash
+
+
+def test_commit_inside_replay_invalidates_the_tracker() -> None:
+    conn = st.connect_memory()
+    conn.executescript(
+        "CREATE TABLE a (id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO a VALUES (1, 1);"
+    )
+    tracked = st.TrackedState(conn)
+    tracked.begin()
+    conn.execute("COMMIT")
+    with pytest.raises(RuntimeError, match="no longer valid"):
+        tracked.current()
+    assert not tracked.valid
+
+
+def test_cached_replay_scores_like_full_replay(tasks: list[Task]) -> None:
+    rng = random.Random(5)
+    checked = 0
+    for task in tasks:
+        variants = [task.reference_solution, []] + [m.calls for m in mutants(task)]
+        pool = [c for calls in variants for c in calls]
+        for _ in range(4):  # random sequences of the task's calls and its mutants' calls
+            variants.append(rng.sample(pool, k=min(len(pool), rng.randint(1, 4))))
+        variants.append(
+            [
+                ToolCall(name="cancel_reservation", arguments={"reservation_id": "nope"}),
+                ToolCall(name="no_such_tool", arguments={}),
+            ]
+        )
+        for calls in variants:
+            assert score_calls(task, calls) == score_calls_full(task, calls)
+            checked += 1
+    assert checked >= 10 * len(tasks)

@@ -1,0 +1,475 @@
+"""Self-audit of verifiers: on every task the gold solution must pass and its mutants must fail.
+
+Mutant trajectories are built from the task's reference solution without any model, by
+replaying calls on the task's initial state (`build_trajectory`):
+
+- `drop_write`: one write call removed;
+- `change_argument`: one argument of one write changed (another enum value, a flipped flag,
+  an integer + 1, or another value of the database column the argument's value comes from;
+  values that keep the call succeeding are preferred);
+- `extra_write`: one more successful write after the gold path (a gold write with another
+  argument, the same write again, or a write tool with arguments drawn from the database);
+- `stop_early`: the agent stops (cleanly) before one of the gold writes;
+- `drop_communication`: for tasks with `communicate_info`, the final message says nothing.
+
+A write mutant whose final state hashes to the gold final state is *equivalent* (say a
+repeated write the rules refuse): it is not a verifier failure and is not counted. Each
+verifier is held to the mutation kinds it can see (its `audit_kinds`, else `EXPECTED_KILLS`,
+else every write kind; a composite to the union over its task's basis). A task fails a
+verifier's audit when the gold does not pass or
+a counted mutant passes; it is then excluded (with the reason). A verifier whose share of
+failed tasks exceeds `max_failure_rate` raises `VerifierAuditError`, which must block the release.
+Verifiers that need a model (`needs_model`) are not audited here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from data.records import Step, Task, ToolCall, Trajectory
+from envs.registry import get_world
+from envs.tools import ToolSpec
+from envs.world import World
+from verifiers.base import Verifier, applies, get_verifier
+from verifiers.communicate import INFO_KEY
+from verifiers.state import replayer_for
+
+WRITE_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early")
+MUTATION_KINDS = (*WRITE_KINDS, "drop_communication")
+EXPECTED_KILLS: dict[str, frozenset[str]] = {
+    "state_equivalence": frozenset(WRITE_KINDS),
+    "constraint_satisfaction": frozenset(WRITE_KINDS),
+    "action_match": frozenset({"drop_write", "change_argument", "stop_early"}),
+    "communicate": frozenset({"drop_communication"}),
+}
+DEFAULT_MAX_FAILURE_RATE = 0.1  # ours
+
+
+class VerifierAuditError(RuntimeError):
+    """A verifier failed its self-audit on too many tasks: its verdicts cannot be released."""
+
+
+@dataclass
+class Mutant:
+    kind: str
+    calls: list[ToolCall]
+    note: str
+    communicate: bool = True  # whether the final message states the required information
+
+
+class KindStats(BaseModel):
+    generated: int = 0
+    equivalent: int = 0  # same final state as the gold: not counted
+    killed: int = 0
+    survived: int = 0
+
+    @property
+    def kill_rate(self) -> float | None:
+        counted = self.killed + self.survived
+        return round(self.killed / counted, 4) if counted else None
+
+
+class VerifierAudit(BaseModel):
+    verifier: str
+    version: str
+    tasks_audited: int = 0
+    gold_passed: int = 0
+    mutants: dict[str, KindStats] = Field(default_factory=dict)
+    excluded: dict[str, str] = Field(default_factory=dict)  # task id -> reason
+    survivors: list[dict[str, Any]] = Field(default_factory=list)  # a few examples
+
+    @property
+    def gold_pass_rate(self) -> float:
+        return round(self.gold_passed / self.tasks_audited, 4) if self.tasks_audited else 0.0
+
+    @property
+    def failure_rate(self) -> float:
+        return round(len(self.excluded) / self.tasks_audited, 4) if self.tasks_audited else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "verifier": self.verifier,
+            "version": self.version,
+            "tasks_audited": self.tasks_audited,
+            "gold_pass_rate": self.gold_pass_rate,
+            "failure_rate": self.failure_rate,
+            "mutant_kill_rate": {k: s.kill_rate for k, s in sorted(self.mutants.items())},
+            "mutants": {k: s.model_dump() for k, s in sorted(self.mutants.items())},
+            "excluded_tasks": sorted(self.excluded),
+        }
+
+
+class AuditReport(BaseModel):
+    verifiers: dict[str, VerifierAudit] = Field(default_factory=dict)
+    excluded_tasks: dict[str, list[str]] = Field(default_factory=dict)  # task id -> reasons
+    skipped_verifiers: dict[str, str] = Field(default_factory=dict)
+    unaudited_tasks: dict[str, str] = Field(default_factory=dict)  # task id -> why
+    max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
+    tasks: int = 0
+
+    def failing_verifiers(self) -> list[str]:
+        return sorted(
+            n for n, a in self.verifiers.items() if a.failure_rate > self.max_failure_rate
+        )
+
+    def kept(self, tasks: list[Task]) -> list[Task]:
+        """`tasks` minus those excluded by the audit."""
+        return [t for t in tasks if t.id not in self.excluded_tasks]
+
+    def exclusion_counts(self) -> dict[str, int]:
+        """Excluded tasks per failed check ("gold_failed", "mutant_survived:<kind>")."""
+
+        def kind(reason: str) -> str:
+            _, what, rest = (reason.split(":", 2) + ["", ""])[:3]
+            return what if what == "gold_failed" else f"{what}:{rest.split(' ')[0]}"
+
+        return dict(
+            Counter(k for rs in self.excluded_tasks.values() for k in {kind(r) for r in rs})
+        )
+
+    def card(self) -> dict[str, Any]:
+        """The section for a dataset card / manifest stats."""
+        return {
+            "tasks": self.tasks,
+            "excluded": len(self.excluded_tasks),
+            "exclusion_reasons": self.exclusion_counts(),
+            "max_failure_rate": self.max_failure_rate,
+            "verifiers": {n: a.summary() for n, a in sorted(self.verifiers.items())},
+            "skipped_verifiers": self.skipped_verifiers,
+            "unaudited_tasks": len(self.unaudited_tasks),
+        }
+
+    def raise_if_failed(self) -> None:
+        bad = self.failing_verifiers()
+        if bad:
+            lines = []
+            for n in bad:
+                a = self.verifiers[n]
+                examples = "; ".join(f"{t}: {r}" for t, r in list(a.excluded.items())[:3])
+                lines.append(f"{n} {a.version}: failed on {len(a.excluded)}/{a.tasks_audited} tasks "
+                             f"({a.failure_rate:.1%}); e.g. {examples}")
+            raise VerifierAuditError(
+                f"verifier self-audit failed (allowed failure rate {self.max_failure_rate:.1%}); "
+                "the release is blocked until the verifier is fixed:\n  " + "\n  ".join(lines)
+            )
+
+
+# -- trajectories without a model -------------------------------------------------------------
+
+
+def final_message(task: Task, communicate: bool = True) -> str:
+    info = [str(x) for x in task.metadata.get(INFO_KEY, [])] if communicate else []
+    return "Your request is complete." + (" Details: " + "; ".join(info) + "." if info else "")
+
+
+def build_trajectory(
+    task: Task,
+    calls: list[ToolCall],
+    name: str = "gold",
+    text: str | None = None,
+    termination: str = "agent_stop",
+) -> Trajectory:
+    """A trajectory that makes `calls` (one per turn) and then says `text`, with the
+    observations and final state of a real replay on the task's initial state."""
+    r = replayer_for(task.world, task.initial_state)
+    if r is None:
+        raise RuntimeError("the replay cache is turned off (verifiers.state.REPLAY_CACHE_SIZE = 0)")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task.instruction}]
+    steps: list[Step] = []
+    r.tracked.begin()
+    try:
+        for i, call in enumerate(calls):
+            obs = r.env.call(call)
+            cid = f"call_{i}"
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {
+                                "name": call.name,
+                                "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                            },
+                        }
+                    ],
+                }
+            )
+            messages.append(
+                {"role": "tool", "tool_call_id": cid, "name": call.name, "content": obs.content}
+            )
+            steps.append(
+                Step(
+                    index=i,
+                    turn=i + 1,
+                    action=call,
+                    observation=obs.content,
+                    error=obs.error,
+                    error_detail=obs.detail,
+                )
+            )
+        final_hash = r.tracked.current().hash
+    finally:
+        r.tracked.rollback()
+    messages.append({"role": "assistant", "content": final_message(task) if text is None else text})
+    steps.append(Step(index=len(steps), turn=len(calls) + 1))
+    return Trajectory(
+        id=f"audit-{task.id}-{name}",
+        task_id=task.id,
+        trial=0,
+        model="audit",
+        messages=messages,
+        steps=steps,
+        termination=termination,
+        final_state_hash=final_hash,  # type: ignore[arg-type]
+        metadata={"audit": name},
+    )
+
+
+def replay_hash(task: Task, calls: list[ToolCall]) -> tuple[str, int]:
+    """(final state hash, failed writes) of `calls` on the task's initial state."""
+    r = replayer_for(task.world, task.initial_state)
+    assert r is not None
+    out = r.replay(calls)
+    if out is None:
+        raise RuntimeError(f"task {task.id}: a tool ended the replay transaction")
+    view, _, failed = out
+    return view.hash, failed
+
+
+# -- mutants ---------------------------------------------------------------------------------
+
+
+def _is_write(world: World, call: ToolCall) -> bool:
+    spec = world.tools.get(call.name)
+    return spec is not None and spec.write
+
+
+def _column_values(task: Task, value: Any) -> list[Any]:
+    """Other values of the database columns in which `value` occurs (sorted, deterministic)."""
+    r = replayer_for(task.world, task.initial_state)
+    assert r is not None
+    found: set[Any] = set()
+    for rows in r.tracked.rows.values():
+        cols = {c for row in rows.values() for c, v in row.items() if v == value}
+        for c in cols:
+            found.update(row[c] for row in rows.values() if row.get(c) is not None)
+    found.discard(value)
+    return sorted(found, key=str)
+
+
+def _alternatives(task: Task, spec: ToolSpec, arg: str, value: Any, limit: int = 6) -> list[Any]:
+    schema = spec.parameters.get("properties", {}).get(arg, {})
+    if "enum" in schema:
+        return [v for v in schema["enum"] if v != value]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1] if value > 0 else [value + 1]
+    if isinstance(value, str):
+        others = _column_values(task, value)
+        if not others:
+            return [value + "X"]
+        start = next(
+            (i for i, v in enumerate(others) if str(v) > value), 0
+        )  # the next values, cyclically
+        return (others[start:] + others[:start])[:limit]
+    return []
+
+
+def _changed_calls(
+    task: Task, world: World, call: ToolCall, prefix: list[ToolCall]
+) -> list[tuple[str, ToolCall]]:
+    """Variants of `call` with one argument changed: (argument, call), one per argument,
+    preferring a value with which the call still succeeds after `prefix` (the gold before it)."""
+    spec = world.tools[call.name]
+    out: list[tuple[str, ToolCall]] = []
+    for arg in sorted(call.arguments):
+        options = [
+            ToolCall(name=call.name, arguments={**call.arguments, arg: v})
+            for v in _alternatives(task, spec, arg, call.arguments[arg])
+        ]
+        if options:
+            out.append((arg, options[0]))
+            for opt in options:
+                _, failed = replay_hash(task, [*prefix, opt])
+                if not failed:
+                    out[-1] = (arg, opt)
+                    break
+    return out
+
+
+def _drawn_writes(task: Task, world: World, limit: int = 8) -> list[ToolCall]:
+    """Write calls with every argument drawn from one database row (a column of the same
+    name), preferring rows of the task's user: extra writes for tasks without gold writes."""
+    r = replayer_for(task.world, task.initial_state)
+    assert r is not None
+    users = {str(v) for k, v in task.user.known_info.items() if k.endswith("user_id")}
+    out: list[ToolCall] = []
+    for spec in world.tools.values():
+        if not spec.write:
+            continue
+        required = [p for p, prm in spec.params.items() if prm.default is prm.empty]
+        for rows in r.tracked.rows.values():
+            sample = next(iter(rows.values()), {})
+            if not required or not all(p in sample for p in required):
+                continue
+            mine = sorted((k for k, row in rows.items() if str(row.get("user_id")) in users))
+            for key in (mine or sorted(rows))[:limit]:
+                out.append(ToolCall(name=spec.name, arguments={p: rows[key][p] for p in required}))
+    # The same calls with one argument moved to a neighbouring value (another flight, say).
+    out += [
+        ToolCall(name=c.name, arguments={**c.arguments, p: alt[0]})
+        for c in list(out)
+        for p in sorted(c.arguments)
+        if (alt := _alternatives(task, world.tools[c.name], p, c.arguments[p], limit=1))
+    ]
+    return out
+
+
+def mutants(task: Task, max_per_kind: int = 3) -> list[Mutant]:
+    """The task's mutants of each kind (at most `max_per_kind` each)."""
+    world = get_world(task.world)
+    gold = list(task.reference_solution)
+    w_idx = [i for i, c in enumerate(gold) if _is_write(world, c)]
+    out: list[Mutant] = []
+    for i in w_idx[:max_per_kind]:
+        out.append(Mutant("drop_write", gold[:i] + gold[i + 1 :], f"without {gold[i].name} #{i}"))
+    changed = [
+        (i, arg, new) for i in w_idx for arg, new in _changed_calls(task, world, gold[i], gold[:i])
+    ]
+    for i, arg, new in changed[:max_per_kind]:
+        out.append(
+            Mutant(
+                "change_argument",
+                gold[:i] + [new] + gold[i + 1 :],
+                f"{gold[i].name} #{i} with {arg}={new.arguments[arg]!r}",
+            )
+        )
+    extras = [(f"{new.name} with {arg}={new.arguments[arg]!r}", new) for _, arg, new in changed]
+    extras += [(f"{gold[i].name} #{i} again", gold[i]) for i in w_idx]
+    extras += [(f"drawn {c.name}", c) for c in _drawn_writes(task, world)]
+    gold_hash, _ = replay_hash(task, gold)
+    picked: list[Mutant] = []
+    for note, call in extras:
+        calls = [*gold, call]
+        h, failed = replay_hash(task, calls)
+        if h != gold_hash and failed == 0:
+            picked.append(Mutant("extra_write", calls, "extra " + note))
+        if len(picked) >= max_per_kind:
+            break
+    if not picked and extras:
+        picked.append(Mutant("extra_write", [*gold, extras[0][1]], "extra " + extras[0][0]))
+    out += picked
+    for i in list(reversed(w_idx))[:max_per_kind]:
+        out.append(Mutant("stop_early", gold[:i], f"stops before {gold[i].name} #{i}"))
+    if task.metadata.get(INFO_KEY):
+        out.append(
+            Mutant(
+                "drop_communication",
+                gold,
+                "final message omits the required information",
+                communicate=False,
+            )
+        )
+    return out
+
+
+# -- the audit -------------------------------------------------------------------------------
+
+
+def expected_kills(verifier: Verifier, task: Task) -> frozenset[str]:
+    """The mutation kinds `verifier` must kill on `task`."""
+    own = getattr(verifier, "audit_kinds", None)
+    if own is not None:
+        return frozenset(own)
+    if verifier.name == "composite":
+        kinds: set[str] = set()
+        for basis in verifier.basis(task):  # type: ignore[attr-defined]
+            kinds |= expected_kills(verifier.component(basis), task)  # type: ignore[attr-defined]
+        return frozenset(kinds)
+    return EXPECTED_KILLS.get(verifier.name, frozenset(WRITE_KINDS))
+
+
+def audit(
+    tasks: list[Task],
+    verifiers: list[str | Verifier],
+    max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE,
+    max_per_kind: int = 3,
+    raise_on_failure: bool = True,
+    max_examples: int = 5,
+) -> AuditReport:
+    """Audit each verifier on the tasks it applies to; see the module docstring."""
+    if not 0.0 <= max_failure_rate <= 1.0:
+        raise ValueError(f"max_failure_rate must be within [0, 1], got {max_failure_rate}")
+    built = [get_verifier(v) if isinstance(v, str) else v for v in verifiers]
+    report = AuditReport(max_failure_rate=max_failure_rate, tasks=len(tasks))
+    active: list[Verifier] = []
+    for v in built:
+        if getattr(v, "needs_model", False):
+            report.skipped_verifiers[v.name] = "needs a model"
+        else:
+            active.append(v)
+            report.verifiers[v.name] = VerifierAudit(
+                verifier=v.name, version=v.version, mutants={k: KindStats() for k in MUTATION_KINDS}
+            )
+    for task in tasks:
+        targets = [v for v in active if applies(v, task)]
+        if not targets:
+            continue
+        if replayer_for(task.world, task.initial_state) is None:
+            report.unaudited_tasks[task.id] = (
+                f"world {task.world!r} cannot be replayed here (not a SQLite world)"
+            )
+            continue
+        gold_calls = list(task.reference_solution)
+        gold_hash, _ = replay_hash(task, gold_calls)
+        gold = build_trajectory(task, gold_calls)
+        built_mutants = []
+        for m in mutants(task, max_per_kind):
+            equivalent = m.kind in WRITE_KINDS and replay_hash(task, m.calls)[0] == gold_hash
+            traj = build_trajectory(
+                task,
+                m.calls,
+                name=f"{m.kind}-{len(built_mutants)}",
+                text=final_message(task, m.communicate),
+            )
+            built_mutants.append((m, equivalent, traj))
+        for v in targets:
+            a = report.verifiers[v.name]
+            a.tasks_audited += 1
+            reasons: list[str] = []
+            g = v.verify(task, gold)
+            if g.passed:
+                a.gold_passed += 1
+            else:
+                reasons.append(f"{v.name}:gold_failed:{'; '.join(g.reasons)[:300]}")
+            kinds = expected_kills(v, task)
+            for m, equivalent, traj in built_mutants:
+                if m.kind not in kinds:
+                    continue
+                stats = a.mutants[m.kind]
+                stats.generated += 1
+                if equivalent:
+                    stats.equivalent += 1
+                    continue
+                if v.verify(task, traj).passed:
+                    stats.survived += 1
+                    reasons.append(f"{v.name}:mutant_survived:{m.kind} ({m.note})")
+                    if len(a.survivors) < max_examples:
+                        a.survivors.append({"task_id": task.id, "kind": m.kind, "note": m.note})
+                else:
+                    stats.killed += 1
+            if reasons:
+                a.excluded[task.id] = reasons[0]
+                report.excluded_tasks.setdefault(task.id, []).extend(reasons)
+    if raise_on_failure:
+        report.raise_if_failed()
+    return report
