@@ -126,6 +126,26 @@ def verify(config: ConfigOpt = None, out: OutOpt = Path("out"),
 
 
 @app.command()
+def reverify(
+    verifier: Annotated[str, typer.Option(help="Verifier to re-score with (its current version).")],
+    config: ConfigOpt = None, out: OutOpt = Path("out"),
+    rollouts: Annotated[Path | None, typer.Option(help="Trajectories dataset (default: latest).")] = None,
+    against: Annotated[str | None, typer.Option(help="Old verifier to diff against (default: the same name).")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="Tasks dataset (default: from lineage).")] = None,
+    verdicts: Annotated[Path | None, typer.Option(help="Old verdicts (default: found by lineage).")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Re-verify stored rollouts with a new verifier version, without any model; print the flips."""
+    try:
+        result = _execute("reverify_flow", _config(config, set_), str(out), str(rollouts) if rollouts else None,
+                          verifier, against, str(tasks) if tasks else None, str(verdicts) if verdicts else None)
+    except (RuntimeError, FileNotFoundError, LookupError, ValueError) as exc:
+        _fail(exc)
+    Console().print(result["table"])
+    print(json.dumps({"verdicts": result["verdicts"], **result["totals"]}))
+
+
+@app.command()
 def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
     """Select SFT trajectories and RL tasks from the latest tasks, trajectories and verdicts."""
     try:

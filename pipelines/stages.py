@@ -21,7 +21,7 @@ from data.cache import ShardCache
 from data.card import render_card, run_sections
 from data.crash import crashpoint
 from data.records import Task, Trajectory, Verdict, content_hash
-from data.schema import RL_SCHEMA, SFT_SCHEMA
+from data.schema import CODECS, RL_SCHEMA, SFT_SCHEMA
 from envs.registry import get_world
 from pipelines import keys
 from pipelines.config import RunConfig
@@ -169,6 +169,45 @@ def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: 
     stats = {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
     return store.write_records(datasets_dir(out), "verdicts", "verdicts", verdicts,
                                lineage(cfg, parents, run_id), stats=stats)
+
+
+def find_verdicts_for(out: Path, trajectories_path: Path) -> Path | None:
+    """The newest committed verdicts dataset whose lineage names `trajectories_path`."""
+    for version in reversed(store.versions(datasets_dir(out), "verdicts")):
+        path = datasets_dir(out) / "verdicts" / version
+        if str(trajectories_path) in store.read_manifest(path, verify=False).lineage.parents:
+            return path
+    return None
+
+
+def reverify(cfg: RunConfig, out: Path, trajectories_path: Path, verifier: str, against: str | None = None,
+             tasks_path: Path | None = None, verdicts_path: Path | None = None,
+             run_id: str = "") -> tuple[Path, Any]:
+    """Re-score stored trajectories with `verifier` (its current version) without any model,
+    write the new verdicts as a dataset (with `diff.md`/`diff.json` of flips per task), and
+    return its path and the diff. Tasks and old verdicts are found from lineage if not given."""
+    from verifiers.reverify import reverify as rescore
+
+    trajectories_path = Path(trajectories_path)
+    if tasks_path is None:
+        parents = [Path(p) for p in store.read_manifest(trajectories_path).lineage.parents]
+        tasks_path = next((p for p in parents if p.parent.name == "tasks"), None)
+        if tasks_path is None:
+            raise FileNotFoundError(f"{trajectories_path}: its lineage names no tasks dataset; pass --tasks")
+    verdicts_path = verdicts_path or find_verdicts_for(out, trajectories_path)
+    old = store.read_records(verdicts_path, "verdicts") if verdicts_path else []
+    result = rescore(store.read_records(tasks_path, "tasks"), store.read_records(trajectories_path, "trajectories"),
+                     old, verifier, against=against)
+    totals = result.diff.totals()
+    parents = [trajectories_path, tasks_path, *([verdicts_path] if verdicts_path else [])]
+    with store.DatasetWriter(datasets_dir(out), "verdicts", "verdicts", CODECS["verdicts"][0], 1) as w:
+        to_row = CODECS["verdicts"][1]
+        if result.verdicts:
+            w.write_rows([to_row(v) for v in result.verdicts])
+        path = w.commit(lineage(cfg, parents, run_id), stats={"reverify": totals},
+                        extra_files={"diff.md": result.diff.table() + "\n",
+                                     "diff.json": result.diff.model_dump_json(indent=2)})
+    return path, result.diff
 
 
 # -- curation and release ----------------------------------------------------------------

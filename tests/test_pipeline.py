@@ -147,3 +147,19 @@ def test_mixed_worlds_topology_curation_and_report(tmp_path: Path) -> None:
     assert worlds == {"terminal", "airline"}
     html = (sft / "report.html").read_text()
     assert html.count("<svg") >= 3 and "terminal" in html
+
+
+def test_reverify_cli_diffs_a_new_verifier_version(tmp_path: Path) -> None:
+    """Re-scoring stored rollouts needs no model: the CLI writes new verdicts with a diff."""
+    from pipelines import flows
+
+    cfg = load_config(None, {**TINY, "synthesis.n_tasks": 3})
+    flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
+    rp = store.latest(tmp_path / "datasets", "trajectories")
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "reverify", "--out", str(tmp_path),
+                          "--verifier", "state_equivalence"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    totals = json.loads(out.stdout.strip().splitlines()[-1])
+    assert totals["compared"] == totals["trajectories"] == 12 and totals["pass_to_fail"] == totals["fail_to_pass"] == 0
+    new = Path(totals["verdicts"])
+    assert str(rp) in store.read_manifest(new).lineage.parents and (new / "diff.md").exists()
