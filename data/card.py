@@ -122,12 +122,19 @@ def run_sections(run: dict[str, Any]) -> str:
             if not h or h.get("enabled") is False:
                 continue
             d, c, sc = h.get("dedup", {}), h.get("contamination", {}), h.get("scrub", {})
-            flagged = {k: v.get("flagged_any", 0) for k, v in c.get("eval_sets", {}).items()}
-            rows.append([name, d.get("input", "-"), d.get("kept", "-"),
-                         json.dumps(sc.get("replacements", {}), sort_keys=True), json.dumps(flagged) if flagged else "none registered"])
+            flagged = {k: f"{v.get('flagged_any', 0)}/{v.get('checked', 0)} flagged, {v.get('removed', 0)} removed"
+                       for k, v in c.get("eval_sets", {}).items()}
+            tvt = h.get("train_vs_test", {})
+            own = (f"{tvt.get('flagged_any', 0)}/{tvt.get('checked', 0)} train rows share an 8/13-gram "
+                   f"({json.dumps(tvt.get('flagged', {}), sort_keys=True)})") if "flagged_any" in tvt else "-"
+            dups = f"{d.get('exact_duplicates', 0)} exact, {d.get('near_duplicates', 0)} near"
+            rows.append([name, d.get("input", "-"), dups, d.get("kept", "-"),
+                         json.dumps(sc.get("replacements", {}), sort_keys=True) or "{}",
+                         "; ".join(f"{k}: {v}" for k, v in flagged.items()) or "no eval sets registered", own])
         if rows:
-            out += ["## Hygiene", "", _table(["release", "rows in", "rows kept (dedup)", "secrets/PII scrubbed",
-                                              "contamination flagged"], rows), ""]
+            out += ["## Hygiene", "", _table(["release", "rows in", "duplicates removed", "rows kept",
+                                              "secrets/PII scrubbed", "eval-set contamination",
+                                              "train vs own test split (report only)"], rows), ""]
     if model := run.get("model"):
         u = run.get("usage", {})
         out += ["## Model, sampling and usage", "", _table(["", ""], [

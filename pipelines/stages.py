@@ -295,7 +295,24 @@ def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]])
     columns = [c for c in SCHEMAS[name].names if c != "task"]
     clean, report = clean_release(rows, earlier=earlier, eval_sets=eval_sets, dedup_threshold=h.dedup_threshold,
                                   drop_n=h.drop_n, scrub=lambda rs: scrub_rows(rs, columns=columns))
-    return clean, report.card()
+    card = report.card()
+    card["train_vs_test"] = _train_vs_test(clean)
+    return clean, card
+
+
+def _train_vs_test(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much the train split overlaps this release's own test split (report only: tasks
+    synthesized from one world's templates share phrasing by construction)."""
+    from curation.hygiene import EvalSet, decontaminate, item_of
+
+    test = [item_of(r) for r in rows if r.get("split") == "test"]
+    train = [r for r in rows if r.get("split") != "test"]
+    if not test or not train:
+        return {"checked": len(train), "test_items": len(test)}
+    own = EvalSet("own_test_split", [i.instruction for i in test], [i.tool_text() for i in test])
+    _, rep = decontaminate(train, [own], drop_n=None)
+    flagged = rep.eval_sets["own_test_split"].model_dump(include={"checked", "flagged", "flagged_any", "longest_match"})
+    return {"test_items": len(test), **flagged}
 
 
 def _eval_set(name: str, path: str) -> Any:

@@ -163,3 +163,20 @@ def test_reverify_cli_diffs_a_new_verifier_version(tmp_path: Path) -> None:
     assert totals["compared"] == totals["trajectories"] == 12 and totals["pass_to_fail"] == totals["fail_to_pass"] == 0
     new = Path(totals["verdicts"])
     assert str(rp) in store.read_manifest(new).lineage.parents and (new / "diff.md").exists()
+
+
+def test_eval_set_contamination_is_removed_and_stated_on_the_card(tmp_path: Path) -> None:
+    from pipelines import flows, stages
+
+    cfg = load_config(None, {**TINY, "synthesis.n_tasks": 4})
+    tasks = store.read_records(stages.synthesize(cfg, tmp_path / "probe"))
+    leaked = tasks[0]
+    evalset = tmp_path / "heldout.jsonl"
+    evalset.write_text(json.dumps({"text": leaked.instruction}) + "\n")
+    cfg = load_config(None, {**TINY, "synthesis.n_tasks": 4, "hygiene.eval_sets": {"heldout": str(evalset)}})
+    summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path / "run"))
+    rl = Path(summary["releases"]["rl"])
+    assert leaked.id not in {r["task_id"] for r in store.read_table(rl).to_pylist()}
+    report = store.read_manifest(rl).stats["hygiene"]["contamination"]["eval_sets"]["heldout"]
+    assert report["flagged_any"] >= 1 and report["removed"] >= 1 and report["longest_match"] >= 13
+    assert "heldout:" in (rl / "README.md").read_text()
