@@ -14,10 +14,11 @@ import random
 
 from data.records import Task, UserScenario
 from envs import state as st
+from envs.rules import trace_rules
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, register
 from synthesis.explorer import ExplorerConfig, explore
-from synthesis.set_designer import design_states
+from synthesis.set_designer import design_states, distractors
 
 METHOD = "logic_driven"
 
@@ -97,6 +98,15 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                           "naive_rejections": rejections, "explored_states": len(reached),
                           "path_length": len(goal_state.path)},
             ).with_id()
+            # Rule report: the rules whose guards the reference's writes evaluate, and of
+            # those the ones it passes at their limit: a neighbouring call the Explorer
+            # tried from this state was rejected by the same rule.
+            evaluated = trace_rules(world, ref, reference)
+            task.metadata["rules_evaluated"] = evaluated
+            task.metadata["rules_crossed"] = sorted(set(evaluated) & set(rejections))
+            initial = world.build_state(ref.seed, ref.scale, ref.patches)
+            task.metadata["distractors"] = distractors(initial, variant, changes)
+            initial.close()
             if result.has(task):
                 result.drops["duplicate"] += 1
                 continue

@@ -1,0 +1,96 @@
+"""Tools of the carrental example world. Reads return records; writes change the database
+and the schema's triggers enforce the policy (a broken rule raises `<RULE_ID>: message`)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from envs.tools import ToolError, tool
+
+
+def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
+    cur = db.execute(sql, args)
+    row = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
+
+
+def _today(db: sqlite3.Connection) -> str:
+    (now,) = db.execute("SELECT date(value) FROM meta WHERE key = 'now'").fetchone()
+    return str(now)
+
+
+@tool()
+def get_customer(db: sqlite3.Connection, customer_id: str) -> dict:
+    """Get a customer: name, licence expiry date and their rentals.
+
+    Args:
+        customer_id: The customer's id, e.g. "cu_007".
+    """
+    c = _row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id)
+    if c is None:
+        raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
+    cur = db.execute("SELECT * FROM rentals WHERE customer_id = ? ORDER BY rental_id", (customer_id,))
+    c["rentals"] = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall()]
+    return c
+
+
+@tool()
+def list_cars(db: sqlite3.Connection) -> list:
+    """List every car with its model, daily rate and status (available, rented, maintenance)."""
+    cur = db.execute("SELECT * FROM cars ORDER BY car_id")
+    return [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall()]
+
+
+@tool(write=True)
+def rent_car(db: sqlite3.Connection, customer_id: str, car_id: str, days: int) -> dict:
+    """Rent a car from today for a number of days. The car must be available (R01), the
+    licence valid until the return date (R02), 1 to 14 days (R03), and the customer may
+    hold only one active rental (R04). Charges the daily rate times the days.
+
+    Args:
+        customer_id: The customer's id.
+        car_id: The car to rent (from list_cars).
+        days: Number of days, 1 to 14.
+    """
+    car = _row(db, "SELECT * FROM cars WHERE car_id = ?", car_id)
+    if car is None:
+        raise ToolError("NOT_FOUND", f"car {car_id!r} not found")
+    if _row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id) is None:
+        raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
+    (n,) = db.execute("SELECT COUNT(*) FROM rentals").fetchone()
+    rental_id = f"RN{n + 1:04d}"
+    db.execute("INSERT INTO rentals VALUES (?, ?, ?, ?, ?, ?, 'active')",
+               (rental_id, customer_id, car_id, _today(db), days, days * car["daily_rate"]))
+    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
+
+
+@tool(write=True)
+def extend_rental(db: sqlite3.Connection, rental_id: str, extra_days: int) -> dict:
+    """Extend an active rental by some days: at most 14 days in total (R03), within the
+    licence's validity (R02), not a returned rental (R05). Charges the extra days.
+
+    Args:
+        rental_id: The rental to extend.
+        extra_days: Days to add (at least 1).
+    """
+    if extra_days < 1:
+        raise ToolError("BAD_VALUE", "extra_days must be at least 1")
+    if _row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
+        raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
+    db.execute("UPDATE rentals SET days = days + ?, total = total + ? * (SELECT daily_rate FROM cars"
+               " WHERE cars.car_id = rentals.car_id) WHERE rental_id = ?", (extra_days, extra_days, rental_id))
+    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
+
+
+@tool(write=True)
+def return_car(db: sqlite3.Connection, rental_id: str) -> dict:
+    """Close a rental and make its car available again; a returned rental cannot be
+    returned twice (R05).
+
+    Args:
+        rental_id: The rental to close.
+    """
+    if _row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
+        raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
+    db.execute("UPDATE rentals SET status = 'returned' WHERE rental_id = ?", (rental_id,))
+    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}

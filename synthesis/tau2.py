@@ -1,0 +1,161 @@
+"""τ²-bench task export and import (methods.md §6).
+
+`to_tau2` writes a `Task` in the τ²-bench task JSON shape::
+
+    {"id", "description": {"purpose", "relevant_policies", "notes"},
+     "user_scenario": {"persona", "instructions": {"domain", "reason_for_call",
+                       "known_info", "unknown_info", "task_instructions"}},
+     "initial_state": {"initialization_data": {"agent_data": {...}, "user_data": null},
+                       "initialization_actions": null, "message_history": null},
+     "evaluation_criteria": {"actions": [{"action_id", "requestor", "name", "arguments",
+                             "compare_args"}], "reward_basis": ["DB"],
+                             "communicate_info": [], "env_assertions": null, "nl_assertions": null},
+     "trajforge": {...}}
+
+τ²'s `known_info` and `unknown_info` are text, so they are rendered as lines; the state
+recipe (world, seed, scale, Set Designer patches, hash) goes in
+`initial_state.initialization_data.agent_data`; what τ² has no field for (method, split,
+target hash and diff, metadata, the exact known-info mapping) goes in the `trajforge`
+block, which τ²'s loader ignores. `from_tau2` reads it back to an equal `Task`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from data.records import StateRef, Task, ToolCall, UserScenario
+
+FORMAT = "trajforge-tau2/1"
+
+
+def _known_text(known: dict[str, str]) -> str | None:
+    return "\n".join(f"{k}: {v}" for k, v in known.items()) or None
+
+
+def _unknown_text(unknown: list[str]) -> str | None:
+    return "\n".join(unknown) or None
+
+
+def to_tau2(task: Task) -> dict[str, Any]:
+    """One task in τ²-bench's task shape (plus a `trajforge` block for a lossless import)."""
+    meta = task.metadata
+    rules = meta.get("rules_crossed") or meta.get("rules") or []
+    return {
+        "id": task.id,
+        "description": {
+            "purpose": f"{task.method} task in the {task.world} world"
+                       + (f" (boundary: {meta['boundary']})" if meta.get("boundary") else ""),
+            "relevant_policies": ", ".join(rules) or None,
+            "notes": meta.get("boundary_note") or None,
+        },
+        "user_scenario": {
+            "persona": task.user.persona,
+            "instructions": {
+                "domain": task.world,
+                "reason_for_call": task.user.reason,
+                "known_info": _known_text(task.user.known_info),
+                "unknown_info": _unknown_text(task.user.unknown_info),
+                "task_instructions": task.user.task_instructions,
+            },
+        },
+        "initial_state": {
+            "initialization_data": {"agent_data": {"trajforge_state": task.initial_state.model_dump()},
+                                    "user_data": None},
+            "initialization_actions": None,
+            "message_history": None,
+        },
+        "evaluation_criteria": {
+            "actions": [{"action_id": f"{i}_{c.name}", "requestor": "assistant", "name": c.name,
+                         "arguments": c.arguments, "compare_args": None}
+                        for i, c in enumerate(task.reference_solution)],
+            "reward_basis": ["DB"],
+            "communicate_info": [],
+            "env_assertions": None,
+            "nl_assertions": None,
+        },
+        "trajforge": {
+            "format": FORMAT,
+            "schema_version": task.schema_version,
+            "method": task.method,
+            "split": task.split,
+            "instruction": task.instruction,
+            "known_info": task.user.known_info,
+            "unknown_info": task.user.unknown_info,
+            "target_state_hash": task.target_state_hash,
+            "target_diff": task.target_diff,
+            "difficulty": task.difficulty,
+            "metadata": task.metadata,
+            "call_ids": [c.id for c in task.reference_solution],
+        },
+    }
+
+
+def from_tau2(data: dict[str, Any]) -> Task:
+    """A `Task` from a task this module exported (clear errors for anything else)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a τ²-bench task must be a JSON object, got {type(data).__name__}")
+    ext = data.get("trajforge")
+    if not isinstance(ext, dict) or ext.get("format") != FORMAT:
+        raise ValueError(f"task {data.get('id')!r} is not a trajforge export: its 'trajforge' block "
+                         f"(format {FORMAT}) holds the state recipe and target that τ²-bench has no field for")
+    try:
+        scenario = data["user_scenario"]
+        instructions = scenario["instructions"]
+        state = data["initial_state"]["initialization_data"]["agent_data"]["trajforge_state"]
+        actions = data["evaluation_criteria"]["actions"] or []
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"task {data.get('id')!r} lacks a τ²-bench field: {exc}") from exc
+    ids = ext.get("call_ids") or [None] * len(actions)
+    if len(ids) != len(actions):
+        raise ValueError(f"task {data.get('id')!r}: {len(actions)} actions but {len(ids)} call ids")
+    task = Task(
+        schema_version=ext["schema_version"],
+        id=data["id"],
+        world=instructions["domain"],
+        method=ext["method"],
+        split=ext["split"],
+        instruction=ext["instruction"],
+        user=UserScenario(
+            persona=scenario.get("persona") or "",
+            reason=instructions.get("reason_for_call") or "",
+            known_info=ext["known_info"],
+            unknown_info=ext["unknown_info"],
+            task_instructions=instructions.get("task_instructions") or "",
+        ),
+        initial_state=StateRef(**state),
+        target_state_hash=ext["target_state_hash"],
+        target_diff=ext["target_diff"],
+        reference_solution=[ToolCall(name=a["name"], arguments=a.get("arguments") or {}, id=cid)
+                            for a, cid in zip(actions, ids, strict=True)],
+        difficulty=ext["difficulty"],
+        metadata=ext["metadata"],
+    )
+    if task.id != task.compute_id():
+        raise ValueError(f"task {task.id!r}: its content does not hash to its id (edited after export?)")
+    return task
+
+
+def export_tau2(tasks: Iterable[Task], out: Path | str) -> Path:
+    """Write tasks as a τ²-bench `tasks.json` (a JSON list)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([to_tau2(t) for t in tasks], indent=1, ensure_ascii=False, default=str) + "\n")
+    return out
+
+
+def import_tau2(path: Path | str) -> list[Task]:
+    """Read a `tasks.json` written by `export_tau2`."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: a τ²-bench tasks file is a JSON list of tasks")
+    return [from_tau2(d) for d in data]
+
+
+def export_tau2_file(tasks_path: Path | str, out: Path | str) -> Path:
+    """`trajforge export-tau2 --tasks PATH --out FILE`: a committed tasks dataset to τ² JSON."""
+    from data.store import read_records
+
+    return export_tau2(read_records(tasks_path, kind="tasks"), out)
