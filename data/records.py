@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 TASK_SCHEMA_VERSION = 1
-TRAJECTORY_SCHEMA_VERSION = 1
+TRAJECTORY_SCHEMA_VERSION = 2  # 2: turn_tokens (token ids and logprobs per assistant turn)
 VERDICT_SCHEMA_VERSION = 1
 
 
@@ -128,8 +128,23 @@ class Usage(Record):
     model_calls: int = 0
 
 
+class TurnTokens(Record):
+    """Token-exact record of one assistant turn, as the server reported it (vLLM with
+    `return_token_ids`, `logprobs`, `prompt_logprobs`). Fields the server did not send
+    are None. `message_index` points at the assistant message in `Trajectory.messages`."""
+
+    turn: int
+    message_index: int
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    prompt_logprobs: list[float | None] | None = None
+    finish_reason: str | None = None
+
+
 class Trajectory(Record):
-    """One rollout of a task: OpenAI-format messages plus per-step records."""
+    """One rollout of a task: OpenAI-format messages plus per-step records; `turn_tokens`
+    holds token ids and logprobs per assistant turn when the backend provides them."""
 
     schema_version: int = TRAJECTORY_SCHEMA_VERSION
     id: str = ""
@@ -145,6 +160,7 @@ class Trajectory(Record):
     error_counts: dict[str, int] = Field(default_factory=dict)
     final_state_hash: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    turn_tokens: list[TurnTokens] = Field(default_factory=list)
 
     @staticmethod
     def make_id(task_id: str, trial: int, model: str, sampling: Sampling) -> str:

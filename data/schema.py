@@ -13,7 +13,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from data.records import Step, Task, ToolCall, Trajectory, Verdict, canonical_json
+from data.records import (
+    TRAJECTORY_SCHEMA_VERSION,
+    Step,
+    Task,
+    ToolCall,
+    Trajectory,
+    Verdict,
+    canonical_json,
+)
 
 FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
 TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])
@@ -71,6 +79,19 @@ USAGE_TYPE = pa.struct(
     [("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("model_calls", pa.int64())]
 )
 
+TURN_TOKENS_TYPE = pa.struct(
+    [
+        ("turn", pa.int32()),
+        ("message_index", pa.int32()),
+        ("prompt_token_ids", pa.list_(pa.int32())),
+        ("completion_token_ids", pa.list_(pa.int32())),
+        ("completion_logprobs", pa.list_(pa.float64())),
+        ("prompt_logprobs", pa.list_(pa.float64())),
+        ("finish_reason", pa.string()),
+    ]
+)
+
+# Version 1 had no `turn_tokens` column; its files are still read (as no token records).
 TRAJECTORY_SCHEMA = pa.schema(
     [
         ("schema_version", pa.int32()),
@@ -87,6 +108,7 @@ TRAJECTORY_SCHEMA = pa.schema(
         ("error_counts", pa.string()),  # JSON
         ("final_state_hash", pa.string()),
         ("metadata", pa.string()),  # JSON
+        ("turn_tokens", pa.list_(TURN_TOKENS_TYPE)),  # since schema version 2
     ]
 )
 
@@ -214,6 +236,13 @@ def trajectory_to_row(t: Trajectory) -> dict[str, Any]:
 
 def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
     d = dict(row)
+    version = d.get("schema_version") or 1
+    if version > TRAJECTORY_SCHEMA_VERSION:
+        raise ValueError(
+            f"trajectory schema version {version} is newer than this code's"
+            f" {TRAJECTORY_SCHEMA_VERSION}; upgrade trajforge to read it"
+        )
+    d["turn_tokens"] = d.get("turn_tokens") or []  # absent in version 1
     d["messages"] = [strip_message(m) for m in d["messages"]]
     d["tools"] = json.loads(d["tools"])
     steps = []

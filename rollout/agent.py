@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from data.records import Sampling, Step, Task, ToolCall, Trajectory, Usage
+from data.records import Sampling, Step, Task, ToolCall, Trajectory, TurnTokens, Usage
 from envs.world import World
 from rollout.model import ChatModel, ModelError
 from rollout.user import UserSimulator, termination_for
@@ -41,7 +41,8 @@ class AgentConfig(BaseModel):
 
 
 def system_prompt(world: World, now: str) -> str:
-    return SYSTEM_TEMPLATE.format(now=now, policy=world.policy.strip())
+    own = getattr(world, "system_prompt", None)  # a world may bring its own (workspace worlds)
+    return own(now) if callable(own) else SYSTEM_TEMPLATE.format(now=now, policy=world.policy.strip())
 
 
 def opening_messages(task: Task, world: World, env_now: str, user: UserSimulator) -> list[dict[str, Any]]:
@@ -52,9 +53,42 @@ def opening_messages(task: Task, world: World, env_now: str, user: UserSimulator
     ]
 
 
+class _StateHasher:
+    """`env.state_hash()`, recomputed only when SQLite counted a row change since the last
+    one (`total_changes` counts every insert, update and delete, triggers included; a
+    rolled-back change still bumps it, so a stale hash is never reused)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.changes = -1
+        self.value = ""
+
+    def __call__(self) -> str:
+        changes = getattr(getattr(self.env, "conn", None), "total_changes", None)  # None: no database
+        if changes is None or changes != self.changes:
+            self.value = self.env.state_hash()
+            self.changes = changes if changes is not None else -1
+        return self.value
+
+
+def _turn_tokens(resp: Any, turn: int, message_index: int) -> TurnTokens | None:
+    """The turn's token-exact record, if the backend returned any token data."""
+    fields = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "prompt_logprobs")
+    if all(getattr(resp, f, None) is None for f in fields):
+        return None
+    return TurnTokens(turn=turn, message_index=message_index, finish_reason=resp.finish_reason,
+                      **{f: getattr(resp, f) for f in fields})
+
+
 def world_now(conn: Any) -> str:
     (now,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
     return now
+
+
+def env_now(env: Any) -> str:
+    """The env's current time: its own clock if it has one, else its database's `meta.now`."""
+    now = getattr(env, "now", None)
+    return now() if callable(now) else world_now(env.conn)
 
 
 def _assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -81,11 +115,13 @@ async def run_episode(
     """Run one episode and return its trajectory (always; failures are recorded in it)."""
     cfg = cfg or AgentConfig()
     env = world.env(task.initial_state)
+    state_hash = _StateHasher(env)
     tools = world.tool_schemas()
-    messages = opening_messages(task, world, world_now(env.conn), user)
+    messages = opening_messages(task, world, env_now(env), user)
     steps: list[Step] = []
     errors: Counter[str] = Counter()
     usage = Usage()
+    turn_tokens: list[TurnTokens] = []
     termination: str | None = None
     metadata: dict[str, Any] = {"persistent_state": cfg.persistent_state,
                                 "max_tool_calls_per_turn": cfg.max_tool_calls_per_turn}
@@ -102,6 +138,16 @@ async def run_episode(
             except ModelError as exc:
                 errors["model_error"] += 1
                 metadata["model_error"] = str(exc)[:500]
+                metadata["model_error_reason"] = getattr(exc, "reason", "backend")
+                if getattr(exc, "endpoint", None):
+                    metadata["model_error_endpoint"] = exc.endpoint
+                    metadata["model_error_attempts"] = exc.attempts
+                termination = "model_error"
+                break
+            except Exception as exc:  # a backend bug must not lose the episode (or the batch)
+                errors["model_error"] += 1
+                metadata["model_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                metadata["model_error_reason"] = "backend"
                 termination = "model_error"
                 break
             latency = time.perf_counter() - t0
@@ -116,10 +162,13 @@ async def run_episode(
             bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(resp.malformed)]
             wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
             messages.append(_assistant_message(resp.text, wire))
+            tokens = _turn_tokens(resp, turn, len(messages) - 1)
+            if tokens is not None:
+                turn_tokens.append(tokens)
 
             if not wire:  # a plain message to the user
                 steps.append(Step(index=len(steps), turn=turn, observation="", latency_s=latency,
-                                  state_hash=env.state_hash()))
+                                  state_hash=state_hash()))
                 reply = await user.respond(messages)
                 messages.append({"role": "user", "content": reply})
                 termination = termination_for(reply)
@@ -132,7 +181,7 @@ async def run_episode(
                 steps.append(Step(
                     index=len(steps), turn=turn, action=ToolCall(name=call.name, arguments=call.arguments),
                     observation=obs.content, error=obs.error, error_detail=obs.detail,
-                    state_hash=env.state_hash(), latency_s=latency + obs.latency_s,
+                    state_hash=state_hash(), latency_s=latency + obs.latency_s,
                 ))
                 messages.append({"role": "tool", "tool_call_id": w["id"], "name": call.name, "content": obs.content})
                 if call.name == TRANSFER_TOOL and obs.ok:
@@ -143,7 +192,7 @@ async def run_episode(
                 steps.append(Step(index=len(steps), turn=turn, observation=content, error=m.error,
                                   error_detail=m.detail, latency_s=latency))
                 messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call", "content": content})
-        final_hash = env.state_hash()
+        final_hash = state_hash()
     finally:
         env.close()
     return Trajectory(
@@ -160,4 +209,5 @@ async def run_episode(
         error_counts=dict(errors),
         final_state_hash=final_hash,
         metadata=metadata,
+        turn_tokens=turn_tokens,
     )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,7 +19,14 @@ from rollout.user import ScriptedUser
 
 
 class ModelConfig(BaseModel):
-    """Which backend serves the agent. `embedded` is the CPU default."""
+    """Which backend serves the agent. `embedded` is the CPU default.
+
+    For `openai`: `base_urls` (several data-parallel servers of one model) replaces
+    `base_url` when given; see `rollout.openai_client` for routing, retries and the
+    circuit breaker. The token-exact options (`logprobs`, `top_logprobs`,
+    `return_token_ids`, `prompt_logprobs`; the last two are vLLM's) are stored per
+    assistant turn in `Trajectory.turn_tokens`.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -26,10 +34,26 @@ class ModelConfig(BaseModel):
     name: str = "SmolLM2-135M-Instruct"  # model name for openai; label otherwise
     path: str | None = None  # embedded: a model folder (e.g. a trained checkpoint); default the prepared one
     base_url: str = "http://127.0.0.1:8000/v1"
+    base_urls: list[str] = Field(default_factory=list)
     api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 60.0
+    timeout_s: float = Field(60.0, gt=0)  # per HTTP attempt
+    max_retries: int = Field(3, ge=0)
+    max_in_flight: int = Field(64, ge=1)  # per endpoint
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(20.0, ge=0)
+    breaker_failures: int = Field(5, ge=1)
+    breaker_cooldown_s: float = Field(10.0, ge=0)
+    logprobs: bool = False
+    top_logprobs: int = Field(0, ge=0)
+    return_token_ids: bool = False
+    prompt_logprobs: int | None = Field(None, ge=0)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
     max_batch: int = 8
     noise: float = 0.0  # scripted policies only
+
+    def urls(self) -> list[str]:
+        """The endpoints to use: `base_urls` if set, else `[base_url]`."""
+        return list(self.base_urls) or [self.base_url]
 
 
 class RolloutConfig(BaseModel):
@@ -43,6 +67,8 @@ class RolloutConfig(BaseModel):
 
 
 ModelFor = Callable[[Task], ChatModel]
+
+log = logging.getLogger(__name__)
 
 
 _SHARED: dict[str, ChatModel] = {}
@@ -66,8 +92,13 @@ def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
         from rollout.openai_client import OpenAICompatibleModel
 
         client = OpenAICompatibleModel(
-            base_url=cfg.base_url, model=cfg.name, api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
-            timeout_s=cfg.timeout_s,
+            model=cfg.name, base_urls=cfg.urls(), api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
+            timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, extra_body=cfg.extra_body,
+            max_in_flight=cfg.max_in_flight, backoff_base_s=cfg.backoff_base_s,
+            backoff_max_s=cfg.backoff_max_s, breaker_failures=cfg.breaker_failures,
+            breaker_cooldown_s=cfg.breaker_cooldown_s, logprobs=cfg.logprobs,
+            top_logprobs=cfg.top_logprobs, return_token_ids=cfg.return_token_ids,
+            prompt_logprobs=cfg.prompt_logprobs,
         )
         return (lambda task: client), client
     key = cfg.model_dump_json()
@@ -100,9 +131,20 @@ async def collect_async(tasks: list[Task], model_for: ModelFor, cfg: RolloutConf
 
     async def one(task: Task, trial: int) -> Trajectory:
         async with sem:
-            world = get_world(task.world)
-            return await run_episode(task, world, model_for(task), ScriptedUser(task),
-                                     trial_sampling(cfg.sampling, trial), trial, cfg.agent)
+            sampling = trial_sampling(cfg.sampling, trial)
+            model = model_for(task)
+            try:
+                world = get_world(task.world)
+                return await run_episode(task, world, model, ScriptedUser(task), sampling, trial,
+                                         cfg.agent)
+            except Exception as exc:  # one broken episode must not take the others with it
+                log.exception("episode %s trial %d failed", task.id, trial)
+                return Trajectory(
+                    id=Trajectory.make_id(task.id, trial, model.name, sampling), task_id=task.id,
+                    trial=trial, model=model.name, sampling=sampling, termination="env_error",
+                    error_counts={"env_error": 1},
+                    metadata={"env_error": f"{type(exc).__name__}: {exc}"[:500]},
+                )
 
     jobs = [one(t, k) for t in tasks for k in range(cfg.trials)]
     return list(await asyncio.gather(*jobs))

@@ -24,6 +24,9 @@ class MalformedCall(BaseModel):
 
 
 class ChatResponse(BaseModel):
+    """One assistant turn. The token fields are filled only when the server returns them
+    (vLLM's `return_token_ids`, `logprobs`, `prompt_logprobs`); they are token-exact."""
+
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     malformed: list[MalformedCall] = Field(default_factory=list)
@@ -31,10 +34,43 @@ class ChatResponse(BaseModel):
     completion_tokens: int = 0
     finish_reason: str = "stop"
     raw: dict[str, Any] = Field(default_factory=dict)
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    prompt_logprobs: list[float | None] | None = None  # first prompt token has none
+
+
+# Why a backend gave up; recorded on the trajectory as metadata["model_error_reason"].
+MODEL_ERROR_REASONS = (
+    "timeout",  # no complete answer within the per-request timeout
+    "connection",  # refused, reset or closed mid-answer
+    "rate_limited",  # HTTP 429 after every retry
+    "server_error",  # HTTP 5xx after every retry
+    "client_error",  # HTTP 4xx other than 429: the request itself is wrong
+    "bad_response",  # a 200 that is not a chat completion
+    "circuit_open",  # every endpoint's circuit breaker is open
+    "backend",  # anything else (model load failure, generation failure)
+)
 
 
 class ModelError(RuntimeError):
-    """The backend failed for good (after its own retries); the episode records it."""
+    """The backend failed for good (after its own retries); the episode records it.
+
+    `reason` is one of `MODEL_ERROR_REASONS`; `endpoint` and `attempts` say where and
+    how often it was tried (when the backend is remote).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        reason: str = "backend",
+        endpoint: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.endpoint = endpoint
+        self.attempts = attempts
 
 
 @runtime_checkable

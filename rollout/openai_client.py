@@ -1,64 +1,295 @@
-"""`ChatModel` backend for any OpenAI-compatible chat completions server (vLLM, SGLang,
-llama.cpp server, OpenAI itself) via the `openai` SDK's `AsyncOpenAI`.
+"""`ChatModel` backend for OpenAI-compatible chat completions servers (vLLM, SGLang,
+llama.cpp server, `transformers serve`, OpenAI itself), built for many concurrent rollouts.
 
-Native `tool_calls` in the reply are decoded into `ToolCall`s; when the reply has none,
-`<tool_call>{json}</tool_call>` blocks in the text are parsed instead (for servers
-started without a tool parser). Undecodable calls come back as `MalformedCall`s. The
-SDK retries connection errors, timeouts, 408/409/429 and 5xx itself; whatever still
-fails is raised as `ModelError`.
+- **Several endpoints** (data-parallel replicas of one model). Each conversation is kept on
+  one endpoint (rendezvous hashing of a conversation key: the system and first user
+  message plus the sampling seed), so the server's prefix cache is reused turn after turn.
+- **Bounded in-flight requests** per endpoint (`max_in_flight`); the wait for a slot is not
+  part of the request timeout.
+- **Per-request timeout** (`timeout_s`, default 60 s, against the SDK's 600 s), and
+  **retries** (`max_retries`) with jittered exponential backoff on 429, 408/409, 5xx,
+  connection errors, timeouts and unparseable replies; `Retry-After` / `retry-after-ms`
+  are honoured, `x-should-retry: false` is obeyed.
+- **A circuit breaker per endpoint**: open after `breaker_failures` consecutive failures,
+  one half-open probe after `breaker_cooldown_s`. Conversations whose endpoint is open
+  move to the next endpoint in their rendezvous order; a retry after a failure prefers
+  another endpoint too. When every endpoint is open a request waits up to one cool-down,
+  then fails with reason `circuit_open`.
+- Every final failure is a `ModelError` with a `reason` (see `rollout.model`), the
+  endpoint and the number of attempts; the agent loop records it on the trajectory.
+- **Token-exact records** when asked for and served: `logprobs`/`top_logprobs` (OpenAI),
+  vLLM's `return_token_ids` (`prompt_token_ids`, `choices[0].token_ids`) and
+  `prompt_logprobs`; they come back on `ChatResponse`.
+- Native `tool_calls` are decoded; without them `<tool_call>` blocks, fenced and bare JSON
+  in the text are parsed (`rollout.parsing`), with `finish_reason` telling a call cut off at
+  `max_tokens` (`truncated`) from a broken one.
+
+The transport is `rollout.http` (the SDK costs ~8 ms of CPU per request; see that module).
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-import openai
-from openai import AsyncOpenAI
-
 from data.records import Sampling
+from rollout.http import (
+    HttpConnectError,
+    HttpError,
+    HttpOrigin,
+    HttpResponse,
+    HttpTimeout,
+)
 from rollout.model import ChatResponse, ModelError
 from rollout.parsing import decode_native_tool_calls, parse_tool_calls
 
+try:  # orjson (a Prefect dependency) encodes a long conversation ~15x faster than json
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - optional speed-up
+    _orjson = None
+
+
+def _dumps(value: Any) -> bytes:
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value)
+        except TypeError:  # lone surrogates, non-str keys, huge ints: let json escape them
+            pass
+    return json.dumps(value, ensure_ascii=True, default=str).encode()
+
+
+def _loads(data: bytes) -> Any:
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass  # maybe invalid UTF-8 inside a valid document: json below decides
+    return json.loads(data.decode("utf-8", "replace"))
+
+
+class CircuitBreaker:
+    """Closed → open after `failures` consecutive failures → half-open after `cooldown_s`
+    (one probe request at a time) → closed on the probe's success, open again on failure."""
+
+    def __init__(
+        self,
+        failures: int = 5,
+        cooldown_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if failures < 1 or cooldown_s < 0:
+            raise ValueError("breaker needs failures >= 1 and cooldown_s >= 0")
+        self.threshold = failures
+        self.cooldown_s = cooldown_s
+        self.clock = clock
+        self.state = "closed"
+        self.consecutive = 0
+        self.opened_at = 0.0
+        self.probing = False
+        self.times_opened = 0
+
+    def try_acquire(self) -> bool:
+        """May a request go to this endpoint now? (Claims the probe when half-open.)"""
+        if self.state == "closed":
+            return True
+        if self.state == "open" and self.clock() - self.opened_at >= self.cooldown_s:
+            self.state = "half_open"
+        if self.state == "half_open" and not self.probing:
+            self.probing = True
+            return True
+        return False
+
+    def ready_in(self) -> float:
+        """Seconds until `try_acquire` may succeed (0 when it may now)."""
+        if self.state == "open":
+            return max(0.0, self.opened_at + self.cooldown_s - self.clock())
+        return 0.0 if self.state == "closed" or not self.probing else 0.05
+
+    def record_success(self) -> None:
+        self.state, self.consecutive, self.probing = "closed", 0, False
+
+    def record_failure(self) -> None:
+        self.consecutive += 1
+        if self.state == "half_open" or self.consecutive >= self.threshold:
+            if self.state != "open":
+                self.times_opened += 1
+            self.state, self.opened_at, self.probing = "open", self.clock(), False
+
+    def release(self) -> None:
+        """The request ended without telling whether the endpoint is healthy (cancelled)."""
+        self.probing = False
+
+
+@dataclass
+class Endpoint:
+    """One server: its connections, in-flight limit, breaker and counters."""
+
+    url: str
+    origin: HttpOrigin
+    slots: asyncio.Semaphore
+    breaker: CircuitBreaker
+    requests: int = 0
+    failures: int = 0
+    in_flight: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class _Failure(Exception):
+    """One failed attempt: why, whether to retry, how long the server asked us to wait."""
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        retry: bool,
+        retry_after: float | None = None,
+        unhealthy: bool = True,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry = retry
+        self.retry_after = retry_after
+        self.unhealthy = unhealthy  # counts against the endpoint's breaker
+
 
 class OpenAICompatibleModel:
-    """Chat with tools against an OpenAI-compatible endpoint.
+    """Chat with tools against one or several OpenAI-compatible endpoints.
 
-    `base_url` includes the API prefix (e.g. `http://127.0.0.1:8000/v1`). `timeout_s`
-    bounds each HTTP attempt; `max_retries` is the SDK's retry count on top of the first
-    attempt. `extra_body` is merged into every request (e.g. vLLM's
-    `{"chat_template_kwargs": {...}}`).
+    `base_url` / `base_urls` include the API prefix (e.g. `http://127.0.0.1:8000/v1`).
+    `extra_body` is merged into every request (e.g. vLLM's `{"chat_template_kwargs": ...}`).
+    `chat(..., conversation_key=...)` overrides the derived key that pins a conversation.
     """
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
+        base_url: str | None = None,
+        model: str = "",
         api_key: str = "EMPTY",
         timeout_s: float = 60.0,
         max_retries: int = 2,
         extra_body: dict[str, Any] | None = None,
+        *,
+        base_urls: Sequence[str] | None = None,
+        max_in_flight: int = 64,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        max_retry_after_s: float = 60.0,
+        breaker_failures: int = 5,
+        breaker_cooldown_s: float = 10.0,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        return_token_ids: bool = False,
+        prompt_logprobs: int | None = None,
     ) -> None:
-        self.base_url = base_url
+        urls = [u.rstrip("/") for u in (base_urls or ([base_url] if base_url else []))]
+        if not urls:
+            raise ValueError("OpenAICompatibleModel needs base_url or base_urls")
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"duplicate endpoint in {urls}")
+        if not model:
+            raise ValueError("OpenAICompatibleModel needs a model name")
+        if timeout_s <= 0 or max_retries < 0 or max_in_flight < 1:
+            raise ValueError("need timeout_s > 0, max_retries >= 0 and max_in_flight >= 1")
+        if top_logprobs < 0 or (prompt_logprobs is not None and prompt_logprobs < 0):
+            raise ValueError("top_logprobs and prompt_logprobs must be >= 0")
         self.model = model
         self.name = f"openai:{model}"
+        self.base_url = urls[0]
         self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.max_retry_after_s = max_retry_after_s
         self.extra_body = dict(extra_body or {})
-        self._client = AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "EMPTY",
-            timeout=timeout_s,
-            max_retries=max_retries,
-        )
+        self.logprobs = logprobs or top_logprobs > 0
+        self.top_logprobs = top_logprobs
+        self.return_token_ids = return_token_ids
+        self.prompt_logprobs = prompt_logprobs
+        self.endpoints = [
+            Endpoint(
+                url=u,
+                origin=HttpOrigin(u, max_idle=max(8, max_in_flight)),
+                slots=asyncio.Semaphore(max_in_flight),
+                breaker=CircuitBreaker(breaker_failures, breaker_cooldown_s),
+            )
+            for u in urls
+        ]
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {api_key or 'EMPTY'}",
+        }
+        self._orders: dict[Any, list[Endpoint]] = {}
+        self._rng = random.Random()
+
+    # -- public -----------------------------------------------------------------------
 
     async def chat(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         sampling: Sampling,
+        conversation_key: str | None = None,
     ) -> ChatResponse:
-        kwargs: dict[str, Any] = {
+        body = _dumps(self._payload(messages, tools, sampling))
+        order = self._order(conversation_key or _conversation_key(messages, sampling))
+        failure: _Failure | None = None
+        endpoint: Endpoint | None = None
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._delay(attempt, failure))
+                if failure is not None and failure.unhealthy and endpoint is not None:
+                    order = [e for e in order if e is not endpoint] + [endpoint]
+            endpoint = await self._pick(order, attempts)
+            attempts += 1
+            try:
+                data = await self._attempt(endpoint, body)
+            except _Failure as f:
+                failure = f
+                if not f.retry:
+                    break
+                continue
+            return self._convert(data, endpoint, attempts)
+        assert failure is not None and endpoint is not None
+        raise ModelError(
+            f"{self.name} at {endpoint.url}: {failure} (after {attempts} attempt"
+            f"{'s' if attempts != 1 else ''})",
+            reason=failure.reason,
+            endpoint=endpoint.url,
+            attempts=attempts,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Per-endpoint counters and breaker states."""
+        return {
+            e.url: {
+                "requests": e.requests,
+                "failures": e.failures,
+                "errors": dict(e.errors),
+                "breaker": e.breaker.state,
+                "breaker_opened": e.breaker.times_opened,
+                "connections_opened": e.origin.connections_opened,
+            }
+            for e in self.endpoints
+        }
+
+    async def aclose(self) -> None:
+        for e in self.endpoints:
+            await e.origin.aclose()
+
+    # -- request ----------------------------------------------------------------------
+
+    def _payload(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai_messages(messages),
             "temperature": sampling.temperature,
@@ -66,108 +297,339 @@ class OpenAICompatibleModel:
             "max_tokens": sampling.max_tokens,
         }
         if tools:
-            kwargs["tools"] = tools
+            payload["tools"] = tools
         if sampling.seed is not None:
-            kwargs["seed"] = sampling.seed
+            payload["seed"] = sampling.seed
+        if self.logprobs:
+            payload["logprobs"] = True
+            if self.top_logprobs:
+                payload["top_logprobs"] = self.top_logprobs
+        if self.return_token_ids:
+            payload["return_token_ids"] = True
+        if self.prompt_logprobs is not None:
+            payload["prompt_logprobs"] = self.prompt_logprobs
         if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
-        try:
-            completion = await self._client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError as e:
-            raise ModelError(
-                f"{self.name} at {self.base_url}: timed out ({self.timeout_s}s per attempt,"
-                f" {self._client.max_retries + 1} attempts)"
-            ) from e
-        except openai.APIStatusError as e:
-            raise ModelError(
-                f"{self.name} at {self.base_url}: HTTP {e.status_code}: {_clip(e.message)}"
-            ) from e
-        except openai.APIConnectionError as e:
-            cause = e.__cause__ or e
-            raise ModelError(
-                f"{self.name} at {self.base_url}: connection failed: {_clip(repr(cause))}"
-            ) from e
-        except openai.OpenAIError as e:
-            raise ModelError(
-                f"{self.name} at {self.base_url}: {type(e).__name__}: {_clip(str(e))}"
-            ) from e
-        return self._convert(completion)
+            payload.update(self.extra_body)
+        return payload
 
-    def _convert(self, completion: Any) -> ChatResponse:
-        """Turn the SDK's reply into a `ChatResponse`, checking its shape by hand (the SDK
-        does not validate responses)."""
-        data = completion.to_dict(warnings=False) if hasattr(completion, "to_dict") else completion
-        if not isinstance(data, dict):
-            raise ModelError(
-                f"{self.name} at {self.base_url}: reply is not a chat completion:"
-                f" {_clip(repr(data))}"
+    def _order(self, key: Any) -> list[Endpoint]:
+        """The conversation's endpoints by rendezvous weight: its home first."""
+        if len(self.endpoints) == 1:
+            return self.endpoints
+        order = self._orders.get(key)
+        if order is None:
+            if len(self._orders) > 100_000:
+                self._orders.clear()
+            order = sorted(self.endpoints, key=lambda e: hash((key, e.url)), reverse=True)
+            self._orders[key] = order
+        return order
+
+    async def _pick(self, order: list[Endpoint], attempts: int) -> Endpoint:
+        """The first endpoint in `order` whose breaker lets a request through; when none
+        does, wait (at most about one cool-down) for one to half-open."""
+        waited = 0.0
+        while True:
+            for e in order:
+                if e.breaker.try_acquire():
+                    return e
+            wait = min(e.breaker.ready_in() for e in order)
+            limit = max(e.breaker.cooldown_s for e in order) + 0.5
+            if waited + wait > limit:
+                urls = ", ".join(e.url for e in order)
+                raise ModelError(
+                    f"{self.name}: every endpoint's circuit breaker is open ({urls})",
+                    reason="circuit_open",
+                    endpoint=order[0].url,
+                    attempts=attempts,
+                )
+            wait = max(wait, 0.01)
+            await asyncio.sleep(wait)
+            waited += wait
+
+    async def _attempt(self, endpoint: Endpoint, body: bytes) -> dict[str, Any]:
+        """One HTTP exchange; a decoded JSON object, or `_Failure`."""
+        endpoint.requests += 1
+        verdict: bool | None = None  # breaker verdict: True healthy, False unhealthy
+        try:
+            async with endpoint.slots:
+                endpoint.in_flight += 1
+                try:
+                    response = await endpoint.origin.request(
+                        "POST", "/chat/completions", body, self._headers, self.timeout_s
+                    )
+                finally:
+                    endpoint.in_flight -= 1
+            data = self._check(response)
+            verdict = True
+            return data
+        except HttpTimeout as e:
+            verdict = False
+            raise self._failed(
+                endpoint,
+                _Failure("timeout", f"timed out ({self.timeout_s}s per attempt): {e}", True),
+            ) from None
+        except HttpConnectError as e:
+            verdict = False
+            raise self._failed(
+                endpoint, _Failure("connection", f"connection failed: {e}", True)
+            ) from None
+        except HttpError as e:
+            verdict = False
+            raise self._failed(
+                endpoint, _Failure("connection", f"connection broken: {e}", True)
+            ) from None
+        except _Failure as f:
+            verdict = not f.unhealthy
+            raise self._failed(endpoint, f) from None
+        finally:
+            if verdict is True:
+                endpoint.breaker.record_success()
+            elif verdict is False:
+                endpoint.breaker.record_failure()
+            else:
+                endpoint.breaker.release()
+
+    def _failed(self, endpoint: Endpoint, failure: _Failure) -> _Failure:
+        endpoint.failures += 1
+        endpoint.errors[failure.reason] = endpoint.errors.get(failure.reason, 0) + 1
+        return failure
+
+    def _check(self, response: HttpResponse) -> dict[str, Any]:
+        """The JSON body of a 200, or the `_Failure` an error status stands for."""
+        status, headers = response.status, response.headers
+        should_retry = headers.get("x-should-retry", "").lower()
+        if status == 200:
+            try:
+                data = _loads(response.body)
+            except (ValueError, RecursionError) as e:
+                raise _Failure(
+                    "bad_response", f"reply is not JSON ({e}): {_clip(repr(response.body))}", True
+                ) from None
+            if not isinstance(data, dict):
+                raise _Failure(
+                    "bad_response",
+                    f"reply is not a chat completion: {_clip(repr(data))}",
+                    False,
+                    unhealthy=False,
+                )
+            return data
+        message = f"HTTP {status}: {_clip(_error_message(response.body))}"
+        retry_after = _retry_after(headers)
+        if status == 429:
+            failure = _Failure("rate_limited", message, True, retry_after, unhealthy=False)
+        elif status == 408:
+            failure = _Failure("timeout", message, True, retry_after)
+        elif status >= 500:
+            failure = _Failure("server_error", message, True, retry_after)
+        elif status == 409:
+            failure = _Failure("server_error", message, True, retry_after, unhealthy=False)
+        else:
+            failure = _Failure("client_error", message, False, unhealthy=False)
+        if should_retry == "false":
+            failure.retry = False
+        elif should_retry == "true":
+            failure.retry = True
+        if failure.retry_after is not None and failure.retry_after > self.max_retry_after_s:
+            failure.retry = False  # the server wants us away for longer than we wait
+        raise failure
+
+    def _delay(self, attempt: int, failure: _Failure | None) -> float:
+        """Seconds before retry `attempt` (1-based): the server's Retry-After if it gave
+        one, else exponential backoff with jitter (half fixed, half random)."""
+        if failure is not None and failure.retry_after is not None:
+            return failure.retry_after * (1 + 0.1 * self._rng.random())
+        cap = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        return cap / 2 + self._rng.random() * cap / 2
+
+    # -- reply ------------------------------------------------------------------------
+
+    def _convert(self, data: dict[str, Any], endpoint: Endpoint, attempts: int) -> ChatResponse:
+        """Turn a chat completion into a `ChatResponse`, checking its shape by hand."""
+
+        def bad(what: str) -> ModelError:
+            return ModelError(
+                f"{self.name} at {endpoint.url}: {what}",
+                reason="bad_response",
+                endpoint=endpoint.url,
+                attempts=attempts,
             )
+
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ModelError(
-                f"{self.name} at {self.base_url}: reply has no choices: {_clip(repr(data))}"
-            )
-        message = choices[0].get("message")
+            raise bad(f"reply has no choices: {_clip(repr(data))}")
+        choice = choices[0]
+        message = choice.get("message")
         if not isinstance(message, dict):
-            raise ModelError(
-                f"{self.name} at {self.base_url}: reply choice has no message:"
-                f" {_clip(repr(choices[0]))}"
-            )
+            raise bad(f"reply choice has no message: {_clip(repr(choice))}")
         content = message.get("content")
         text = content if isinstance(content, str) else ""
         native = message.get("tool_calls") or []
         if not isinstance(native, list):
-            raise ModelError(
-                f"{self.name} at {self.base_url}: reply tool_calls is not a list:"
-                f" {_clip(repr(native))}"
-            )
+            raise bad(f"reply tool_calls is not a list: {_clip(repr(native))}")
+        finish = str(choice.get("finish_reason") or "stop")
         if native:
-            calls, malformed = decode_native_tool_calls(native)
+            calls, malformed = decode_native_tool_calls(native, finish)
         else:
-            text, calls, malformed = parse_tool_calls(text)
+            text, calls, malformed = parse_tool_calls(text, finish)
         usage = data.get("usage")
         if not isinstance(usage, dict):
             usage = {}
+        prompt_ids = _int_list(data.get("prompt_token_ids"))
         return ChatResponse(
             text=text,
             tool_calls=calls,
             malformed=malformed,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
-            finish_reason=str(choices[0].get("finish_reason") or "stop"),
+            finish_reason=finish,
             raw={"id": data.get("id"), "model": data.get("model")},
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=_int_list(choice.get("token_ids")),
+            completion_logprobs=_completion_logprobs(choice.get("logprobs")),
+            prompt_logprobs=_prompt_logprobs(data.get("prompt_logprobs"), prompt_ids),
         )
 
-    async def aclose(self) -> None:
-        await self._client.close()
+
+def _conversation_key(messages: list[dict[str, Any]], sampling: Sampling) -> Any:
+    """What stays the same across one conversation's turns: its opening and its seed."""
+    first = messages[0].get("content") if messages else None
+    second = messages[1].get("content") if len(messages) > 1 else None
+    return (
+        first if isinstance(first, str) else repr(first),
+        second if isinstance(second, str) else repr(second),
+        sampling.seed,
+    )
 
 
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copy `messages`, normalising assistant `tool_calls` to the wire format: each call
-    `{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}`.
-    Flat `{"name", "arguments", "id"}` calls (as in `ToolCall`) are accepted too."""
+    """`messages` in the wire format: assistant `tool_calls` as `{"id", "type": "function",
+    "function": {"name", "arguments": <JSON string>}}` (flat `{"name", "arguments", "id"}`
+    calls, as in `ToolCall`, are accepted). Messages that need no change are passed
+    through (not copied); the caller's messages are never modified."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        message = copy.deepcopy(message)
         calls = message.get("tool_calls")
-        if message.get("role") == "assistant" and calls:
-            message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(calls)]
+        if calls and message.get("role") == "assistant" and not all(_is_wire(c) for c in calls):
+            message = {**message, "tool_calls": [_wire_call(c, i) for i, c in enumerate(calls)]}
         out.append(message)
     return out
 
 
+def _is_wire(call: Any) -> bool:
+    if (
+        not isinstance(call, dict)
+        or not call.get("id")
+        or call.get("type", "function") != "function"
+    ):
+        return False
+    fn = call.get("function")
+    return isinstance(fn, dict) and _is_json_object(fn.get("arguments"))
+
+
+def _is_json_object(text: Any) -> bool:
+    if not isinstance(text, str) or not text.startswith("{"):
+        return False
+    try:
+        return isinstance(_loads(text.encode("utf-8", "surrogatepass")), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _wire_call(call: dict[str, Any], index: int) -> dict[str, Any]:
+    """One call in the wire format. Arguments that are not a JSON object (the raw text of a
+    malformed call, kept in the history so the model sees its mistake) are wrapped as
+    `{"raw": text}`: servers such as `transformers serve` and vLLM parse them (HTTP 500)."""
     function = call.get("function")
     if not isinstance(function, dict):
         function = {"name": call.get("name", ""), "arguments": call.get("arguments", {})}
     arguments = function.get("arguments", {})
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
+    elif not _is_json_object(arguments):
+        arguments = json.dumps({"raw": arguments}, ensure_ascii=False)
     return {
         "id": call.get("id") or f"call_{index}",
         "type": call.get("type", "function"),
         "function": {**function, "arguments": arguments},
     }
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        return body.decode("utf-8", "replace")
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return repr(data)
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        return None
+    return value
+
+
+def _completion_logprobs(value: Any) -> list[float] | None:
+    """`choices[0].logprobs.content[*].logprob` (OpenAI format)."""
+    content = value.get("content") if isinstance(value, dict) else None
+    if not isinstance(content, list):
+        return None
+    out: list[float] = []
+    for entry in content:
+        lp = entry.get("logprob") if isinstance(entry, dict) else None
+        if not isinstance(lp, int | float) or isinstance(lp, bool):
+            return None
+        out.append(float(lp))
+    return out
+
+
+def _prompt_logprobs(value: Any, prompt_ids: list[int] | None) -> list[float | None] | None:
+    """vLLM's `prompt_logprobs`: per prompt position None or `{token_id: {"logprob": ...}}`;
+    the logprob of the token actually in the prompt (known from `prompt_token_ids`)."""
+    if not isinstance(value, list):
+        return None
+    out: list[float | None] = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or not entry:
+            out.append(None)
+            continue
+        if prompt_ids is not None and i < len(prompt_ids):
+            chosen = entry.get(str(prompt_ids[i]), entry.get(prompt_ids[i]))
+        elif len(entry) == 1:
+            chosen = next(iter(entry.values()))
+        else:
+            chosen = None
+        lp = chosen.get("logprob") if isinstance(chosen, dict) else chosen
+        out.append(float(lp) if isinstance(lp, int | float) and not isinstance(lp, bool) else None)
+    return out
 
 
 def _clip(text: str, limit: int = 300) -> str:

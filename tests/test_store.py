@@ -36,7 +36,7 @@ def test_records_roundtrip_through_parquet(tmp_path: Path) -> None:
     manifest = store.read_manifest(path)
     assert manifest.rows == 3 and len(manifest.files) == 2
     assert [f.rows for f in manifest.files] == [2, 1]
-    assert manifest.lineage.parents == ["p1"] and manifest.schema_version == 1
+    assert manifest.lineage.parents == ["p1"] and manifest.schema_version == trajs[0].schema_version
     back = store.read_records(path, "trajectories")
     assert [t.model_dump() for t in back] == [t.model_dump() for t in trajs]
 

@@ -42,6 +42,8 @@ class Reply:
     `{"name": ..., "arguments": dict | str, "id": ...}`; a string `arguments` is sent
     as is (so it can be bad JSON), a missing `name` is left out of the call.
     `retry_after_s` sets `retry-after-ms` on error replies so SDK retries are quick.
+    `extra` and `choice_extra` add fields to the completion and its first choice (e.g.
+    vLLM's `prompt_token_ids`, `prompt_logprobs`, `token_ids`, `logprobs`).
     """
 
     text: str | None = None
@@ -53,6 +55,8 @@ class Reply:
     completion_tokens: int = 7
     body: Any = None
     retry_after_s: float | None = 0.01
+    extra: dict[str, Any] = field(default_factory=dict)  # merged into the completion
+    choice_extra: dict[str, Any] = field(default_factory=dict)  # merged into choices[0]
 
 
 def text_reply(text: str, **kw: Any) -> Reply:
@@ -247,18 +251,19 @@ def _completion(reply: Reply, n: int, model: str) -> dict[str, Any]:
             )
         message["tool_calls"] = calls
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     return {
         "id": f"chatcmpl-fake-{n}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "choices": [choice | reply.choice_extra],
         "usage": {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         },
-    }
+    } | reply.extra
 
 
 @pytest.fixture

@@ -1,0 +1,508 @@
+"""Generate `tests/fixtures/malformed_outputs.jsonl`: model outputs with malformed tool
+calls, each with the error classes the parser must report (known by construction).
+
+    .venv/bin/python tests/make_malformed_corpus.py   # rewrites the fixture
+
+One JSON object per line: `id`, `category`, the output as `output` (text), `output_b64`
+(raw bytes, for invalid UTF-8) or `output_spec` (`prefix + repeat * times + suffix`, for
+huge outputs), optional `native` (OpenAI `tool_calls`) and `finish_reason`, and
+`expected`: the classes in the order `parse_model_output(..., tools=TOOLS)` reports them
+(parse errors in order of appearance, then schema errors of the parsed calls).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+FIXTURE = Path(__file__).parent / "fixtures" / "malformed_outputs.jsonl"
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "cancel_order",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "reason": {
+                        "type": "string",
+                        "enum": ["ordered by mistake", "no longer needed"],
+                    },
+                },
+                "required": ["order_id", "reason"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "set_quantity",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "quantity": {"type": "integer"},
+                    "gift": {"type": "boolean"},
+                    "notes": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["order_id", "quantity"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "list_orders", "parameters": {"type": "object", "properties": {}}},
+    },
+]
+
+GOOD = '{"name": "get_order", "arguments": {"order_id": "A1"}}'
+PROSE = ["", "Let me check that for you.\n", "Sure! ", "I'll look it up now:\n\n"]
+
+
+def tag(body: str) -> str:
+    return f"<tool_call>{body}</tool_call>"
+
+
+def native(
+    name: Any, arguments: Any, call_id: str = "call_0", kind: str = "function"
+) -> dict[str, Any]:
+    fn: dict[str, Any] = {"arguments": arguments}
+    if name is not None:
+        fn["name"] = name
+    return {"id": call_id, "type": kind, "function": fn}
+
+
+def build() -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+
+    def add(category: str, expected: list[str], **kw: Any) -> None:
+        items.append(
+            {
+                "id": f"{category}-{sum(i['category'] == category for i in items):03d}",
+                "category": category,
+                **kw,
+                "expected": expected,
+            }
+        )
+
+    # bad JSON in closed <tool_call> blocks
+    broken = [
+        "{'name': 'get_order', 'arguments': {'order_id': 'A1'}}",
+        '{"name": "get_order", "arguments": {"order_id": "A1",}}',
+        '{"name": "get_order" "arguments": {"order_id": "A1"}}',
+        '{name: "get_order", arguments: {order_id: "A1"}}',
+        '{"name": "get_order", "arguments": {"order_id": None}}',
+        '{"name": "get_order", "arguments": {"order_id": "A1"} // look up',
+        '{"name": "get_order", "arguments": {"order_id": "A1"}} and then cancel it',
+        "get_order(order_id='A1')",
+        '{"name": "get_order", "arguments": {"order_id": "A1"]}',
+        '{"name": "get_order", "arguments": {"order_id": "A1\n"}}',
+        '{"name": "get_order", "arguments": {"order_id": "A1"}, }',
+        '{"name": "get_order", "arguments": {"order_id": \'A1\'}}',
+        '{"name": "get_order", "arguments": {"order_id": "A1"}}}} extra',
+        '{"name": "get_order", "arguments": {"order_id": "A1"}',
+        "",
+    ]
+    for i, body in enumerate(broken):
+        add("bad_json", ["bad_json"], output=PROSE[i % 4] + tag(body))
+        add("bad_json", ["bad_json"], output=tag(body) + "\nI will wait for the result.")
+    for body in [b for b in broken if b.startswith('{"name"') and '"arguments"' in b]:
+        add("bad_json_fenced", ["bad_json"], output=f"Calling:\n```json\n{body}\n```")
+    for args in [
+        '{"order_id": "A1"',
+        '{"order_id": A1}',
+        "{order_id: 'A1'}",
+        '{"order_id": "A1"}}x',
+        '{"order_id": "A1",}',
+        "{'order_id': 'A1'}",
+    ]:
+        add("bad_json_native", ["bad_json"], native=[native("get_order", args)])
+
+    # missing or unusable names
+    for body in [
+        '{"arguments": {"order_id": "A1"}}',
+        '{"name": null, "arguments": {}}',
+        '{"name": "", "arguments": {}}',
+        '{"name": "   ", "arguments": {}}',
+        '{"name": 42, "arguments": {}}',
+        '{"name": ["get_order"], "arguments": {}}',
+        '{"tool": "get_order", "arguments": {"order_id": "A1"}}',
+        '{"function": {"arguments": {}}}',
+    ]:
+        add("missing_name", ["missing_name"], output=tag(body))
+    for name in [None, "", "  ", 7]:
+        add("missing_name", ["missing_name"], native=[native(name, "{}")])
+
+    # arguments that are not an object
+    for args in ["[1, 2]", "7", '"A1"', "true", '"[\\"A1\\"]"', "3.5", "[]"]:
+        add(
+            "arguments_not_object",
+            ["arguments_not_object"],
+            output=tag(f'{{"name": "get_order", "arguments": {args}}}'),
+        )
+    for args in ["[1]", "12", '"plain words"', "false"]:
+        add("arguments_not_object", ["arguments_not_object"], native=[native("get_order", args)])
+    add("arguments_not_object", ["arguments_not_object"], native=[native("get_order", ["A1"])])
+
+    # tools that do not exist
+    for name in [
+        "get_orders",
+        "getOrder",
+        "lookup_order",
+        "cancel",
+        "refund_order",
+        "GET_ORDER",
+        "get order",
+        "search",
+        "transfer_to_human",
+        "delete_account",
+    ]:
+        add(
+            "unknown_tool",
+            ["unknown_tool"],
+            output=tag(json.dumps({"name": name, "arguments": {"order_id": "A1"}})),
+        )
+    for name in [
+        "getorder",
+        "list",
+        "cancelOrder",
+        "set_qty",
+        "python",
+        "get_order ",
+        "orders",
+        "get_order_details",
+        "cancel_orders",
+        "SetQuantity",
+    ]:
+        add("unknown_tool", ["unknown_tool"], native=[native(name, '{"order_id": "A1"}')])
+
+    # wrong argument types or values
+    wrong = [
+        ("get_order", {"order_id": 123}),
+        ("get_order", {"order_id": None}),
+        ("get_order", {"order_id": ["A1"]}),
+        ("get_order", {"order_id": {"id": "A1"}}),
+        ("get_order", {"order_id": True}),
+        ("set_quantity", {"order_id": "A1", "quantity": "three"}),
+        ("set_quantity", {"order_id": "A1", "quantity": 2.5}),
+        ("set_quantity", {"order_id": "A1", "quantity": True}),
+        ("set_quantity", {"order_id": "A1", "quantity": 2, "gift": "yes"}),
+        ("set_quantity", {"order_id": "A1", "quantity": 2, "notes": "fragile"}),
+        ("set_quantity", {"order_id": "A1", "quantity": 2, "notes": [1, 2]}),
+        ("cancel_order", {"order_id": "A1", "reason": "changed my mind"}),
+        ("cancel_order", {"order_id": "A1", "reason": 3}),
+        ("cancel_order", {"order_id": "A1", "reason": "Ordered by mistake"}),
+    ]
+    for i, (name, args) in enumerate(wrong):
+        call = json.dumps({"name": name, "arguments": args})
+        if i % 2:
+            add("wrong_type", ["wrong_type"], native=[native(name, json.dumps(args))])
+        else:
+            add("wrong_type", ["wrong_type"], output=PROSE[i % 4] + tag(call))
+
+    # missing and unexpected arguments
+    for name, args in [
+        ("get_order", {}),
+        ("cancel_order", {"order_id": "A1"}),
+        ("cancel_order", {}),
+        ("set_quantity", {"order_id": "A1"}),
+        ("set_quantity", {"quantity": 1}),
+        ("cancel_order", {"reason": "no longer needed"}),
+    ]:
+        add(
+            "missing_argument",
+            ["missing_argument"],
+            output=tag(json.dumps({"name": name, "arguments": args})),
+        )
+    for name, args in [
+        ("get_order", {"order_id": "A1", "verbose": True}),
+        ("list_orders", {"user": "u1"}),
+        ("get_order", {"id": "A1"}),
+        ("set_quantity", {"order_id": "A1", "quantity": 1, "qty": 1}),
+        ("list_orders", {"limit": 5}),
+    ]:
+        add("unknown_argument", ["unknown_argument"], native=[native(name, json.dumps(args))])
+
+    # unclosed tags (not truncation: generation stopped on its own)
+    for i, tail in enumerate(
+        [" and then I'll cancel it", "\nPlease hold on.", " ok?", "\n\nDone!", " }) extra"]
+    ):
+        add(
+            "unclosed_tag",
+            ["unclosed_tag"],
+            output=PROSE[i % 4] + "<tool_call>" + GOOD + tail,
+            finish_reason="stop",
+        )
+    for text in [
+        "I will call get_order now",
+        "get_order A1",
+        "calling the tool...",
+        "(no call)",
+        "name=get_order",
+    ]:
+        add(
+            "unclosed_tag",
+            ["unclosed_tag"],
+            output="Okay. <tool_call>" + text,
+            finish_reason="stop",
+        )
+
+    # truncation at max_tokens
+    calls = [
+        GOOD,
+        '{"name": "cancel_order", "arguments": {"order_id": "A1", "reason": "no longer needed"}}',
+        '{"name": "set_quantity", "arguments": {"order_id": "A1", "quantity": 3, "notes": ["x", "y"]}}',
+    ]
+    for call in calls:
+        for cut in (5, len(call) // 3, len(call) // 2, 2 * len(call) // 3, len(call) - 2):
+            add(
+                "truncated",
+                ["truncated"],
+                output="Let me check.\n<tool_call>" + call[:cut],
+                finish_reason="length",
+            )
+        add(
+            "truncated",
+            ["truncated"],
+            output=f"Calling {call[: len(call) - 3]}",
+            finish_reason="length",
+        )
+        add(
+            "truncated",
+            ["truncated"],
+            output=f"```json\n{call[: len(call) - 4]}",
+            finish_reason="length",
+        )
+        add(
+            "truncated",
+            ["truncated"],
+            native=[native("get_order", '{"order_id": "A')],
+            finish_reason="length",
+        )
+    add("truncated", ["truncated"], output="<tool_call>", finish_reason="length")
+    add(
+        "truncated",
+        ["truncated"],
+        output=tag(GOOD) + '\n<tool_call>{"name": "list_or',
+        finish_reason="length",
+    )
+
+    # huge outputs
+    for times in (300_000, 600_000):
+        add(
+            "huge",
+            ["too_large"],
+            output_spec={
+                "prefix": "<tool_call>" + GOOD[:-2] + ', "note": "',
+                "repeat": "x",
+                "times": times,
+                "suffix": '"}}</tool_call>',
+            },
+        )
+    add(
+        "huge",
+        ["too_large"],
+        output_spec={"prefix": "", "repeat": "blah ", "times": 60_000, "suffix": tag(GOOD)},
+    )
+    add(
+        "huge",
+        ["too_large"],
+        output_spec={
+            "prefix": "",
+            "repeat": '{"name": "a", "arguments": ',
+            "times": 20_000,
+            "suffix": "",
+        },
+    )
+    add(
+        "huge",
+        ["bad_json"],
+        output_spec={
+            "prefix": "<tool_call>",
+            "repeat": "[",
+            "times": 100_000,
+            "suffix": "</tool_call>",
+        },
+    )
+    add(
+        "huge",
+        ["bad_json"],
+        output_spec={
+            "prefix": "",
+            "repeat": '{"name": "a", "arguments": ',
+            "times": 5_000,
+            "suffix": "",
+        },
+    )
+    add(
+        "huge",
+        ["bad_json"],
+        output_spec={
+            "prefix": "<tool_call>",
+            "repeat": '{"a": ',
+            "times": 30_000,
+            "suffix": "</tool_call>",
+        },
+    )
+    add(
+        "huge",
+        ["bad_json"],
+        output_spec={
+            "prefix": "```json\n",
+            "repeat": '{"name": "get_order", "arguments": [',
+            "times": 4_000,
+            "suffix": "\n```",
+        },
+    )
+    add(
+        "huge",
+        ["truncated"],
+        output_spec={
+            "prefix": "<tool_call>" + GOOD[:-2] + ', "x": "',
+            "repeat": "y",
+            "times": 200_000,
+            "suffix": "",
+        },
+        finish_reason="length",
+    )
+    add(
+        "huge",
+        ["bad_json"],
+        output_spec={
+            "prefix": "",
+            "repeat": '{"name": "get_order", "arguments": {"k": [',
+            "times": 3_000,
+            "suffix": "} more text",
+        },
+    )
+
+    # invalid UTF-8 and lone surrogates
+    for bad in (b"\xff", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\x80\x80", b"\xf0\x9f\x98"):
+        raw = (
+            b'<tool_call>{"name": "get_order", "arguments": {"order_id": "A'
+            + bad
+            + b'1"}}</tool_call>'
+        )
+        add("invalid_utf8", ["invalid_utf8"], output_b64=base64.b64encode(raw).decode())
+        raw = b"Sure.\n" + b'{"name": "get_order", "arguments": {"order_id": "' + bad + b'"}}'
+        add("invalid_utf8", ["invalid_utf8"], output_b64=base64.b64encode(raw).decode())
+    for esc in ("\\ud800", "\\udfff", "\\ud83d"):
+        add(
+            "invalid_utf8",
+            ["invalid_utf8"],
+            output=tag('{"name": "get_order", "arguments": {"order_id": "A' + esc + '"}}'),
+        )
+        add(
+            "invalid_utf8",
+            ["invalid_utf8"],
+            native=[native("get_order", '{"order_id": "' + esc + '"}')],
+        )
+    add("invalid_utf8", ["invalid_utf8"], native=[native("get_order", {"order_id": "A\ud800"})])
+
+    # exact repeats in one output
+    for k in (2, 3, 5, 8):
+        add("repeated_call", ["repeated_call"] * (k - 1), output="\n".join([tag(GOOD)] * k))
+        add(
+            "repeated_call",
+            ["repeated_call"] * (k - 1),
+            native=[native("get_order", '{"order_id": "A1"}', f"call_{i}") for i in range(k)],
+        )
+    add(
+        "repeated_call",
+        ["repeated_call"],
+        output=tag(GOOD)
+        + tag('{"name": "get_order", "arguments": {"order_id": "B2"}}')
+        + tag(GOOD),
+    )
+    add(
+        "repeated_call",
+        ["repeated_call"],
+        output=tag(GOOD) + tag('{"arguments": {"order_id": "A1"}, "name": "get_order"}'),
+    )
+    add("repeated_call", ["repeated_call"], output=f"```json\n[{GOOD}, {GOOD}]\n```")
+    add("repeated_call", ["repeated_call"], output=f"First {GOOD} then again {GOOD}.")
+
+    # native entries that are not function calls
+    for entry in [
+        "get_order",
+        5,
+        {"type": "retrieval", "retrieval": {}},
+        {"id": "x", "type": "code_interpreter"},
+        None,
+    ]:
+        add("unsupported_call", ["unsupported_call"], native=[entry])
+
+    # several problems in one output
+    add(
+        "mixed",
+        ["bad_json", "unknown_tool"],
+        output=tag("{oops}") + tag('{"name": "get_ordr", "arguments": {"order_id": "A1"}}'),
+    )
+    add(
+        "mixed",
+        ["missing_name", "arguments_not_object", "wrong_type"],
+        output=tag('{"arguments": {}}')
+        + tag('{"name": "get_order", "arguments": [1]}')
+        + tag('{"name": "get_order", "arguments": {"order_id": 5}}'),
+    )
+    add(
+        "mixed",
+        ["repeated_call", "missing_argument"],
+        output=tag('{"name": "cancel_order", "arguments": {"order_id": "A1"}}') * 2,
+    )
+    add(
+        "mixed",
+        ["bad_json", "truncated"],
+        output=tag("{]") + "<tool_call>" + GOOD[:20],
+        finish_reason="length",
+    )
+    add(
+        "mixed",
+        ["invalid_utf8", "unknown_tool"],
+        output=tag('{"name": "get_order", "arguments": {"order_id": "\\udc80"}}')
+        + tag('{"name": "nope", "arguments": {}}'),
+    )
+    add(
+        "mixed",
+        ["bad_json", "unknown_argument"],
+        native=[native("get_order", "{bad"), native("list_orders", '{"x": 1}', "call_1")],
+    )
+    add(
+        "mixed",
+        ["unsupported_call", "repeated_call"],
+        native=[
+            {"type": "web_search"},
+            native("list_orders", "{}", "c1"),
+            native("list_orders", "", "c2"),
+        ],
+    )
+    add("mixed", ["bad_json", "bad_json"], output=tag("nope") + "text" + tag("{'a': 1}"))
+    return items
+
+
+def main() -> None:
+    items = build()
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    with FIXTURE.open("w", encoding="utf-8") as f:
+        for item in items:
+            f.write(json.dumps(item, ensure_ascii=True) + "\n")
+    print(f"wrote {len(items)} outputs to {FIXTURE}")
+
+
+if __name__ == "__main__":
+    main()
