@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import content_hash
 from rollout.collector import RolloutConfig
+from rollout.vllm_server import VLLMServerConfig
 from synthesis.base import SynthesisConfig
 from train.config import GRPOStageConfig, SFTStageConfig
 
@@ -84,6 +85,19 @@ class HygieneConfig(BaseModel):
     drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
 
 
+class VLLMLaunchConfig(BaseModel):
+    """Start vLLM for the rollout stage (GPU machines): `replicas` servers of `server` on
+    consecutive ports, one per `gpus_per_replica` GPUs; the rollout's model becomes an
+    OpenAI-compatible client over all of them, and the servers stop when rollouts are done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: VLLMServerConfig
+    replicas: int = 1
+    gpus_per_replica: int = 1
+    startup_timeout_s: float = 900.0
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -95,6 +109,7 @@ class RunConfig(BaseModel):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
+    vllm: VLLMLaunchConfig | None = None  # launch vLLM servers for the rollout stage
     reference_trials: int = 1  # gold trajectories per task from the verified reference path
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.

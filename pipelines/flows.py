@@ -177,7 +177,8 @@ def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
     counts: dict[str, Any] = {}
     try:
-        trajectories = _rollout(cfg, store.read_records(tp, "tasks"), root, counts)
+        with stages.served_rollout(cfg) as rcfg:
+            trajectories = _rollout(rcfg, store.read_records(tp, "tasks"), root, counts)
     finally:
         close_shared_models()
     return str(stages.write_trajectories(trajectories, cfg, root, [tp], _run_id()))
@@ -259,7 +260,8 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     tp = synthesize_task(cfg, root, run_id)
     tasks = store.read_records(tp, "tasks")
     try:
-        trajectories = _rollout(cfg, tasks, root, counts)
+        with stages.served_rollout(cfg) as rcfg:
+            trajectories = _rollout(rcfg, tasks, root, counts)
     finally:
         close_shared_models()
     rp = stages.write_trajectories(trajectories, cfg, root, [tp], run_id)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,6 +110,22 @@ def audit_tasks(cfg: RunConfig, tasks: list[Task]) -> tuple[list[Task], dict[str
 
 
 # -- rollout ---------------------------------------------------------------------------
+
+@contextmanager
+def served_rollout(cfg: RunConfig) -> Iterator[RunConfig]:
+    """The config to roll out with: as given, or, when `cfg.vllm` is set, pointed at vLLM
+    servers started here (and stopped when the block ends)."""
+    if cfg.vllm is None:
+        yield cfg
+        return
+    from rollout.vllm_server import launch_replicas
+
+    v = cfg.vllm
+    with launch_replicas(v.server, v.replicas, v.gpus_per_replica, startup_timeout_s=v.startup_timeout_s) as servers:
+        model = cfg.rollout.model.model_copy(update={
+            "kind": "openai", "name": v.server.served_name(), "base_urls": [s.base_url for s in servers]})
+        yield cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"model": model}), "vllm": None})
+
 
 def rollout_shard_cached(tasks: list[Task], cfg: RunConfig, cache: ShardCache) -> tuple[list[Trajectory], bool]:
     """`rollout_shard` through the shard cache: (trajectories, whether they came from it)."""
