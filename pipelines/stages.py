@@ -156,6 +156,8 @@ def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path
     stats = {"trajectories": len(trajectories),
              "terminations": dict(Counter(t.termination for t in trajectories)),
              "error_counts": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
+             "model_error_reasons": dict(Counter(t.metadata.get("model_error_reason", "backend")
+                                                 for t in trajectories if t.termination == "model_error")),
              "model_calls": sum(t.usage.model_calls for t in trajectories),
              "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)}
     return store.write_records(datasets_dir(out), "trajectories", "trajectories", trajectories,
