@@ -92,9 +92,9 @@ def raw_generate(engine: _Engine, prompts: list[tuple[Any, Any, int]]) -> dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="2 turns of 32 tokens per trajectory")
+    ap.add_argument("--quick", action="store_true", help="1 turn of 32 tokens per trajectory")
     args = ap.parse_args()
-    max_turns, max_tokens = (2, 32) if args.quick else (4, 64)
+    max_turns, max_tokens = (1, 32) if args.quick else (4, 64)
     tasks = get_method("logic_driven")(
         SynthesisConfig(n_tasks=CONCURRENCY, seed=1), get_world("airline")
     ).tasks

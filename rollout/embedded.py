@@ -286,7 +286,10 @@ class EmbeddedModel:
 
     Requests are queued; one worker thread takes up to `max_batch` requests with the same
     `max_tokens` that arrive within `batch_window_ms` of the first, left-pads them and runs
-    one `generate`. Temperature, top_p and seed are applied per request (each request
+    one `generate`. Agent loops come back together: the conversations of the last batch
+    each send their next turn a few milliseconds apart (after running their tool calls),
+    so while fewer requests than the last batch held have arrived the worker waits up to
+    `regroup_window_ms` for them instead. Temperature, top_p and seed are applied per request (each request
     samples from its own `torch.Generator`, seeded with `sampling.seed` when given), so
     requests with different settings share a batch. The model loads lazily in the worker
     (preparing the folder first if needed); `aclose()` stops the worker and frees it.
@@ -298,6 +301,7 @@ class EmbeddedModel:
         dtype: str = "bfloat16",
         max_batch: int = 8,
         batch_window_ms: float = 20,
+        regroup_window_ms: float = 250,
     ) -> None:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, not {dtype!r}")
@@ -308,6 +312,8 @@ class EmbeddedModel:
         self.dtype = dtype
         self.max_batch = max_batch
         self.batch_window_s = max(0.0, batch_window_ms / 1000)
+        self.regroup_window_s = max(self.batch_window_s, regroup_window_ms / 1000)
+        self._last_batch = 1
         self.generate_calls = 0
         self.requests_served = 0
         self.batch_sizes: list[int] = []
@@ -404,9 +410,11 @@ class EmbeddedModel:
             r = pending.popleft()
             (batch if r.sampling.max_tokens == key else skipped).append(r)
         pending.extendleft(reversed(skipped))
-        deadline = time.monotonic() + self.batch_window_s
+        expected = min(self.max_batch, self._last_batch)
+        start = time.monotonic()
         while len(batch) < self.max_batch:
-            remaining = deadline - time.monotonic()
+            window = self.batch_window_s if len(batch) >= expected else self.regroup_window_s
+            remaining = start + window - time.monotonic()
             try:
                 item = q.get(timeout=remaining) if remaining > 0 else q.get_nowait()
             except queue.Empty:
@@ -421,6 +429,7 @@ class EmbeddedModel:
 
     def _run(self, engine: _Engine, batch: list[_Request], stop: threading.Event) -> None:
         """One generate call for `batch`; every request is settled, with a result or an error."""
+        self._last_batch = len(batch)
         try:
             results = engine.generate(batch, stop)
         except Exception as e:
@@ -533,7 +542,7 @@ class _Engine:
             end = next((k + 1 for k, t in enumerate(new) if t in eos), None)
             tokens = new if end is None else new[:end]
             completion = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            text, calls, malformed = parse_tool_calls(completion)
+            text, calls, malformed = parse_tool_calls(completion, "length" if end is None else None)
             finish = "length" if end is None else ("tool_calls" if calls else "stop")
             results[i] = ChatResponse(
                 text=text,
