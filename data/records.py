@@ -99,6 +99,7 @@ TerminationReason = Literal[
     "max_turns",
     "model_error",  # the model backend failed after its retries
     "env_error",  # the environment itself failed (a bug, not an agent mistake)
+    "user_error",  # the user simulator failed (its model erred or answered with garbage)
 ]
 
 

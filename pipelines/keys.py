@@ -17,8 +17,8 @@ from typing import Any
 from data.records import Task, Trajectory, content_hash
 from envs.registry import get_world
 from pipelines.config import RunConfig
-from rollout import agent
-from rollout.collector import ModelConfig
+from rollout import agent, strategy, user
+from rollout.collector import ModelConfig, RolloutConfig
 from verifiers.base import get_verifier
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
@@ -65,6 +65,26 @@ def model_identity(model: ModelConfig) -> dict[str, Any]:
     return ident
 
 
+def user_identity(r: RolloutConfig) -> dict[str, Any]:
+    """What decides the user simulator's replies: its kind, and for an LLM user the model
+    that plays it, its sampling and limits, and its prompt templates."""
+    if r.user.kind == "scripted":
+        return {"kind": "scripted", "v": 1}
+    served = r.user_model()
+    return {**r.user.model_dump(mode="json", exclude={"model"}), "model": model_identity(served),
+            "prompt": content_hash([user.USER_SYSTEM_TEMPLATE, user.AGENT_GREETING, user.RETRY_NOTE]),
+            "chat_template": prompt_version(served)}
+
+
+def agent_identity(r: RolloutConfig) -> dict[str, Any]:
+    """The agent's configuration, plus the strategy prompts when strategies are on."""
+    ident: dict[str, Any] = r.agent.model_dump(mode="json")
+    if r.agent.strategy.enabled:
+        ident["strategy_prompt"] = content_hash([strategy.STRATEGY_INSTRUCTIONS, strategy.REFLECTION_INTRO,
+                                                 strategy.STRATEGY_SECTION])
+    return ident
+
+
 def synthesis_key(cfg: RunConfig) -> str:
     sources = [cfg.synthesis, *cfg.synthesis_mix]
     return content_hash({"stage": "synthesize", "v": KEY_VERSION,
@@ -79,7 +99,7 @@ def rollout_key(cfg: RunConfig, shard: Sequence[Task]) -> str:
         "stage": "rollout", "v": KEY_VERSION,
         "tasks": [content_hash(t.model_dump(mode="json"), length=32) for t in shard],
         "model": model_identity(r.model), "sampling": r.sampling.model_dump(mode="json"),
-        "trials": r.trials, "agent": r.agent.model_dump(mode="json"), "user": "scripted-1",
+        "trials": r.trials, "agent": agent_identity(r), "user": user_identity(r),
         "reference_trials": cfg.reference_trials, "prompt": prompt_version(r.model),
         "worlds": {w: world_version(w) for w in worlds},
     }, length=32)

@@ -27,8 +27,9 @@ from envs.registry import get_world
 from pipelines import keys
 from pipelines.config import RunConfig
 from rollout.agent import env_now, opening_messages
-from rollout.collector import collect
+from rollout.collector import UserConfig, collect
 from rollout.policies import ScriptedPolicy
+from rollout.strategy import StrategyConfig
 from rollout.user import ScriptedUser
 from synthesis.base import get_method
 from verifiers.base import applies, get_verifier, primary_verifier
@@ -143,7 +144,10 @@ def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
     """The policy's trials for a shard of tasks, plus gold reference trajectories."""
     trajectories = collect(tasks, cfg.rollout)
     if cfg.reference_trials:
-        ref_cfg = cfg.rollout.model_copy(update={"trials": cfg.reference_trials})
+        # the gold path needs neither an LLM user nor an exploration strategy
+        ref_cfg = cfg.rollout.model_copy(update={
+            "trials": cfg.reference_trials, "user": UserConfig(),
+            "agent": cfg.rollout.agent.model_copy(update={"strategy": StrategyConfig()})})
         gold = collect(tasks, ref_cfg, model_for=lambda task: ScriptedPolicy(task, name="reference"))
         for t in gold:
             t.metadata["reference"] = True

@@ -3,22 +3,46 @@
 Every failure short of a bug in the environment becomes part of the record: malformed
 calls, unknown tools, bad arguments and rule violations are returned to the model as
 tool observations and counted by error class; a backend that fails for good ends the
-episode with `model_error`. Nothing here raises on model misbehaviour.
+episode with `model_error`, a user simulator that fails with `user_error`. Nothing here
+raises on model misbehaviour.
+
+Runtime contract (recorded on every trajectory as `metadata["persistent_state"]` and
+`metadata["max_tool_calls_per_turn"]`): with `persistent_state` (the default) the effects of
+each tool call carry over to the next; without it every tool call runs against a fresh copy
+of the task's initial state, so a step's `state_hash` and the trajectory's
+`final_state_hash` are the state after that one call (a state verifier that replays all
+writes in order will report that the replay differs). At most `max_tool_calls_per_turn`
+calls of one assistant turn run; the rest are counted as `too_many_calls`.
+
+SQLite envs (with a `conn`) run on the event loop's thread, which their connection is bound
+to; other envs (workspaces, whose commands may run for seconds) run in worker threads so
+that episodes in flight overlap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from data.records import Sampling, Step, Task, ToolCall, Trajectory, TurnTokens, Usage
-from envs.world import World
-from rollout.model import ChatModel, ModelError
-from rollout.user import UserSimulator, termination_for
+from data.records import Sampling, StateRef, Step, Task, ToolCall, Trajectory, TurnTokens, Usage
+from envs.world import Observation, World
+from rollout.model import ChatModel, ChatResponse, ModelError
+from rollout.strategy import (
+    STRATEGY_SECTION,
+    EarlierTrial,
+    StrategyConfig,
+    act_sampling,
+    clean_strategy,
+    strategy_messages,
+    strategy_sampling,
+)
+from rollout.user import UserError, UserSimulator, termination_for
 
 SYSTEM_TEMPLATE = """You are a customer-service agent. Follow the policy below exactly.
 Use the tools to look up and change records. Make one tool call at a time and wait for its
@@ -31,13 +55,17 @@ Current time: {now}
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 
+T = TypeVar("T")
+
 
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_turns: int = 12  # model calls per episode
     max_tool_calls_per_turn: int = 4
-    persistent_state: bool = True  # runtime contract recorded on each trajectory
+    # runtime contract: False runs every tool call on a fresh copy of the initial state
+    persistent_state: bool = True
+    strategy: StrategyConfig = Field(default_factory=StrategyConfig)
 
 
 def system_prompt(world: World, now: str) -> str:
@@ -45,12 +73,18 @@ def system_prompt(world: World, now: str) -> str:
     return own(now) if callable(own) else SYSTEM_TEMPLATE.format(now=now, policy=world.policy.strip())
 
 
-def opening_messages(task: Task, world: World, env_now: str, user: UserSimulator) -> list[dict[str, Any]]:
+def opening_messages(task: Task, world: World, env_now: str, user: UserSimulator,
+                     first: str | None = None) -> list[dict[str, Any]]:
     """The system prompt and the user's first turn: the prompt every episode starts from."""
     return [
         {"role": "system", "content": system_prompt(world, env_now)},
-        {"role": "user", "content": user.first_message()},
+        {"role": "user", "content": user.first_message() if first is None else first},
     ]
+
+
+def runtime_contract(cfg: AgentConfig) -> dict[str, Any]:
+    """The runtime contract recorded on every trajectory."""
+    return {"persistent_state": cfg.persistent_state, "max_tool_calls_per_turn": cfg.max_tool_calls_per_turn}
 
 
 class _StateHasher:
@@ -69,6 +103,55 @@ class _StateHasher:
             self.value = self.env.state_hash()
             self.changes = changes if changes is not None else -1
         return self.value
+
+
+class Runtime:
+    """A task's live env under the runtime contract (see the module docstring)."""
+
+    def __init__(self, world: World, ref: StateRef, persistent: bool = True) -> None:
+        self.world = world
+        self.ref = ref
+        self.persistent = persistent
+        self.env: Any = None
+        self.threaded = False
+        self.used = False  # a tool call ran since the env was opened
+        self._hasher: _StateHasher | None = None
+
+    async def open(self) -> Runtime:
+        if getattr(self.world, "kind", None) == "workspace":  # copies a folder: off the loop
+            self.env = await asyncio.to_thread(self.world.env, self.ref)
+        else:
+            self.env = self.world.env(self.ref)
+        self.threaded = not hasattr(self.env, "conn")  # SQLite connections stay on this thread
+        self._hasher = _StateHasher(self.env)
+        self.used = False
+        return self
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.to_thread(fn) if self.threaded else fn()
+
+    async def call(self, call: ToolCall) -> Observation:
+        if not self.persistent and self.used:  # stateless: a fresh copy of the initial state
+            old, self.env = self.env, None
+            await self._run(old.close)
+            fresh = await self._run(lambda: self.world.env(self.ref))
+            self.env, self._hasher = fresh, _StateHasher(fresh)
+        self.used = True
+        env = self.env
+        return await self._run(lambda: env.call(call))
+
+    async def state_hash(self) -> str:
+        hasher = self._hasher
+        assert hasher is not None, "the runtime is not open"
+        return await self._run(hasher)
+
+    def now(self) -> str:
+        return env_now(self.env)
+
+    async def close(self) -> None:
+        if self.env is not None:
+            env, self.env = self.env, None
+            await self._run(env.close)
 
 
 def _turn_tokens(resp: Any, turn: int, message_index: int) -> TurnTokens | None:
@@ -103,6 +186,165 @@ def _wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
+def record_model_error(metadata: dict[str, Any], exc: BaseException) -> None:
+    """The backend failure's message, reason and (remote backends) endpoint and attempts."""
+    if isinstance(exc, ModelError):
+        metadata["model_error"] = str(exc)[:500]
+        metadata["model_error_reason"] = getattr(exc, "reason", "backend")
+        if getattr(exc, "endpoint", None):
+            metadata["model_error_endpoint"] = exc.endpoint
+            metadata["model_error_attempts"] = exc.attempts
+    else:  # a backend bug must not lose the episode (or the batch)
+        metadata["model_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        metadata["model_error_reason"] = "backend"
+
+
+class Episode:
+    """The mutable state of one episode and the loop that advances it. `run_episode` starts
+    one from the task's opening; `rollout.branching` starts one from a stored prefix."""
+
+    def __init__(self, task: Task, model: ChatModel, user: UserSimulator, sampling: Sampling,
+                 cfg: AgentConfig, runtime: Runtime, tools: list[dict[str, Any]]) -> None:
+        self.task = task
+        self.model = model
+        self.user = user
+        self.sampling = sampling
+        self.cfg = cfg
+        self.runtime = runtime
+        self.tools = tools
+        self.messages: list[dict[str, Any]] = []
+        self.steps: list[Step] = []
+        self.errors: Counter[str] = Counter()
+        self.usage = Usage()
+        self.turn_tokens: list[TurnTokens] = []
+        self.termination: str | None = None
+        self.metadata: dict[str, Any] = runtime_contract(cfg)
+        self.turn = 0
+
+    async def run(self) -> None:
+        """Model turns until the episode ends."""
+        while self.termination is None:
+            if self.turn >= self.cfg.max_turns:
+                self.termination = "max_turns"
+                break
+            self.turn += 1
+            t0 = time.perf_counter()
+            try:
+                resp = await self.model.chat(self.messages, self.tools, self.sampling)
+            except Exception as exc:  # ModelError, or a backend bug
+                self.errors["model_error"] += 1
+                record_model_error(self.metadata, exc)
+                self.termination = "model_error"
+                break
+            latency = time.perf_counter() - t0
+            self.usage.model_calls += 1
+            self.usage.prompt_tokens += resp.prompt_tokens
+            self.usage.completion_tokens += resp.completion_tokens
+            await self.act(resp, latency)
+
+    async def act(self, resp: ChatResponse, latency: float) -> None:
+        """Apply one assistant turn: run its tool calls, or hand a plain message to the user."""
+        turn, cfg = self.turn, self.cfg
+        calls = resp.tool_calls[: cfg.max_tool_calls_per_turn]
+        if len(resp.tool_calls) > len(calls):
+            self.errors["too_many_calls"] += len(resp.tool_calls) - len(calls)
+        wire = [_wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
+        bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(resp.malformed)]
+        wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
+        self.messages.append(_assistant_message(resp.text, wire))
+        tokens = _turn_tokens(resp, turn, len(self.messages) - 1)
+        if tokens is not None:
+            self.turn_tokens.append(tokens)
+
+        if not wire:  # a plain message to the user
+            self.steps.append(Step(index=len(self.steps), turn=turn, observation="", latency_s=latency,
+                                   state_hash=await self.runtime.state_hash()))
+            await self.user_turn()
+            return
+
+        for call, w in zip(calls, wire, strict=False):
+            action = ToolCall(name=call.name, arguments=call.arguments)
+            obs = await self.runtime.call(action)
+            if obs.error:
+                self.errors[obs.error] += 1
+            self.steps.append(Step(
+                index=len(self.steps), turn=turn, action=action,
+                observation=obs.content, error=obs.error, error_detail=obs.detail,
+                state_hash=await self.runtime.state_hash(), latency_s=latency + obs.latency_s,
+            ))
+            self.messages.append({"role": "tool", "tool_call_id": w["id"], "name": call.name,
+                                  "content": obs.content})
+            if call.name == TRANSFER_TOOL and obs.ok:
+                self.termination = "transfer"
+        for cid, m in bad:
+            self.errors[m.error] += 1
+            content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {m.detail}"})
+            self.steps.append(Step(index=len(self.steps), turn=turn, observation=content, error=m.error,
+                                   error_detail=m.detail, latency_s=latency))
+            self.messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call",
+                                  "content": content})
+
+    async def user_turn(self) -> None:
+        """The user's reply to the last assistant message (or the end of the episode)."""
+        try:
+            reply = await self.user.respond(self.messages)
+        except UserError as exc:
+            self.user_failed(exc)
+            return
+        self.messages.append({"role": "user", "content": reply})
+        self.termination = termination_for(reply)
+
+    def user_failed(self, exc: UserError) -> None:
+        self.errors["user_error"] += 1
+        self.metadata["user_error"] = str(exc)[:500]
+        self.metadata["user_error_reason"] = exc.reason
+        self.termination = "user_error"
+
+    async def plan(self, earlier: Sequence[EarlierTrial]) -> None:
+        """Strategy-guided exploration: sample a strategy, put it in the system prompt and
+        act at the low temperature from here on."""
+        scfg = self.cfg.strategy
+        names = [t.get("function", {}).get("name", "") for t in self.tools]
+        prompt = strategy_messages(self.messages[0]["content"], self.messages[1]["content"], names,
+                                   earlier, scfg)
+        info: dict[str, Any] = {"temperature": scfg.temperature, "act_temperature": scfg.act_temperature,
+                                "earlier_shown": min(len(earlier), scfg.max_reflections) if scfg.reflection else 0}
+        try:
+            resp = await self.model.chat(prompt, [], strategy_sampling(self.sampling, scfg))
+        except Exception as exc:
+            self.errors["model_error"] += 1
+            record_model_error(self.metadata, exc)
+            self.termination = "model_error"
+            self.metadata["strategy"] = ""
+            self.metadata["strategy_info"] = info
+            return
+        self.usage.model_calls += 1
+        self.usage.prompt_tokens += resp.prompt_tokens
+        self.usage.completion_tokens += resp.completion_tokens
+        strategy = clean_strategy(resp.text)
+        info.update(prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens)
+        if strategy:
+            self.messages[0] = {**self.messages[0],
+                                "content": self.messages[0]["content"] + STRATEGY_SECTION.format(strategy=strategy)}
+        else:
+            info["error"] = "the strategy call returned no text"
+        self.metadata["strategy"] = strategy
+        self.metadata["strategy_info"] = info
+        self.sampling = act_sampling(self.sampling, scfg)
+
+    def trajectory(self, traj_id: str, trial: int, final_hash: str | None) -> Trajectory:
+        info = getattr(self.user, "info", None)
+        if callable(info):
+            self.metadata["user"] = info()
+        return Trajectory(
+            id=traj_id, task_id=self.task.id, trial=trial, model=self.model.name, sampling=self.sampling,
+            messages=self.messages, tools=self.tools, steps=self.steps, usage=self.usage,
+            termination=self.termination or "agent_stop",  # type: ignore[arg-type]
+            error_counts=dict(self.errors), final_state_hash=final_hash, metadata=self.metadata,
+            turn_tokens=self.turn_tokens,
+        )
+
+
 async def run_episode(
     task: Task,
     world: World,
@@ -111,103 +353,30 @@ async def run_episode(
     sampling: Sampling,
     trial: int,
     cfg: AgentConfig | None = None,
+    earlier: Sequence[EarlierTrial] = (),
 ) -> Trajectory:
-    """Run one episode and return its trajectory (always; failures are recorded in it)."""
+    """Run one episode and return its trajectory (always; failures are recorded in it).
+
+    `earlier`: strategies and outcomes of earlier trials of the task, shown to the strategy
+    call when `cfg.strategy.reflection` is on."""
     cfg = cfg or AgentConfig()
-    env = world.env(task.initial_state)
-    state_hash = _StateHasher(env)
-    tools = world.tool_schemas()
-    messages = opening_messages(task, world, env_now(env), user)
-    steps: list[Step] = []
-    errors: Counter[str] = Counter()
-    usage = Usage()
-    turn_tokens: list[TurnTokens] = []
-    termination: str | None = None
-    metadata: dict[str, Any] = {"persistent_state": cfg.persistent_state,
-                                "max_tool_calls_per_turn": cfg.max_tool_calls_per_turn}
-    turn = 0
+    runtime = await Runtime(world, task.initial_state, cfg.persistent_state).open()
     try:
-        while termination is None:
-            if turn >= cfg.max_turns:
-                termination = "max_turns"
-                break
-            turn += 1
-            t0 = time.perf_counter()
+        ep = Episode(task, model, user, sampling, cfg, runtime, world.tool_schemas())
+        opening = getattr(user, "opening", None)
+        first: str | None = None
+        if callable(opening):
             try:
-                resp = await model.chat(messages, tools, sampling)
-            except ModelError as exc:
-                errors["model_error"] += 1
-                metadata["model_error"] = str(exc)[:500]
-                metadata["model_error_reason"] = getattr(exc, "reason", "backend")
-                if getattr(exc, "endpoint", None):
-                    metadata["model_error_endpoint"] = exc.endpoint
-                    metadata["model_error_attempts"] = exc.attempts
-                termination = "model_error"
-                break
-            except Exception as exc:  # a backend bug must not lose the episode (or the batch)
-                errors["model_error"] += 1
-                metadata["model_error"] = f"{type(exc).__name__}: {exc}"[:500]
-                metadata["model_error_reason"] = "backend"
-                termination = "model_error"
-                break
-            latency = time.perf_counter() - t0
-            usage.model_calls += 1
-            usage.prompt_tokens += resp.prompt_tokens
-            usage.completion_tokens += resp.completion_tokens
-
-            calls = resp.tool_calls[: cfg.max_tool_calls_per_turn]
-            if len(resp.tool_calls) > len(calls):
-                errors["too_many_calls"] += len(resp.tool_calls) - len(calls)
-            wire = [_wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
-            bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(resp.malformed)]
-            wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
-            messages.append(_assistant_message(resp.text, wire))
-            tokens = _turn_tokens(resp, turn, len(messages) - 1)
-            if tokens is not None:
-                turn_tokens.append(tokens)
-
-            if not wire:  # a plain message to the user
-                steps.append(Step(index=len(steps), turn=turn, observation="", latency_s=latency,
-                                  state_hash=state_hash()))
-                reply = await user.respond(messages)
-                messages.append({"role": "user", "content": reply})
-                termination = termination_for(reply)
-                continue
-
-            for call, w in zip(calls, wire, strict=False):
-                obs = env.call(ToolCall(name=call.name, arguments=call.arguments))
-                if obs.error:
-                    errors[obs.error] += 1
-                steps.append(Step(
-                    index=len(steps), turn=turn, action=ToolCall(name=call.name, arguments=call.arguments),
-                    observation=obs.content, error=obs.error, error_detail=obs.detail,
-                    state_hash=state_hash(), latency_s=latency + obs.latency_s,
-                ))
-                messages.append({"role": "tool", "tool_call_id": w["id"], "name": call.name, "content": obs.content})
-                if call.name == TRANSFER_TOOL and obs.ok:
-                    termination = "transfer"
-            for cid, m in bad:
-                errors[m.error] += 1
-                content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {m.detail}"})
-                steps.append(Step(index=len(steps), turn=turn, observation=content, error=m.error,
-                                  error_detail=m.detail, latency_s=latency))
-                messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call", "content": content})
-        final_hash = state_hash()
+                first = await opening()
+            except UserError as exc:
+                ep.user_failed(exc)
+        ep.messages = opening_messages(task, world, runtime.now(), user, first)
+        if ep.termination == "user_error":
+            ep.messages = ep.messages[:1]  # no usable first message
+        elif cfg.strategy.enabled:
+            await ep.plan(earlier)
+        await ep.run()
+        final_hash = await runtime.state_hash()
     finally:
-        env.close()
-    return Trajectory(
-        id=Trajectory.make_id(task.id, trial, model.name, sampling),
-        task_id=task.id,
-        trial=trial,
-        model=model.name,
-        sampling=sampling,
-        messages=messages,
-        tools=tools,
-        steps=steps,
-        usage=usage,
-        termination=termination,  # type: ignore[arg-type]
-        error_counts=dict(errors),
-        final_state_hash=final_hash,
-        metadata=metadata,
-        turn_tokens=turn_tokens,
-    )
+        await runtime.close()
+    return ep.trajectory(Trajectory.make_id(task.id, trial, model.name, sampling), trial, final_hash)

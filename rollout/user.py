@@ -1,12 +1,20 @@
-"""User simulators. The scripted user is deterministic and driven by the task's user
-scenario; it ends the conversation with the τ²-bench markers."""
+"""User simulators, driven by the task's user scenario; both end the conversation with the
+τ²-bench markers.
+
+`ScriptedUser` is deterministic: it states the goal and the user's identifier, answers
+questions from the known info and confirms. `LLMUser` plays the user with a `ChatModel`
+and a system prompt built from the scenario (persona, reason, goal, what the user knows and
+does not know). A simulator that fails raises `UserError`; the agent loop ends the episode
+with the `user_error` termination and records why.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any, Protocol
 
-from data.records import Task
+from data.records import Sampling, Task
+from rollout.model import ChatModel, ModelError
 
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
@@ -18,6 +26,24 @@ class UserSimulator(Protocol):
     def first_message(self) -> str: ...
 
     async def respond(self, messages: list[dict[str, Any]]) -> str: ...
+
+
+class UserError(RuntimeError):
+    """The user simulator failed for good; `reason` is one of `USER_ERROR_REASONS`."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+USER_ERROR_REASONS = (
+    "model_error",  # the user's model backend failed
+    "empty",  # no text and no marker
+    "tool_call",  # the user's model tried to call a tool
+    "echo",  # the user repeated the agent's message
+    "invented_id",  # an identifier that is in neither the scenario nor the conversation
+    "early_stop",  # a marker before the agent said anything
+)
 
 
 def first_person(text: str) -> str:
@@ -48,11 +74,15 @@ class ScriptedUser:
     def first_message(self) -> str:
         """The goal plus the user's identifier (`user_id`, else the first `*_id` they know)."""
         known = self.task.user.known_info
-        key = "user_id" if "user_id" in known else next((k for k in known if k.endswith("_id")), None)
+        key = self._first_key()
         if key is None:
             return first_person(self.task.instruction)
         self.given.add(key)
         return first_person(self.task.instruction) + f" My {key.replace('_', ' ')} is {known[key]}."
+
+    def _first_key(self) -> str | None:
+        known = self.task.user.known_info
+        return "user_id" if "user_id" in known else next((k for k in known if k.endswith("_id")), None)
 
     async def respond(self, messages: list[dict[str, Any]]) -> str:
         last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
@@ -66,3 +96,219 @@ class ScriptedUser:
             self.confirmations += 1
             return "Yes, please go ahead."
         return f"Thanks, that's all. {STOP}"
+
+    def resume(self, messages: list[dict[str, Any]]) -> None:
+        """Take up a stored conversation prefix: what was given and confirmed so far."""
+        replies = [m.get("content") or "" for m in messages if m["role"] == "user"][1:]
+        first = self._first_key()
+        self.given = {first} if first is not None else set()
+        self.given |= {k for k, v in self.task.user.known_info.items() if f"It is {v}." in replies}
+        self.confirmations = sum(r == "Yes, please go ahead." for r in replies)
+
+
+# -- the LLM user ----------------------------------------------------------------------------
+
+USER_SYSTEM_TEMPLATE = """You are role-playing a customer who contacts a customer-service agent. \
+You are the customer, never the agent. Stay in character for the whole conversation.
+
+Who you are: {persona}
+Why you are contacting them: {reason}
+
+Your goal (the agent does not know it; say what you want in your own words, one part at a time):
+{goal}
+
+What you know. Give a piece only when the agent asks for it:
+{known}
+
+What you do not know. If you are asked, say you do not know; never make it up:
+{unknown}
+
+Rules:
+- Write one short message per turn, in plain text, as the customer.
+- Never invent identifiers, numbers, names or other details: use only what is written above \
+or what the agent has told you.
+- Never call tools and never write the agent's part.
+- When your goal is done, or the agent says it cannot be done, end your message with {stop}
+- If the agent transfers you to a human agent, end your message with {transfer}
+- If the agent says your request is not something they handle, end your message with \
+{out_of_scope}"""
+
+AGENT_GREETING = "Hi! How can I help you today?"
+RETRY_NOTE = ("Your last message was not usable ({why}). Reply again as the customer, in plain "
+              "text, using only details from your instructions or from the agent.")
+
+# Identifier-like tokens: a digit plus a letter or underscore, or five or more characters
+# (dates, ids, card numbers, emails); short numbers like "2" or "1889" are not ids.
+_ID_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_@.#/-]*[A-Za-z0-9]")
+_ROLE_PREFIX = re.compile(r"^\s*(?:customer|user|me)\s*:\s*", re.IGNORECASE)
+
+
+def id_tokens(text: str) -> set[str]:
+    """Identifier-like tokens of `text` (see `_ID_TOKEN`), lower-cased."""
+    out = set()
+    for tok in _ID_TOKEN.findall(text or ""):
+        tok = tok.strip(".-/#").lower()
+        if any(c.isdigit() for c in tok) and (any(c.isalpha() or c == "_" for c in tok) or len(tok) >= 5):
+            out.add(tok)
+    return out
+
+
+def scenario_text(task: Task) -> str:
+    """Every detail the user is allowed to state (goal, known and unknown info)."""
+    u = task.user
+    return "\n".join([task.instruction, u.task_instructions, u.reason, u.persona,
+                      *u.known_info.keys(), *u.known_info.values(), *u.unknown_info])
+
+
+def user_system_prompt(task: Task) -> str:
+    """The LLM user's system prompt, built from the task's user scenario."""
+    u = task.user
+    known = "\n".join(f"- {k}: {v}" for k, v in u.known_info.items()) or "- (nothing beyond your goal)"
+    unknown = "\n".join(f"- {x}" for x in u.unknown_info) or "- (nothing in particular)"
+    return USER_SYSTEM_TEMPLATE.format(
+        persona=u.persona or "a customer", reason=u.reason or "a request",
+        goal=first_person(u.task_instructions or task.instruction), known=known, unknown=unknown,
+        stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+
+
+def user_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
+    """The conversation as the user's model sees it: roles swapped (the agent speaks as
+    "user", the simulated user as "assistant"), tool calls and tool results hidden."""
+    view: list[dict[str, Any]] = [{"role": "system", "content": system},
+                                  {"role": "user", "content": AGENT_GREETING}]
+    for m in messages:
+        text = m.get("content") or ""
+        if m["role"] == "user":
+            view.append({"role": "assistant", "content": text})
+        elif m["role"] == "assistant" and text.strip():
+            view.append({"role": "user", "content": text})
+    return view
+
+
+class LLMUser:
+    """A user simulator played by a `ChatModel`, in character, from the task's scenario.
+
+    Its opening message and every reply come from `model.chat` (no tools offered). A reply
+    that is empty, a tool call, an echo of the agent or that states an identifier found
+    neither in the scenario nor in the conversation is sampled again up to `retries` times,
+    then raises `UserError`, as does a `ModelError`. After `max_turns` replies the user ends
+    the conversation with `###STOP###` without asking the model (recorded as the end reason
+    `max_turns`). `info()` is recorded on the trajectory as `metadata["user"]`.
+    """
+
+    kind = "llm"
+
+    def __init__(self, task: Task, model: ChatModel, sampling: Sampling | None = None,
+                 max_turns: int = 10, retries: int = 1) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self.task = task
+        self.model = model
+        self.sampling = sampling or Sampling(temperature=0.7, max_tokens=128)
+        self.max_turns = max_turns
+        self.retries = retries
+        self.system = user_system_prompt(task)
+        self._allowed = id_tokens(scenario_text(task))
+        self.turns = 0  # replies after the opening
+        self.calls = 0
+        self.retried = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.end: str | None = None  # "marker", "max_turns" or "error"
+        self.problems: list[str] = []
+
+    def first_message(self) -> str:
+        """A deterministic opening (the goal, no known info) for callers that cannot await;
+        the agent loop awaits `opening()` instead."""
+        return first_person(self.task.user.task_instructions or self.task.instruction)
+
+    async def opening(self) -> str:
+        """The user's first message, from the model."""
+        reply = await self._ask([], opening=True)
+        if termination_for(reply):
+            self.end = "error"
+            raise UserError(f"the user ended the conversation before the agent spoke: {reply[:200]!r}",
+                            "early_stop")
+        return reply
+
+    async def respond(self, messages: list[dict[str, Any]]) -> str:
+        if self.turns >= self.max_turns:
+            self.end = "max_turns"
+            return STOP
+        self.turns += 1
+        reply = await self._ask(messages)
+        if termination_for(reply):
+            self.end = "marker"
+        return reply
+
+    def resume(self, messages: list[dict[str, Any]]) -> None:
+        """Take up a stored conversation prefix (for branching): count the replies so far."""
+        self.turns = max(0, sum(m["role"] == "user" for m in messages) - 1)
+        self.end = None
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model.name, "turns": self.turns, "calls": self.calls,
+                "retries": self.retried, "end": self.end, "problems": self.problems[-5:],
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+    async def _ask(self, messages: list[dict[str, Any]], opening: bool = False) -> str:
+        view = user_view(messages, self.system)
+        seen = " ".join(m.get("content") or "" for m in messages if m["role"] in ("user", "assistant"))
+        allowed = self._allowed | id_tokens(seen)  # tool results are not shown to the user
+        last_agent = next((m.get("content") or "" for m in reversed(messages)
+                           if m["role"] == "assistant" and (m.get("content") or "").strip()),
+                          AGENT_GREETING)
+        why = ""
+        for attempt in range(self.retries + 1):
+            request = view if not why else [*view, {"role": "system", "content": RETRY_NOTE.format(why=why)}]
+            sampling = self.sampling
+            if attempt and sampling.seed is not None:
+                sampling = sampling.model_copy(update={"seed": sampling.seed + 7919 * attempt})
+            try:
+                resp = await self.model.chat(request, [], sampling)
+            except ModelError as exc:
+                self.end = "error"
+                raise UserError(f"the user's model failed: {exc}", "model_error") from exc
+            except Exception as exc:  # a backend bug ends the episode, recorded, like the agent's
+                self.end = "error"
+                raise UserError(f"the user's model failed: {type(exc).__name__}: {exc}", "model_error") from exc
+            self.calls += 1
+            self.prompt_tokens += resp.prompt_tokens
+            self.completion_tokens += resp.completion_tokens
+            reason, text = _check_reply(resp.text, bool(resp.tool_calls or resp.malformed), last_agent, allowed)
+            if reason is None:
+                return text
+            why = text
+            self.problems.append(reason)
+            if attempt < self.retries:
+                self.retried += 1
+                continue
+            self.end = "error"
+            raise UserError(f"the user's reply was not usable ({why})", reason)
+        raise AssertionError("unreachable")
+
+
+def _check_reply(raw: str, called_tools: bool, last_agent: str, allowed: set[str]) -> tuple[str | None, str]:
+    """(None, cleaned reply) or (error reason, why)."""
+    text = _ROLE_PREFIX.sub("", (raw or "").strip()).strip()
+    marker = termination_for(text)
+    body = text
+    for m in MARKERS:
+        body = body.replace(m, "")
+    body = body.strip()
+    if called_tools:
+        return "tool_call", "it called a tool instead of writing a message"
+    if not body and not marker:
+        return "empty", "it was empty"
+    if body and _norm(body) == _norm(last_agent):
+        return "echo", "it repeated the agent's message"
+    invented = sorted(id_tokens(body) - allowed)
+    if invented:
+        return "invented_id", f"it states {', '.join(invented[:3])}, which you were never given"
+    return None, text
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\W+", " ", text.lower()).strip()
