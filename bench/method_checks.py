@@ -4,9 +4,14 @@
 
 Figures (methods.md §2, §3):
 - `fuzzy_unique_rate`: share of fuzzified descriptions that match exactly one database
-  record (must be 1.0), re-checked against the rebuilt initial state of every task;
+  record (must be 1.0), re-checked against the rebuilt initial state of every task, over
+  every world with CoVe hooks (`cove_per_world` has each world's figures, with the
+  first-draw uniqueness as the baseline the redraw ladder improves on);
 - `cove_case_accuracy`: agreement of V(τ, C) with the expected verdict on the unit cases
-  (gold, reordered/skipped reads pass; wrong flight/cabin/payment/bags, extra write fail);
+  (gold, reordered/skipped reads pass; wrong item/target/payment/amount, extra write
+  fail), over the same worlds;
+- `self_play_per_world`: scripted self-play yield per tool-use world with the world's
+  templates against the generic-template baseline (same seeds and specs);
 - `grounding_rejection_rate`: share of generations with a planted hallucinated argument
   value that the grounding rule of r_valid rejects (and, for comparison, the share that
   executing the gold calls on the world would catch);
@@ -22,37 +27,79 @@ import json
 import random
 import time
 
-from envs.registry import get_world
+from envs.constraints import world_constraints
+from envs.registry import get_world, list_worlds
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.constraint_guided import recheck_unique
 from synthesis.self_play import (
     ScriptedGenerator,
     bandpass_curve,
     expected_r_diff,
+    generic_template,
     grounding_rejection_rate,
     parse_generation,
     plant_hallucination,
     sample_spec,
+    synthesize_with,
     validate_on_world,
 )
-from verifiers.constraints import case_accuracy
+from verifiers.constraints import audit_cases
 
 
-def cove(n: int) -> dict:
-    world = get_world("airline")
+def cove_worlds() -> list[str]:
+    """The registered worlds that have CoVe hooks (a ``constraints.py``)."""
+    out = []
+    for name in list_worlds():
+        try:
+            world_constraints(get_world(name))
+        except (LookupError, AttributeError, TypeError):
+            continue
+        out.append(name)
+    return out
+
+
+def cove(n: int, world_name: str = "airline") -> dict:
+    world = get_world(world_name)
     t0 = time.perf_counter()
-    result = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=n, seed=100), world)
+    result = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", world=world_name, n_tasks=n,
+                                                             seed=100), world)
     checks = [recheck_unique(world, task) for task in result.tasks]
     unique, total = sum(u for u, _ in checks), sum(n for _, n in checks)
+    cases = [c.expected_pass == c.got_pass for t in result.tasks for c in audit_cases(t)]
     return {
         "tasks": len(result.tasks),
         "descriptions": total,
+        "unique": unique,
         "fuzzy_unique_rate": unique / total if total else 0.0,
         "fuzzy_unique_rate_reported": result.stats.get("fuzzy_unique_rate"),
-        "cove_case_accuracy": case_accuracy(result.tasks),
+        "fuzzy_first_draw_unique_rate": result.stats.get("fuzzy_first_draw_unique_rate"),  # baseline: no redraws
+        "cases": len(cases),
+        "cases_agreeing": sum(cases),
+        "cove_case_accuracy": sum(cases) / len(cases) if cases else 0.0,
+        "constraint_kinds": result.stats.get("constraint_kinds"),
         "drops": dict(result.drops),
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def self_play_yield(world_name: str, n: int) -> dict:
+    """Scripted self-play with the world's templates vs the generic-template baseline."""
+    world = get_world(world_name)
+    out: dict = {}
+    for label in ("templates", "generic"):
+        gen = ScriptedGenerator(world)
+        if label == "generic":
+            gen.templates = {name: generic_template(spec) for name, spec in world.tools.items()}
+        cfg = SynthesisConfig(method="self_play", world=world_name, n_tasks=n, seed=7,
+                              options={"max_attempts": 2 * n})
+        t0 = time.perf_counter()
+        r = synthesize_with(cfg, world, gen)
+        writes = {name for name, spec in world.tools.items() if spec.write}
+        out[label] = {"tasks": len(r.tasks), "attempted": r.stats["attempted"], "yield": r.stats["yield"],
+                      "tools_covered": len(r.stats["tools"]), "tools": len(world.tools),
+                      "write_tools_covered": len(writes & set(r.stats["tools"])), "write_tools": len(writes),
+                      "drops": dict(r.drops), "seconds": round(time.perf_counter() - t0, 2)}
+    return out
 
 
 def grounding(n: int) -> dict:
@@ -81,19 +128,35 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer tasks and candidates (seconds)")
     args = ap.parse_args()
-    n_tasks, n_gen, n_cand = (12, 100, 300) if args.quick else (40, 500, 2000)
+    n_tasks, n_gen, n_cand, n_sp = (12, 100, 300, 40) if args.quick else (40, 500, 2000, 200)
     qs = [round(0.1 * i, 1) for i in range(11)]
     figures = {"bench": "method_checks", "quick": args.quick}
-    c = cove(n_tasks)
+    per_world = {name: cove(n_tasks, name) for name in cove_worlds()}
+    for name, c in per_world.items():
+        print(f"cove {name}: {c['tasks']} tasks, unique {c['unique']}/{c['descriptions']}"
+              f" (first draw {c['fuzzy_first_draw_unique_rate']}), cases {c['cases_agreeing']}/{c['cases']}"
+              f" in {c['seconds']} s")
+    sp_worlds = {name: self_play_yield(name, n_sp) for name in per_world}
+    for name, y in sp_worlds.items():
+        print(f"self-play {name}: yield {y['templates']['yield']} with templates vs {y['generic']['yield']} generic;"
+              f" write tools {y['templates']['write_tools_covered']}/{y['templates']['write_tools']} vs"
+              f" {y['generic']['write_tools_covered']}")
     g = grounding(n_gen)
     curve = bandpass_curve(qs, n_cand, k=8, rng=random.Random(0))
+    descriptions = sum(c["descriptions"] for c in per_world.values())
+    cases = sum(c["cases"] for c in per_world.values())
     figures.update(
-        fuzzy_unique_rate=c["fuzzy_unique_rate"],
-        cove_case_accuracy=c["cove_case_accuracy"],
+        fuzzy_unique_rate=sum(c["unique"] for c in per_world.values()) / descriptions if descriptions else 0.0,
+        cove_case_accuracy=sum(c["cases_agreeing"] for c in per_world.values()) / cases if cases else 0.0,
         grounding_rejection_rate=g["grounding_rejection_rate"],
         bandpass=[[q, round(v, 4)] for q, v in curve],
         bandpass_expected=[[q, round(expected_r_diff(q, 8), 4)] for q in qs],
-        cove=c,
+        cove=per_world.get("airline", {}),
+        cove_worlds=sorted(per_world),
+        cove_per_world={name: {k: c[k] for k in ("tasks", "descriptions", "fuzzy_unique_rate",
+                                                 "fuzzy_first_draw_unique_rate", "cove_case_accuracy", "cases",
+                                                 "constraint_kinds", "seconds")} for name, c in per_world.items()},
+        self_play_per_world=sp_worlds,
         grounding=g,
     )
     print(json.dumps(figures))

@@ -7,13 +7,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data.records import content_hash
 from rollout.collector import RolloutConfig
 from rollout.vllm_server import VLLMServerConfig
 from synthesis.base import SynthesisConfig
 from train.config import GRPOStageConfig, SFTStageConfig
+
+
+class SolverServeConfig(BaseModel):
+    """Serve the round's frozen solver with vLLM (GPU machines): `vllm serve <solver
+    checkpoint>` starts before the generator's GRPO step (whose r_diff queries the solver)
+    and the generate/filter phase, the solver's OpenAI-compatible client points at it, and
+    it stops before the solver's own GRPO step. `server.model` is replaced by the round's
+    solver checkpoint; every other `vllm serve` option is taken as given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: VLLMServerConfig = Field(default_factory=lambda: VLLMServerConfig(
+        model="<solver checkpoint>", served_model_name="solver", port=8011, gpu_memory_utilization=0.3))
+    startup_timeout_s: float = Field(900.0, gt=0)
+    max_in_flight: int = Field(64, ge=1)  # concurrent requests of the solver's client
+    timeout_s: float = Field(120.0, gt=0)  # per request
 
 
 class SelfPlayLoopConfig(BaseModel):
@@ -36,6 +52,29 @@ class SelfPlayLoopConfig(BaseModel):
     # generator tops the round up (labelled `generator: scripted` on each task) so the
     # solver still trains; set to 0 to train the solver on generated tasks only.
     min_solver_tasks: int = 2
+    # Worlds the round writes tasks for (empty: `synthesis.world`); candidates are split
+    # evenly over them and `per_world_quota` caps each world's share of the release.
+    worlds: list[str] = Field(default_factory=list)
+    # Curriculum (methods.md §3): the kept candidates are picked easy/medium/hard by p̂
+    # (bands: hard < curriculum_bands[0] <= medium < curriculum_bands[1] <= easy) in the
+    # `curriculum_mix` shares; `curriculum_size` tasks per round, or None for the largest
+    # selection that keeps the mix exactly. Scripted top-up tasks are outside the mix.
+    curriculum_mix: tuple[float, float, float] = (0.2, 0.5, 0.3)
+    curriculum_bands: tuple[float, float] = (0.5, 0.9)
+    curriculum_size: int | None = Field(None, ge=0)
+    per_world_quota: int | None = Field(None, ge=1)
+    solver_server: SolverServeConfig | None = None  # serve the frozen solver with vLLM (GPU)
+
+    @model_validator(mode="after")
+    def _check_curriculum(self) -> SelfPlayLoopConfig:
+        if min(self.curriculum_mix) < 0 or sum(self.curriculum_mix) <= 0:
+            raise ValueError(f"self_play.curriculum_mix must be non-negative with a positive sum, "
+                             f"got {self.curriculum_mix}")
+        lo, hi = self.curriculum_bands
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"self_play.curriculum_bands must satisfy 0 <= hard/medium <= medium/easy <= 1, "
+                             f"got {self.curriculum_bands}")
+        return self
     generator: GRPOStageConfig = Field(default_factory=lambda: GRPOStageConfig(
         max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=96))
     solver: GRPOStageConfig = Field(default_factory=lambda: GRPOStageConfig(

@@ -37,9 +37,15 @@ METHOD = "constraint_guided"
 PERSONA = "novice"
 
 
-def _id_values(constraints: list[Constraint]) -> set[str]:
-    """Every identifier of the set except the user's own id (which the user knows)."""
-    return {str(v) for c in constraints for k, v in c.fields.items() if k.endswith("_id") and k != "user_id"}
+def _id_values(constraints: list[Constraint], identity: tuple[str, ...] = ("user_id",)) -> set[str]:
+    """Every identifier of the set except the user's own id (`identity`: the fields the user
+    knows, a world's ``IDENTITY_FIELDS``; default ``user_id``)."""
+    return {str(v) for c in constraints for k, v in c.fields.items() if k.endswith("_id") and k not in identity}
+
+
+def identity_fields(module: ModuleType) -> tuple[str, ...]:
+    """The constraint fields the user knows and may say (the world's ``IDENTITY_FIELDS``)."""
+    return tuple(getattr(module, "IDENTITY_FIELDS", ("user_id",)))
 
 
 def user_texts(task: Task) -> list[str]:
@@ -62,6 +68,8 @@ def _replay(world: World, ref: StateRef, calls: list[ToolCall]) -> tuple[sqlite3
 def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connection, constraints: list[Constraint],
            fuzzy: Fuzzification, result: SynthesisResult) -> Task | None:
     goal = module.goal(constraints, fuzzy.texts())
+    if hasattr(module, "known_identity"):  # how the user authenticates, when not by a constraint field
+        goal.known_info = {**module.known_identity(conn, constraints), **goal.known_info}
     reference: list[ToolCall] = module.reference_calls(conn, constraints)
     task = Task(
         world=world.name, method=METHOD, instruction=goal.instruction,
@@ -77,7 +85,7 @@ def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connec
         result.drops["solution_leak"] += 1
         return None
     texts = user_texts(task)
-    if any(i in text for i in _id_values(constraints) for text in texts):
+    if any(i in text for i in _id_values(constraints, identity_fields(module)) for text in texts):
         result.drops["id_leak"] += 1
         return None
     final, failed = _replay(world, ref, reference)

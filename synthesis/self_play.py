@@ -11,7 +11,7 @@ The pieces are plain functions so that a training loop can use them directly:
   `r_curr`, `solver_pass_rate`, `score_generation` and the TRL reward
   `generator_reward` / `make_generator_reward`;
 - solver reward: `solver_format_score`, `solver_accuracy`, TRL reward `solver_reward`;
-- selection: `filter_candidates`, `cluster`, `dedup`, `curriculum`;
+- selection: `filter_candidates`, `cluster`, `dedup`, `curriculum`, `max_mix_size`;
 - grounding against the world: `validate_on_world`;
 - the registered method `self_play` (scripted or model generator → validated `Task`s);
 - benchmark tools (not product code): `StubSolver`, `bandpass_curve`,
@@ -596,22 +596,28 @@ def make_generator_reward(solver: Solve, judge: Judge | None = None, k: int = 8)
     return reward
 
 
-def chat_solver(model: ChatModel, temperature: float = 0.7, max_tokens: int = 256, seed: int = 0) -> Solve:
+def chat_solver(model: ChatModel | Callable[[], ChatModel], temperature: float = 0.7, max_tokens: int = 256,
+                seed: int = 0) -> Solve:
     """A `Solve` backed by a `ChatModel`: k samples of the question with the menu as tools.
 
     Runs its own event loop, so call it from synchronous code (TRL reward functions are).
+    `model` may be a factory instead: a client bound to an event loop (an HTTP client, e.g.
+    `OpenAICompatibleModel` in front of a served solver) is then made, and closed, per call.
     """
 
     async def run(candidate: Candidate, k: int) -> list[list[ToolCall]]:
+        client = model if hasattr(model, "chat") else model()  # type: ignore[operator]
         gen = candidate.generation
         messages = [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": gen.question}]
-        jobs = [model.chat(messages, gen.tools, Sampling(temperature=temperature, max_tokens=max_tokens,
-                                                         seed=seed * 1000 + i)) for i in range(k)]
-        out: list[list[ToolCall]] = []
-        for r in await asyncio.gather(*jobs, return_exceptions=True):
-            out.append([ToolCall(name=c.name, arguments=c.arguments) for c in r.tool_calls]
-                       if isinstance(r, ChatResponse) else [])
-        return out
+        try:
+            jobs = [client.chat(messages, gen.tools, Sampling(temperature=temperature, max_tokens=max_tokens,
+                                                              seed=seed * 1000 + i)) for i in range(k)]
+            answers = await asyncio.gather(*jobs, return_exceptions=True)
+        finally:
+            if client is not model:
+                await client.aclose()
+        return [[ToolCall(name=c.name, arguments=c.arguments) for c in r.tool_calls]
+                if isinstance(r, ChatResponse) else [] for r in answers]
 
     return lambda candidate, k: asyncio.run(run(candidate, k))
 
@@ -801,6 +807,19 @@ def _largest_remainder(n: int, mix: Sequence[float]) -> list[int]:
     return out
 
 
+def max_mix_size(available: dict[str, int], mix: tuple[float, float, float] = (0.2, 0.5, 0.3)) -> int:
+    """The largest n whose easy/medium/hard quotas under `mix` (largest-remainder rounding,
+    as `curriculum` splits n) fit the candidates available per band: the biggest selection
+    that keeps the mix exactly."""
+    if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
+        raise ValueError(f"mix must be three non-negative shares with a positive sum, got {mix}")
+    n = sum(available.get(b, 0) for b in ("easy", "medium", "hard"))
+    while n > 0 and any(q > available.get(b, 0)
+                        for q, b in zip(_largest_remainder(n, mix), ("easy", "medium", "hard"), strict=True)):
+        n -= 1
+    return n
+
+
 def curriculum(candidates: Sequence[Candidate], n: int, mix: tuple[float, float, float] = (0.2, 0.5, 0.3),
                per_world_quota: int | dict[str, int] | None = None, bands: tuple[float, float] = DEFAULT_BANDS,
                rng: random.Random | None = None) -> list[Candidate]:
@@ -907,164 +926,6 @@ def _pick(conn: sqlite3.Connection, rng: random.Random, sql: str, *args: Any) ->
     return rng.choice(rows) if rows else None
 
 
-_TODAY = "date((SELECT value FROM meta WHERE key = 'now'))"
-
-
-def _air_user(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    u = _pick(conn, rng, "SELECT * FROM users")
-    if u is None:
-        return None
-    uid = u["user_id"]
-    return {"user_id": uid}, rng.choice([
-        f"Can you pull up the profile and payment methods of user {uid}?",
-        f"I'm {u['name']}, user id {uid}. Which reservations do I have on file?",
-        f"What membership tier does the account {uid} have?",
-    ])
-
-
-def _air_reservation(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    r = _pick(conn, rng, "SELECT * FROM reservations")
-    if r is None:
-        return None
-    rid = r["reservation_id"]
-    return {"reservation_id": rid}, rng.choice([
-        f"What is the status of reservation {rid}?",
-        f"How many checked bags are on my booking {rid}?",
-        f"Please show me the details of reservation {rid}, including the flight.",
-    ])
-
-
-def _air_search(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    f = _pick(conn, rng, "SELECT * FROM flights")
-    if f is None:
-        return None
-    o, d, day = f["origin"], f["destination"], f["date"]
-    return {"origin": o, "destination": d, "date": day}, rng.choice([
-        f"Which flights go from {o} to {d} on {day}?",
-        f"I need to fly {o} to {d} on {day}. What are my options and prices?",
-        f"Are there any seats left from {o} to {d} on {day}?",
-    ])
-
-
-def _air_flight(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    f = _pick(conn, rng, "SELECT * FROM flights")
-    if f is None:
-        return None
-    fid = f["flight_id"]
-    return {"flight_id": fid}, rng.choice([
-        f"Is flight {fid} still on schedule?",
-        f"How many seats are still free on flight {fid}?",
-        f"What does a business seat cost on flight {fid}?",
-    ])
-
-
-def _air_calculate(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    f = _pick(conn, rng, "SELECT * FROM flights")
-    if f is None:
-        return None
-    n = rng.randint(2, 4)
-    expr = rng.choice([f"{n} * {f['price_economy']}", f"{f['price_business']} - {f['price_economy']}",
-                       f"{n} * ({f['price_basic']} + 30)"])
-    return {"expression": expr}, rng.choice([f"What is {expr}?", f"Please work out {expr} for me."])
-
-
-_CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
-
-
-def _air_book(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    pay = _pick(conn, rng, "SELECT * FROM payment_methods WHERE kind = 'credit_card'")
-    if pay is None:
-        return None
-    uid = pay["user_id"]
-    f = _pick(conn, rng, f"SELECT * FROM flights WHERE status = 'scheduled' AND date > {_TODAY}"
-                         " AND seats_available >= 1 AND flight_id NOT IN (SELECT flight_id FROM reservations"
-                         " WHERE user_id = ? AND status = 'active')", uid)
-    if f is None:
-        return None
-    n = rng.randint(1, min(3, f["seats_available"]))
-    cabin = rng.choice(list(_CABIN_WORDS))
-    insurance = rng.random() < 0.4
-    args = {"user_id": uid, "flight_id": f["flight_id"], "cabin": cabin, "passengers": n,
-            "payment_id": pay["payment_id"], "insurance": insurance}
-    people = "1 passenger" if n == 1 else f"{n} passengers"
-    ins = "with travel insurance" if insurance else "without insurance"
-    return args, rng.choice([
-        f"I'm user {uid}. Please book {people} in {_CABIN_WORDS[cabin]} on flight {f['flight_id']}, "
-        f"paid with {pay['payment_id']}, {ins}.",
-        f"Book flight {f['flight_id']} for me ({uid}): {_CABIN_WORDS[cabin]} cabin, {people}, {ins}. "
-        f"Charge {pay['payment_id']}.",
-    ])
-
-
-def _air_cancel(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    r = _pick(conn, rng, "SELECT r.* FROM reservations r JOIN flights f USING (flight_id)"
-                         f" WHERE r.status = 'active' AND f.status <> 'departed' AND f.date >= {_TODAY}"
-                         " AND (r.cabin = 'business' OR r.insurance = 1 OR f.status = 'cancelled'"
-                         " OR r.created_at >= datetime((SELECT value FROM meta WHERE key = 'now'), '-24 hours'))")
-    if r is None:
-        return None
-    rid = r["reservation_id"]
-    return {"reservation_id": rid}, rng.choice([
-        f"Please cancel my reservation {rid}.",
-        f"I'd like to cancel booking {rid} and get my money back.",
-    ])
-
-
-def _air_bags(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    r = _pick(conn, rng, "SELECT r.* FROM reservations r JOIN flights f USING (flight_id)"
-                         " WHERE r.status = 'active' AND f.status <> 'departed' AND r.bags < 3 * r.passengers")
-    if r is None:
-        return None
-    rid, n = r["reservation_id"], r["bags"] + 1
-    bags = "1 checked bag" if n == 1 else f"{n} checked bags"
-    return {"reservation_id": rid, "total_bags": n}, rng.choice([
-        f"Please set reservation {rid} to {bags} in total.",
-        f"I want {bags} in total on my booking {rid}.",
-    ])
-
-
-def _air_change(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    pairs = _rows(conn, "SELECT r.reservation_id, n.flight_id AS new_id FROM reservations r"
-                        " JOIN flights f ON f.flight_id = r.flight_id"
-                        " JOIN flights n ON n.origin = f.origin AND n.destination = f.destination"
-                        f" AND n.flight_id <> f.flight_id WHERE r.status = 'active' AND r.cabin <> 'basic_economy'"
-                        f" AND f.status <> 'departed' AND f.date >= {_TODAY} AND n.status = 'scheduled'"
-                        f" AND n.date > {_TODAY} AND n.seats_available >= r.passengers")
-    if not pairs:
-        return None
-    p = rng.choice(pairs)
-    rid, new = p["reservation_id"], p["new_id"]
-    return {"reservation_id": rid, "new_flight_id": new}, rng.choice([
-        f"Please move my reservation {rid} to flight {new}.",
-        f"Can you change booking {rid} over to flight {new}?",
-    ])
-
-
-def _air_transfer(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    r = _pick(conn, rng, "SELECT * FROM reservations")
-    if r is None:
-        return None
-    summary = rng.choice([f"User {r['user_id']} wants compensation for reservation {r['reservation_id']}",
-                          f"User {r['user_id']} disputes the amount paid on {r['reservation_id']}"])
-    return {"summary": summary}, f'I want to talk to a human agent. Please pass this on: "{summary}".'
-
-
-SCRIPTED_TEMPLATES: dict[str, dict[str, Template]] = {
-    "airline": {
-        "get_user_details": _air_user,
-        "get_reservation_details": _air_reservation,
-        "search_flights": _air_search,
-        "get_flight_details": _air_flight,
-        "calculate": _air_calculate,
-        "book_reservation": _air_book,
-        "cancel_reservation": _air_cancel,
-        "update_baggage": _air_bags,
-        "change_flight": _air_change,
-        "transfer_to_human_agents": _air_transfer,
-    },
-}
-
-
 def generic_template(spec: ToolSpec) -> Template:
     """A template for any tool: argument values come from a database row whose columns are
     named like the parameters (``new_flight_id`` ~ ``flight_id``); enums and booleans are
@@ -1107,14 +968,15 @@ def generic_template(spec: ToolSpec) -> Template:
 
 class ScriptedGenerator:
     """A model-free generator: per spec, one grounded call per needed tool from database
-    records (per-tool templates; `generic_template` for tools without one), written in the
-    tagged format. A world's `design.py` may supply `self_play_templates()` to override."""
+    records, written in the tagged format. Per-tool templates come from the world's
+    `design.py` hook `self_play_templates()` (see `envs/templating.py`); tools without one,
+    or worlds without the hook, use `generic_template`."""
 
     name = "scripted"
 
     def __init__(self, world: World) -> None:
         hook = getattr(world.design, "self_play_templates", None)
-        own: dict[str, Template] = hook() if callable(hook) else SCRIPTED_TEMPLATES.get(world.name, {})
+        own: dict[str, Template] = hook() if callable(hook) else {}
         self.templates = {n: own.get(n) or generic_template(t) for n, t in world.tools.items()}
 
     def generate(self, spec: Spec, conn: sqlite3.Connection, rng: random.Random) -> str | None:

@@ -27,6 +27,8 @@ def test_two_rounds_chain_models_and_releases(tmp_path: Path) -> None:
         c = r["counts"]
         assert c["generated"] == 2 and c["generated"] >= c["valid"] >= c["kept"]
         assert r["tasks"] >= cfg.self_play.min_solver_tasks
+        assert set(r["bands"]) == {"easy", "medium", "hard"} and r["frozen_solver"] == {"kind": "embedded"}
+        assert sum(r["bands"].values()) + r["scripted_top_up"] == r["tasks"]
         assert len(r["generator_rewards"]) == cfg.self_play.generator.max_steps == 1
         assert len(r["solver_rewards"]) == cfg.self_play.solver.max_steps == 1
     first, second = (store.read_manifest(r["release"]) for r in rounds)

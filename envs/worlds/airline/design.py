@@ -246,3 +246,11 @@ def goal_score(changes: list[CellChange], variant: Variant) -> float:
         if values.get("insurance") in (0, False):
             score += 0.5
     return score
+
+
+def self_play_templates() -> dict[str, Any]:
+    """Self-play (Tool-R0) question templates per tool (see `envs/templating.py`); they
+    live in `templates.py` beside this file."""
+    from envs.worlds.airline.templates import TEMPLATES
+
+    return dict(TEMPLATES)

@@ -772,3 +772,11 @@ def goal_score(changes: list[CellChange], variant: Variant) -> float:
     for amount in outcomes["pay"]:
         score += 2 if amount == want.get("pay") else -1
     return score
+
+
+def self_play_templates() -> dict[str, Any]:
+    """Self-play (Tool-R0) question templates per tool (see `envs/templating.py`); they
+    live in `templates.py` beside this file."""
+    from envs.worlds.clinic.templates import TEMPLATES
+
+    return dict(TEMPLATES)

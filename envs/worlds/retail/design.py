@@ -614,3 +614,11 @@ def goal_score(changes: list[CellChange], variant: Variant) -> float:
                for t, _, _, vals in rows):
             score += 2.0
     return score
+
+
+def self_play_templates() -> dict[str, Any]:
+    """Self-play (Tool-R0) question templates per tool (see `envs/templating.py`); they
+    live in `templates.py` beside this file."""
+    from envs.worlds.retail.templates import TEMPLATES
+
+    return dict(TEMPLATES)

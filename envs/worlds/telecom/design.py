@@ -601,3 +601,11 @@ def goal_score(changes: list[CellChange], variant: Variant) -> float:
         else:
             score -= UNMATCHED_PENALTY
     return score
+
+
+def self_play_templates() -> dict[str, Any]:
+    """Self-play (Tool-R0) question templates per tool (see `envs/templating.py`); they
+    live in `templates.py` beside this file."""
+    from envs.worlds.telecom.templates import TEMPLATES
+
+    return dict(TEMPLATES)

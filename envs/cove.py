@@ -1,0 +1,129 @@
+"""Helpers the worlds' ``constraints.py`` modules share (CoVe, methods.md §2; the hooks are
+described in `envs/constraints.py`).
+
+- entity records as plain dicts and `match` (which records a description's attributes fit),
+  so a world's ``matching_ids`` is one line and uniqueness is checked the same way everywhere;
+- `unique_ref`: the first description on a ladder of growing attribute sets that matches
+  exactly its record (`FuzzifyError` when even the most specific one is ambiguous);
+- `trial`: whether a list of calls all succeed on a connection, run inside a savepoint that
+  is rolled back (sampling checks a set is solvable in every write order with it, and the
+  audit keeps only mutants whose writes all succeed).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Iterable
+from itertools import permutations
+from typing import Any
+
+from data.records import ToolCall
+from envs.constraints import FuzzifyError, FuzzyRef
+
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+PARTS_OF_DAY = [("11:00", "morning"), ("15:00", "midday"), ("18:00", "afternoon")]  # before -> word; else evening
+
+
+def rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def now(conn: sqlite3.Connection) -> str:
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    return str(value)
+
+
+def date_words(iso: str) -> str:
+    """'2026-05-12' -> 'May 12'."""
+    _, month, day = iso[:10].split("-")
+    return f"{MONTHS[int(month) - 1]} {int(day)}"
+
+
+def month_words(period: str) -> str:
+    """'2026-04' -> 'April 2026'."""
+    year, month = period.split("-")[:2]
+    return f"{MONTHS[int(month) - 1]} {year}"
+
+
+def part_of_day(hhmm: str) -> str:
+    """"morning" (before 11:00), "midday" (before 15:00), "afternoon" (before 18:00) or "evening"."""
+    return next((word for limit, word in PARTS_OF_DAY if hhmm < limit), "evening")
+
+
+def match(records: Iterable[dict[str, Any]], where: dict[str, Any]) -> list[str]:
+    """Sorted ids of the records whose attributes equal every value in `where`."""
+    return sorted(str(r["id"]) for r in records if all(k in r and r[k] == v for k, v in where.items()))
+
+
+def cumulative(scope: dict[str, Any], record: dict[str, Any], order: list[str]) -> list[dict[str, Any]]:
+    """[scope + order[0], scope + order[:2], ...]: a ladder of ever more specific descriptions."""
+    ladder, where = [], dict(scope)
+    for column in order:
+        where = {**where, column: record[column]}
+        ladder.append(where)
+    return ladder
+
+
+def unique_ref(slot: str, entity: str, record_id: str, ladder: list[dict[str, Any]],
+               text: Callable[[dict[str, Any]], str], matching: Callable[[dict[str, Any]], list[str]]) -> FuzzyRef:
+    """The first description on `ladder` that matches only `record_id` (per `matching`)."""
+    first = 0
+    ids: list[str] = []
+    for level, where in enumerate(ladder):
+        ids = matching(where)
+        if record_id not in ids:
+            raise ValueError(f"description {where} does not match its own {entity} {record_id!r}")
+        first = first or len(ids)
+        if len(ids) == 1:
+            return FuzzyRef(slot=slot, entity=entity, record_id=record_id, text=text(where), where=where,
+                            level=level, first_matches=first)
+    raise FuzzifyError(entity, record_id, len(ids))
+
+
+def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
+    """Whether every call succeeds when run in order on `conn`; the state is left unchanged."""
+    from envs.registry import get_world
+    from envs.world import Env
+
+    env = Env(get_world(world), conn)
+    conn.execute("SAVEPOINT cove_trial")
+    try:
+        return all(env.call(c).ok for c in calls)
+    finally:
+        conn.execute("ROLLBACK TO cove_trial")
+        conn.execute("RELEASE cove_trial")
+
+
+def solvable_in_any_order(conn: sqlite3.Connection, world: str, reads: list[ToolCall],
+                          writes: list[ToolCall]) -> bool:
+    """Every order of `writes` (after `reads`) succeeds: a set whose writes interact (one
+    enables or blocks another) is not sampled, so the verifier may accept any order."""
+    return all(trial(conn, world, [*reads, *order]) for order in permutations(writes))
+
+
+class KnownInfo(dict):  # type: ignore[type-arg]
+    """known_info for the i-th constraint of a set: a key an earlier constraint already
+    used gets the suffix " (request i+1)", so two requests never overwrite each other."""
+
+    def __init__(self, base: dict[str, str], index: int) -> None:
+        super().__init__(base)
+        self.index = index
+
+    def update(self, other: dict[str, str] | None = None, **kw: str) -> None:  # type: ignore[override]
+        for key, value in {**(other or {}), **kw}.items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value: str) -> None:
+        if key in self and self[key] != value and self.index > 0:
+            key = f"{key} (request {self.index + 1})"
+        super().__setitem__(key, value)
+
+
+def mine(text: str) -> str:
+    """'your card' -> 'my card' (the user's own words, for known_info)."""
+    return re.sub(r"\byour\b", "my", text)

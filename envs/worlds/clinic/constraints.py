@@ -1,0 +1,502 @@
+"""Constraint sets of the clinic world (CoVe, methods.md §2); the hooks are described in
+`envs/constraints.py`, the shared helpers in `envs/cove.py`.
+
+A set is about one patient (who gives their patient id and date of birth, R14): one
+request out of booking an open future slot (in network, with the patient's referral where
+the plan needs one, an appointment type the provider offers and the age fits, no overlap,
+under the limits), cancelling an upcoming appointment at least 24 hours ahead, moving one
+to another open slot of the same provider, refilling a prescription that is due, and paying
+the unpaid balance; with probability `p_extra` a second request on another record. A set
+is kept only if its writes succeed in every order. Descriptions replace slot, appointment
+and prescription ids; each matches exactly one record of its scope (slots: the open future
+ones, or the provider's for a move; appointments and prescriptions: the patient's).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from data.records import ToolCall
+from envs import cove
+from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
+from envs.design import Goal
+
+WORLD = "clinic"
+IDENTITY_FIELDS = ("patient_id",)  # the patient gives their id (R14)
+KINDS = ["book", "cancel", "reschedule", "refill", "pay"]
+SPECIALISTS = ("cardiology", "dermatology", "orthopedics")
+SPECIALTY_WORDS = {"primary_care": "primary care", "pediatrics": "pediatrics", "cardiology": "cardiology",
+                   "dermatology": "dermatology", "orthopedics": "orthopedics"}
+TYPE_WORDS = {"annual_physical": "an annual physical", "sick_visit": "a sick visit", "well_child": "a well-child visit",
+              "consultation": "a specialist consultation", "follow_up": "a follow-up visit"}
+
+
+# -- entities -----------------------------------------------------------------------------
+
+def _slot_record(r: dict[str, Any]) -> dict[str, Any]:
+    day, time = r["start_at"][:10], r["start_at"][11:16]
+    return {"id": r["slot_id"], "provider_id": r["provider_id"], "specialty": r["specialty"],
+            "location": r["location"], "provider": r["name"], "status": r["status"], "date": day,
+            "part_of_day": cove.part_of_day(time), "time": time}
+
+
+def _slots(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Slots that start after now (their status is an attribute: descriptions scope to open ones)."""
+    return [_slot_record(r) for r in cove.rows(conn, "SELECT s.*, p.specialty, p.location, p.name FROM slots s"
+                                                     " JOIN providers p USING (provider_id) WHERE s.start_at > ?",
+                                               cove.now(conn))]
+
+
+def _appointments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    out = []
+    for r in cove.rows(conn, "SELECT a.appointment_id, a.patient_id, a.status AS appt_status, s.*, p.specialty,"
+                             " p.location, p.name FROM appointments a JOIN slots s USING (slot_id)"
+                             " JOIN providers p ON p.provider_id = s.provider_id"):
+        rec = _slot_record(r)
+        rec.update(id=r["appointment_id"], patient_id=r["patient_id"], status=r["appt_status"])
+        out.append(rec)
+    return out
+
+
+def _prescriptions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": r["rx_id"], "patient_id": r["patient_id"], "medication": r["medication"]}
+            for r in cove.rows(conn, "SELECT * FROM prescriptions")]
+
+
+ENTITIES = {"slot": _slots, "appointment": _appointments, "prescription": _prescriptions}
+
+
+def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
+    """Ids of the `entity` records whose attributes equal every value in `where`."""
+    if entity not in ENTITIES:
+        raise ValueError(f"unknown entity {entity!r}; known: {sorted(ENTITIES)}")
+    return cove.match(ENTITIES[entity](conn), where)
+
+
+def _one(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
+    found = [r for r in ENTITIES[entity](conn) if r["id"] == record_id]
+    if not found:
+        raise KeyError(f"{entity} {record_id!r} not found")
+    return found[0]
+
+
+# -- sampling ----------------------------------------------------------------------------
+
+def _offers(type_row: dict[str, Any], specialty: str) -> bool:
+    by = type_row["offered_by"]
+    return by in ("any", specialty) or (by == "specialist" and specialty in SPECIALISTS)
+
+
+def _age_ok(dob: str, day: str, min_age: int, max_age: int) -> bool:
+    b, d = date.fromisoformat(dob), date.fromisoformat(day)
+
+    def birthday(years: int) -> date:
+        try:
+            return b.replace(year=b.year + years)
+        except ValueError:  # 29 February, as SQLite's date(dob, '+N years') rolls it
+            return date(b.year + years, 3, 1)
+
+    return birthday(min_age) <= d < birthday(max_age + 1)
+
+
+def _book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any], avoid: set[str]) -> Constraint | None:
+    if patient["balance_due"] > 150:
+        return None
+    pid = patient["patient_id"]
+    plan = cove.rows(conn, "SELECT * FROM insurance_plans WHERE plan_id = ?", patient["plan_id"])
+    needs_referral = bool(plan and plan[0]["requires_referral"])
+    network = {r[0] for r in conn.execute("SELECT provider_id FROM provider_plans WHERE plan_id = ?",
+                                          (patient["plan_id"],))} if plan else None
+    referrals = {r["specialty"]: r for r in cove.rows(conn, "SELECT * FROM referrals WHERE patient_id = ?"
+                                                            " AND visits_used < visits_allowed", pid)}
+    types = cove.rows(conn, "SELECT * FROM appointment_types ORDER BY type_code")
+    slots = [s for s in _slots(conn) if s["status"] == "open" and s["id"] not in avoid
+             and (network is None or s["provider_id"] in network)]
+    rng.shuffle(slots)
+    for s in slots[:30]:
+        ref = None
+        if needs_referral and s["specialty"] in SPECIALISTS:
+            r = referrals.get(s["specialty"])
+            if r is None or r["expires_on"] < s["date"]:
+                continue
+            ref = r["referral_id"]
+        fits = [t["type_code"] for t in types if _offers(t, s["specialty"])
+                and _age_ok(patient["date_of_birth"], s["date"], t["min_age"], t["max_age"])]
+        if not fits:
+            continue
+        c = Constraint(kind="book", fields={"patient_id": pid, "slot_id": s["id"], "appointment_type": rng.choice(fits),
+                                            "referral_id": ref})
+        if cove.trial(conn, WORLD, [write_call(c)]):
+            return c
+    return None
+
+
+def _upcoming(conn: sqlite3.Connection, pid: str, min_hours: float) -> list[dict[str, Any]]:
+    """The patient's scheduled appointments starting at least `min_hours` from now."""
+    limit = (datetime.fromisoformat(cove.now(conn)) + timedelta(hours=min_hours)).strftime("%Y-%m-%d %H:%M:%S")
+    return cove.rows(conn, "SELECT a.*, s.provider_id, s.start_at FROM appointments a JOIN slots s USING (slot_id)"
+                           " WHERE a.patient_id = ? AND a.status = 'scheduled' AND s.start_at >= ?"
+                           " ORDER BY a.appointment_id", pid, limit)
+
+
+def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any],
+            avoid: set[str]) -> Constraint | None:
+    """One constraint of `kind` for `patient` on records outside `avoid` (ids)."""
+    pid = patient["patient_id"]
+    if kind == "book":
+        return _book(conn, rng, patient, avoid)
+    if kind == "pay":
+        if patient["balance_due"] <= 0 or "balance" in avoid:
+            return None
+        return Constraint(kind="pay", fields={"patient_id": pid, "amount": patient["balance_due"]})
+    if kind == "refill":
+        today = cove.now(conn)[:10]
+        rxs = [r for r in cove.rows(conn, "SELECT * FROM prescriptions WHERE patient_id = ? AND refills_remaining >= 1"
+                                          " AND expires_on >= ? AND date(last_fill_date, '+' || (days_supply - 7)"
+                                          " || ' days') <= ? ORDER BY rx_id", pid, today, today)
+               if r["rx_id"] not in avoid]
+        return Constraint(kind="refill", fields={"patient_id": pid, "rx_id": rng.choice(rxs)["rx_id"]}) if rxs else None
+    appts = [a for a in _upcoming(conn, pid, 24) if a["appointment_id"] not in avoid]
+    rng.shuffle(appts)
+    for a in appts:
+        if kind == "cancel":
+            return Constraint(kind="cancel", fields={"patient_id": pid, "appointment_id": a["appointment_id"]})
+        if a["reschedule_count"] >= 2:
+            continue
+        targets = [s for s in _slots(conn) if s["provider_id"] == a["provider_id"] and s["status"] == "open"
+                   and s["id"] not in avoid]
+        rng.shuffle(targets)
+        for s in targets[:8]:
+            c = Constraint(kind="reschedule", fields={"patient_id": pid, "appointment_id": a["appointment_id"],
+                                                      "new_slot_id": s["id"]})
+            if cove.trial(conn, WORLD, [write_call(c)]):
+                return c
+    return None
+
+
+def _touched(c: Constraint) -> set[str]:
+    ids = {str(v) for k, v in c.fields.items() if k.endswith("_id") and k not in ("patient_id", "referral_id")}
+    if c.kind == "pay":
+        ids.add("balance")
+    return ids
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+    """A constraint set for one patient, solvable by construction (its writes succeed in
+    every order): one request, plus (with probability `p_extra`) a second one on another
+    record. Empty when nothing fits."""
+    patients = cove.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
+    rng.shuffle(patients)
+    first_kind = rng.choice(KINDS)
+    extra = rng.random() < p_extra
+    for kind in [first_kind, *[k for k in KINDS if k != first_kind]]:
+        for patient in patients[:40]:
+            c0 = _sample(kind, conn, rng, patient, set())
+            if c0 is None:
+                continue
+            out = [c0]
+            if extra:
+                for k2 in rng.sample(KINDS, len(KINDS)):
+                    c1 = _sample(k2, conn, rng, patient, _touched(c0))
+                    if c1 is not None:
+                        out.append(c1)
+                        break
+            if len(out) == 2 and not _solvable(conn, out):
+                out = [c0]
+            if _solvable(conn, out):
+                return out
+    return []
+
+
+def _solvable(conn: sqlite3.Connection, constraints: list[Constraint]) -> bool:
+    return cove.solvable_in_any_order(conn, WORLD, [], [write_call(c) for c in constraints])
+
+
+# -- fuzzification -------------------------------------------------------------------------
+
+def _when(where: dict[str, Any]) -> str:
+    text = ""
+    if "date" in where:
+        d = date.fromisoformat(where["date"])
+        text += f" on {cove.WEEKDAYS[d.weekday()]} {cove.date_words(where['date'])}"
+    if "part_of_day" in where:
+        text += f" in the {where['part_of_day']}" if where["part_of_day"] != "midday" else " around midday"
+    if "time" in where:
+        text += f" at {where['time']}"
+    return text
+
+
+def slot_text(where: dict[str, Any]) -> str:
+    text = f"an open {SPECIALTY_WORDS[where['specialty']]} slot" if "specialty" in where else "the open slot"
+    text += _when(where)
+    if "location" in where:
+        text += f" at the {where['location']} clinic"
+    if "provider" in where:
+        text += f" with {where['provider']}"
+    return text
+
+
+def appointment_text(where: dict[str, Any]) -> str:
+    spec = f"{SPECIALTY_WORDS[where['specialty']]} " if "specialty" in where else ""
+    text = f"your {spec}appointment" + _when(where)
+    return text + (f" with {where['provider']}" if "provider" in where else "")
+
+
+def prescription_text(where: dict[str, Any]) -> str:
+    return f"your {where['medication']} prescription"
+
+
+def describe_slot(conn: sqlite3.Connection, rng: random.Random, slot: str, slot_id: str,
+                  provider_id: str | None = None) -> FuzzyRef:
+    """Among the open future slots (of the provider, for a move): the specialty, date and
+    part of the day, then the location, the time, the provider's name."""
+    rec = _one(conn, "slot", slot_id)
+    if provider_id is not None:
+        scope = {"provider_id": provider_id, "status": "open"}
+        order = ["date", "part_of_day", "time"]
+    else:
+        scope = {"status": "open", "specialty": rec["specialty"], "date": rec["date"]}
+        order = ["part_of_day", "location", "time", "provider"]
+        if rng.random() < 0.5:
+            order = ["part_of_day", "time", "location", "provider"]
+    return cove.unique_ref(slot, "slot", slot_id, cove.cumulative(scope, rec, order), slot_text,
+                           lambda w: matching_ids(conn, "slot", w))
+
+
+def describe_appointment(conn: sqlite3.Connection, slot: str, appointment_id: str) -> FuzzyRef:
+    """The specialty, then the date, the part of the day, the time (among the patient's
+    appointments, past and cancelled ones included)."""
+    rec = _one(conn, "appointment", appointment_id)
+    return cove.unique_ref(slot, "appointment", appointment_id,
+                           cove.cumulative({"patient_id": rec["patient_id"]}, rec,
+                                           ["specialty", "date", "part_of_day", "time", "provider"]),
+                           appointment_text, lambda w: matching_ids(conn, "appointment", w))
+
+
+def describe_prescription(conn: sqlite3.Connection, slot: str, rx_id: str) -> FuzzyRef:
+    """The medication (among the patient's prescriptions)."""
+    rec = _one(conn, "prescription", rx_id)
+    return cove.unique_ref(slot, "prescription", rx_id,
+                           cove.cumulative({"patient_id": rec["patient_id"]}, rec, ["medication"]),
+                           prescription_text, lambda w: matching_ids(conn, "prescription", w))
+
+
+def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
+    """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
+    `FuzzifyError` when the most specific description still matches two or more records."""
+    out = Fuzzification()
+    for i, c in enumerate(constraints):
+        s = f"c{i}."
+        if c.kind == "book":
+            out.refs[s + "slot_id"] = describe_slot(conn, rng, s + "slot_id", c["slot_id"])
+        elif c.kind in ("cancel", "reschedule"):
+            out.refs[s + "appointment_id"] = describe_appointment(conn, s + "appointment_id", c["appointment_id"])
+            if c.kind == "reschedule":
+                provider = _one(conn, "appointment", c["appointment_id"])["provider_id"]
+                out.refs[s + "new_slot_id"] = describe_slot(conn, rng, s + "new_slot_id", c["new_slot_id"], provider)
+        elif c.kind == "refill":
+            out.refs[s + "rx_id"] = describe_prescription(conn, s + "rx_id", c["rx_id"])
+        elif c.kind != "pay":
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return out
+
+
+def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
+    """The user's goal from the descriptions (never the ids but the patient's own)."""
+    parts: list[str] = []
+    known: dict[str, str] = {"patient_id": constraints[0]["patient_id"]}
+    unknown: set[str] = set()
+    for i, c in enumerate(constraints):
+        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
+        known = cove.KnownInfo(known, i)
+        if c.kind == "book":
+            parts.append(f"book {TYPE_WORDS[c['appointment_type']]} in {f['slot_id']}")
+            known.update({"slot": f["slot_id"], "visit type": TYPE_WORDS[c["appointment_type"]]})
+            unknown |= {"the slot id", "the provider id"}
+        elif c.kind == "cancel":
+            parts.append(f"cancel {f['appointment_id']}")
+            known["appointment"] = cove.mine(f["appointment_id"])
+            unknown.add("the appointment id")
+        elif c.kind == "reschedule":
+            parts.append(f"move {f['appointment_id']} to {f['new_slot_id']} with the same provider")
+            known.update({"appointment": cove.mine(f["appointment_id"]), "new time": f["new_slot_id"]})
+            unknown |= {"the appointment id", "the slot id"}
+        elif c.kind == "refill":
+            parts.append(f"refill {f['rx_id']}")
+            known["prescription"] = cove.mine(f["rx_id"])
+            unknown.add("the prescription id")
+        elif c.kind == "pay":
+            parts.append(f"pay your whole unpaid balance of {c['amount']} with the card on file")
+            known["amount"] = str(c["amount"])
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="your care at the clinic",
+                known_info=dict(known), unknown_info=sorted(unknown))
+
+
+def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> dict[str, str]:
+    """The date of birth the patient confirms (R14), beside the patient id of the goal."""
+    (dob,) = conn.execute("SELECT date_of_birth FROM patients WHERE patient_id = ?",
+                          (constraints[0]["patient_id"],)).fetchone()
+    return {"date of birth": dob}
+
+
+# -- reference and checks ------------------------------------------------------------------
+
+def write_call(c: Constraint) -> ToolCall:
+    """The one write that satisfies `c`."""
+    f = c.fields
+    if c.kind == "book":
+        args = {"patient_id": f["patient_id"], "slot_id": f["slot_id"], "appointment_type": f["appointment_type"]}
+        if f.get("referral_id"):
+            args["referral_id"] = f["referral_id"]
+        return ToolCall(name="book_appointment", arguments=args)
+    if c.kind == "cancel":
+        return ToolCall(name="cancel_appointment", arguments={"appointment_id": f["appointment_id"]})
+    if c.kind == "reschedule":
+        return ToolCall(name="reschedule_appointment", arguments={"appointment_id": f["appointment_id"],
+                                                                  "new_slot_id": f["new_slot_id"]})
+    if c.kind == "refill":
+        return ToolCall(name="refill_prescription", arguments={"rx_id": f["rx_id"]})
+    if c.kind == "pay":
+        return ToolCall(name="pay_balance", arguments={"patient_id": f["patient_id"], "amount": f["amount"]})
+    raise ValueError(f"unknown constraint kind {c.kind!r}")
+
+
+def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
+    """Look the patient and the records up (R14), then one write per constraint."""
+    reads = [ToolCall(name="get_patient_details", arguments={"patient_id": constraints[0]["patient_id"]})]
+    for c in constraints:
+        if c.kind == "book":
+            s = _one(conn, "slot", c["slot_id"])
+            reads.append(ToolCall(name="find_open_slots", arguments={"provider_id": s["provider_id"], "date": s["date"]}))
+        elif c.kind in ("cancel", "reschedule"):
+            reads.append(ToolCall(name="get_appointment_details", arguments={"appointment_id": c["appointment_id"]}))
+        elif c.kind == "refill":
+            reads.append(ToolCall(name="get_prescription_details", arguments={"rx_id": c["rx_id"]}))
+    return [*reads, *(write_call(c) for c in constraints)]
+
+
+def _appt(conn: sqlite3.Connection, aid: str) -> dict[str, Any] | None:
+    found = cove.rows(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+    return found[0] if found else None
+
+
+def _new(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table: str, key: str,
+         where: dict[str, Any]) -> list[str]:
+    before = {r[0] for r in conn_initial.execute(f"SELECT {key} FROM {table}")}
+    cond = " AND ".join(f"{k} IS ?" for k in where)
+    found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
+    return [r[0] for r in found if r[0] not in before]
+
+
+def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
+          constraints: list[Constraint]) -> tuple[list[bool], list[dict[str, Any]]]:
+    """Each constraint on the final state; a detail names the satisfying record.
+
+    - book: a new scheduled appointment of the patient in that slot, of that type;
+    - cancel: the appointment was scheduled and is cancelled now;
+    - reschedule: the appointment is scheduled in the new slot now;
+    - refill: a new fill of the prescription;
+    - pay: one new payment of exactly the amount.
+    """
+    satisfied: list[bool] = []
+    details: list[dict[str, Any]] = []
+    for c in constraints:
+        f = c.fields
+        table, record = "appointments", None
+        if c.kind == "book":
+            new = _new(conn_initial, conn_final, "appointments", "appointment_id",
+                       {"patient_id": f["patient_id"], "slot_id": f["slot_id"], "type_code": f["appointment_type"],
+                        "status": "scheduled"})
+            record = new[0] if new else None
+            reason = "booked" if record else "no new appointment of that type in that slot"
+        elif c.kind in ("cancel", "reschedule"):
+            before, after = _appt(conn_initial, f["appointment_id"]), _appt(conn_final, f["appointment_id"])
+            if c.kind == "cancel":
+                ok = bool(before and after and before["status"] == "scheduled" and after["status"] == "cancelled")
+            else:
+                ok = bool(before and after and after["status"] == "scheduled" and after["slot_id"] == f["new_slot_id"]
+                          != before["slot_id"])
+            record = f["appointment_id"] if ok else None
+            reason = c.kind + "d" if ok else (f"status {after['status']}, slot {after['slot_id']}" if after else "missing")
+        elif c.kind == "refill":
+            table = "fills"
+            new = _new(conn_initial, conn_final, "fills", "fill_id", {"rx_id": f["rx_id"]})
+            record = new[0] if len(new) == 1 else None
+            reason = "refilled" if record else f"{len(new)} new fills of the prescription"
+        elif c.kind == "pay":
+            table = "payments"
+            new = _new(conn_initial, conn_final, "payments", "payment_id",
+                       {"patient_id": f["patient_id"], "amount": f["amount"]})
+            record = new[0] if new else None
+            reason = "paid" if record else "no new payment of that amount"
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+        satisfied.append(record is not None)
+        details.append({"kind": c.kind, "satisfied": record is not None, "reason": reason,
+                        "record": {"table": table, "key": record_key([record])} if record else None})
+    return satisfied, details
+
+
+# -- known-bad variants for the verifier audit --------------------------------------------------
+
+def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
+                    reference: list[ToolCall]) -> dict[str, list[ToolCall]]:
+    """Variants of `reference` that must fail and whose writes all succeed: a wrong slot or
+    appointment type, a wrong target appointment or prescription, a wrong amount, one extra
+    (unrelated, successful) write. A case is left out when the state offers no such call."""
+    out: dict[str, list[ToolCall]] = {}
+    touched = set().union(*(_touched(c) for c in constraints))
+    pid = constraints[0]["patient_id"]
+
+    def offer(name: str, calls: list[ToolCall]) -> None:
+        if name not in out and cove.trial(conn, WORLD, calls):
+            out[name] = calls
+
+    for c in constraints:
+        old = next((call for call in reference if call.key() == write_call(c).key()), None)
+        if old is None:
+            continue
+
+        def swap(**changes: Any) -> list[ToolCall]:
+            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
+            return [new if call is old else call for call in reference]  # noqa: B023
+
+        f = c.fields
+        if c.kind in ("book", "reschedule"):
+            key = "slot_id" if c.kind == "book" else "new_slot_id"
+            current = _one(conn, "slot", f[key])
+            near = sorted((s for s in _slots(conn) if s["status"] == "open" and s["id"] not in touched
+                           and s["provider_id"] == current["provider_id"]), key=lambda s: s["id"])
+            for s in near[:6]:
+                offer("wrong_item", swap(**{key: s["id"]}))
+            if c.kind == "book":
+                for t in ("follow_up", "sick_visit", "consultation", "annual_physical", "well_child"):
+                    if t != f["appointment_type"]:
+                        offer("wrong_type", swap(appointment_type=t))
+        if c.kind in ("cancel", "reschedule"):
+            for a in _upcoming(conn, pid, 24):
+                if a["appointment_id"] not in touched:
+                    offer("wrong_target", swap(appointment_id=a["appointment_id"]))
+        elif c.kind == "refill":
+            for r in _prescriptions(conn):
+                if r["patient_id"] == pid and r["id"] != f["rx_id"]:
+                    offer("wrong_target", swap(rx_id=r["id"]))
+        elif c.kind == "pay" and f["amount"] > 1:
+            offer("wrong_amount", swap(amount=f["amount"] - 1))
+    # An extra write: a refill, a part payment or another booking no constraint asks for.
+    for r in _prescriptions(conn):
+        if r["patient_id"] == pid and r["id"] not in touched:
+            offer("extra_write", [*reference, ToolCall(name="refill_prescription", arguments={"rx_id": r["id"]})])
+    if "balance" not in touched:
+        offer("extra_write", [*reference, ToolCall(name="pay_balance", arguments={"patient_id": pid, "amount": 1})])
+    if "extra_write" not in out:
+        patient = cove.rows(conn, "SELECT * FROM patients WHERE patient_id = ?", pid)[0]
+        extra = _book(conn, random.Random(0), patient, touched)
+        if extra is not None:
+            offer("extra_write", [*reference, write_call(extra)])
+    return out

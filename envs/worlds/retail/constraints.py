@@ -1,0 +1,540 @@
+"""Constraint sets of the retail world (CoVe, methods.md §2); the hooks are described in
+`envs/constraints.py`, the shared helpers in `envs/cove.py`.
+
+A set is about one customer (who authenticates by email, never by id): one request out of
+placing an order (a variant in stock, a quantity, a payment method that covers it),
+cancelling a pending order (with a reason), changing the address of a pending or processed
+order, returning units of an item of an order delivered within the window (refund to the
+original method or a gift card) or exchanging them for a sibling variant in stock; with
+probability `p_extra` a second request on another order. A set is kept only if its writes
+succeed in every order. Descriptions replace order, item, variant and payment ids; each
+matches exactly one record of its scope (orders and payment methods: the customer's;
+items: the order's lines; variants: the catalog, or the product's variants).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from data.records import ToolCall
+from envs import cove
+from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
+from envs.design import Goal
+
+WORLD = "retail"
+IDENTITY_FIELDS: tuple[str, ...] = ()  # the customer gives an email; the customer id stays hidden
+KINDS = ["order", "cancel", "address", "return", "exchange"]
+REASONS = {"no longer needed": "you no longer need it", "ordered by mistake": "you ordered it by mistake"}
+STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane", "Orchard Drive"]
+CITIES = ["Lakewood", "Ashford", "Brookside", "Westfield", "Millbrook"]
+WINDOW_DAYS = 30
+
+
+# -- entities (plain records; the descriptions' attributes refer to their keys) -------------
+
+def _variants(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    out = []
+    for r in cove.rows(conn, "SELECT v.*, p.name AS product FROM variants v JOIN products p USING (product_id)"):
+        out.append({**json.loads(r["options"]), "id": r["variant_id"], "product": r["product"],
+                    "product_id": r["product_id"], "price": r["price"], "stock": r["stock"]})
+    return out
+
+
+def _orders(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    products: dict[str, set[str]] = {}
+    for r in cove.rows(conn, "SELECT i.order_id, p.name FROM order_items i JOIN variants v USING (variant_id)"
+                             " JOIN products p USING (product_id)"):
+        products.setdefault(r["order_id"], set()).add(r["name"])
+    return [{"id": o["order_id"], "customer_id": o["customer_id"], "status": o["status"],
+             "products": sorted(products.get(o["order_id"], ())), "date": o["created_at"][:10]}
+            for o in cove.rows(conn, "SELECT * FROM orders")]
+
+
+def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    out = []
+    for r in cove.rows(conn, "SELECT i.*, v.options, p.name AS product FROM order_items i"
+                             " JOIN variants v USING (variant_id) JOIN products p USING (product_id)"):
+        out.append({**json.loads(r["options"]), "id": r["variant_id"], "order_id": r["order_id"],
+                    "product": r["product"]})
+    return out
+
+
+def _payments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{**p, "id": p["payment_id"]} for p in cove.rows(conn, "SELECT * FROM payment_methods")]
+
+
+ENTITIES = {"variant": _variants, "order": _orders, "line": _lines, "payment": _payments}
+
+
+def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
+    """Ids of the `entity` records whose attributes equal every value in `where`."""
+    if entity not in ENTITIES:
+        raise ValueError(f"unknown entity {entity!r}; known: {sorted(ENTITIES)}")
+    return cove.match(ENTITIES[entity](conn), where)
+
+
+def _one(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
+    found = [r for r in ENTITIES[entity](conn) if r["id"] == record_id]
+    if not found:
+        raise KeyError(f"{entity} {record_id!r} not found")
+    return found[0]
+
+
+# -- sampling ----------------------------------------------------------------------------
+
+def _covers(payment: dict[str, Any], amount: int) -> bool:
+    return payment["balance"] is None or payment["balance"] >= amount
+
+
+def _in_window(conn: sqlite3.Connection) -> str:
+    """Oldest delivery time still inside the return window (R05)."""
+    return (datetime.fromisoformat(cove.now(conn)) - timedelta(days=WINDOW_DAYS)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _open_lines(conn: sqlite3.Connection, customer_id: str) -> list[dict[str, Any]]:
+    """Lines of the customer's orders delivered inside the window with units left (R05-R07)."""
+    return cove.rows(conn, "SELECT i.*, v.product_id, v.price, o.payment_id AS order_payment FROM order_items i"
+                           " JOIN orders o USING (order_id) JOIN variants v USING (variant_id)"
+                           " WHERE o.customer_id = ? AND o.status = 'delivered' AND o.delivered_at >= ?"
+                           " AND i.quantity - i.returned - i.exchanged >= 1 ORDER BY i.order_id, i.variant_id",
+                     customer_id, _in_window(conn))
+
+
+def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
+            avoid: set[str]) -> Constraint | None:
+    """One constraint of `kind` for customer `cid` on records outside `avoid` (ids)."""
+    pays = cove.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY payment_id", cid)
+    if kind == "order":
+        variants = [v for v in _variants(conn) if v["stock"] >= 1 and v["id"] not in avoid]
+        if not variants:
+            return None
+        v = rng.choice(sorted(variants, key=lambda x: x["id"]))
+        q = rng.randint(1, min(3, v["stock"]))
+        ok = [p for p in pays if _covers(p, v["price"] * q)]
+        if not ok:
+            return None
+        return Constraint(kind="order", fields={"customer_id": cid, "variant_id": v["id"], "quantity": q,
+                                                "payment_id": rng.choice(ok)["payment_id"]})
+    if kind in ("cancel", "address"):
+        statuses = ("pending",) if kind == "cancel" else ("pending", "processed")
+        orders = [o for o in cove.rows(conn, "SELECT * FROM orders WHERE customer_id = ? ORDER BY order_id", cid)
+                  if o["status"] in statuses and o["order_id"] not in avoid]
+        if not orders:
+            return None
+        o = rng.choice(orders)
+        if kind == "cancel":
+            return Constraint(kind="cancel", fields={"customer_id": cid, "order_id": o["order_id"],
+                                                     "reason": rng.choice(list(REASONS))})
+        address = o["address"]
+        while address == o["address"]:
+            address = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
+        return Constraint(kind="address", fields={"customer_id": cid, "order_id": o["order_id"], "address": address})
+    lines = [ln for ln in _open_lines(conn, cid) if ln["order_id"] not in avoid]
+    rng.shuffle(lines)
+    for ln in lines:
+        left = ln["quantity"] - ln["returned"] - ln["exchanged"]
+        q = rng.randint(1, left)
+        if kind == "return":
+            gifts = [p["payment_id"] for p in pays if p["kind"] == "gift_card" and p["payment_id"] != ln["order_payment"]]
+            refund = ln["order_payment"] if not gifts or rng.random() < 0.6 else gifts[0]
+            return Constraint(kind="return", fields={"customer_id": cid, "order_id": ln["order_id"],
+                                                     "variant_id": ln["variant_id"], "quantity": q,
+                                                     "refund_payment_id": refund})
+        siblings = cove.rows(conn, "SELECT * FROM variants WHERE product_id = ? AND variant_id <> ? AND stock >= ?"
+                                   " ORDER BY variant_id", ln["product_id"], ln["variant_id"], q)
+        siblings = [s for s in siblings if s["variant_id"] not in avoid]
+        if not siblings:
+            continue
+        new = rng.choice(siblings)
+        diff = (new["price"] - ln["unit_price"]) * q
+        ok = [p for p in pays if diff <= 0 or _covers(p, diff)]
+        if not ok:
+            continue
+        return Constraint(kind="exchange", fields={"customer_id": cid, "order_id": ln["order_id"],
+                                                   "variant_id": ln["variant_id"], "new_variant_id": new["variant_id"],
+                                                   "quantity": q, "payment_id": rng.choice(ok)["payment_id"]})
+    return None
+
+
+def _touched(c: Constraint) -> set[str]:
+    return {str(v) for k, v in c.fields.items() if k.endswith("_id") and k not in ("customer_id",)
+            and not k.startswith("payment") and not k.startswith("refund")}
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+    """A constraint set for one customer, solvable by construction (its writes succeed in
+    every order): one request, plus (with probability `p_extra`) a second one on another
+    order or variant. Empty when nothing fits."""
+    customers = [r["customer_id"] for r in cove.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
+    rng.shuffle(customers)
+    first_kind = rng.choice(KINDS)
+    extra = rng.random() < p_extra
+    for kind in [first_kind, *[k for k in KINDS if k != first_kind]]:
+        for cid in customers[:40]:
+            c0 = _sample(kind, conn, rng, cid, set())
+            if c0 is None:
+                continue
+            out = [c0]
+            if extra:
+                for k2 in rng.sample(KINDS, len(KINDS)):
+                    c1 = _sample(k2, conn, rng, cid, _touched(c0))
+                    if c1 is not None:
+                        out.append(c1)
+                        break
+            if len(out) == 2 and not _solvable(conn, out):
+                out = [c0]
+            if _solvable(conn, out):
+                return out
+    return []
+
+
+def _solvable(conn: sqlite3.Connection, constraints: list[Constraint]) -> bool:
+    return cove.solvable_in_any_order(conn, WORLD, [], [write_call(c) for c in constraints])
+
+
+# -- fuzzification -------------------------------------------------------------------------
+
+def _options(where: dict[str, Any], skip: tuple[str, ...]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in where.items() if k not in skip)
+
+
+def variant_text(where: dict[str, Any]) -> str:
+    opts = _options(where, ("product", "product_id"))
+    return f"the {where['product']}" + (f" with {opts}" if opts else "")
+
+
+def order_text(where: dict[str, Any]) -> str:
+    text = "your " + (f"{where['status']} " if "status" in where else "") + "order"
+    if "products" in where:
+        text += " with the " + " and the ".join(where["products"])
+    if "date" in where:
+        text += f" placed on {cove.date_words(where['date'])}"
+    return text
+
+
+def line_text(where: dict[str, Any]) -> str:
+    opts = _options(where, ("product", "order_id"))
+    return f"the {where['product']}" + (f" ({opts})" if opts else "")
+
+
+def payment_text(where: dict[str, Any]) -> str:
+    kind = where["kind"]
+    if kind == "credit_card":
+        return "your credit card" + (f" ending in {where['last4']}" if "last4" in where else "")
+    if kind == "gift_card":
+        return "your gift card" + (f" with a balance of {where['balance']}" if "balance" in where else "")
+    return "your PayPal account"
+
+
+def _option_keys(record: dict[str, Any], skip: set[str]) -> list[str]:
+    return [k for k in record if k not in skip]
+
+
+_VARIANT_META = {"id", "product", "product_id", "price", "stock"}
+
+
+def describe_variant(conn: sqlite3.Connection, rng: random.Random, slot: str, variant_id: str,
+                     current: str | None = None) -> FuzzyRef:
+    """The product, then its options one by one (options that differ from `current`, the
+    variant being exchanged, first), among all variants of the catalog."""
+    rec = _one(conn, "variant", variant_id)
+    keys = _option_keys(rec, _VARIANT_META)
+    rng.shuffle(keys)
+    if current is not None:
+        cur = _one(conn, "variant", current)
+        keys.sort(key=lambda k: cur.get(k) == rec[k])
+    ladder = cove.cumulative({"product": rec["product"]}, rec, keys)
+    ladder = [{"product": rec["product"]}, *ladder] if current is None else ladder
+    return cove.unique_ref(slot, "variant", variant_id, ladder, variant_text,
+                           lambda w: matching_ids(conn, "variant", w))
+
+
+def describe_order(conn: sqlite3.Connection, rng: random.Random, slot: str, order_id: str) -> FuzzyRef:
+    """Its status or its products first, then the other, then the date (among the customer's orders)."""
+    rec = _one(conn, "order", order_id)
+    first = rng.choice(["status", "products"])
+    order = [first, "products" if first == "status" else "status", "date"]
+    return cove.unique_ref(slot, "order", order_id, cove.cumulative({"customer_id": rec["customer_id"]}, rec, order),
+                           order_text, lambda w: matching_ids(conn, "order", w))
+
+
+def describe_line(conn: sqlite3.Connection, slot: str, order_id: str, variant_id: str) -> FuzzyRef:
+    """The product, then its options (among the order's lines)."""
+    rec = next(r for r in _lines(conn) if r["order_id"] == order_id and r["id"] == variant_id)
+    ladder = [{"order_id": order_id, "product": rec["product"]},
+              *cove.cumulative({"order_id": order_id, "product": rec["product"]}, rec,
+                               _option_keys(rec, {"id", "order_id", "product"}))]
+    return cove.unique_ref(slot, "line", variant_id, ladder, line_text, lambda w: matching_ids(conn, "line", w))
+
+
+def describe_payment(conn: sqlite3.Connection, slot: str, payment_id: str) -> FuzzyRef:
+    """The kind, then the card's last four digits or the gift card's balance (among the customer's methods)."""
+    rec = _one(conn, "payment", payment_id)
+    extra = {"credit_card": ["last4"], "gift_card": ["balance"]}.get(rec["kind"], [])
+    return cove.unique_ref(slot, "payment", payment_id,
+                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["kind", *extra]),
+                           payment_text, lambda w: matching_ids(conn, "payment", w))
+
+
+def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
+    """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
+    `FuzzifyError` when the most specific description still matches two or more records."""
+    out = Fuzzification()
+    for i, c in enumerate(constraints):
+        slot = f"c{i}."
+
+        def put(field: str, ref: FuzzyRef, slot: str = slot) -> None:
+            out.refs[slot + field] = ref
+
+        if c.kind == "order":
+            put("variant_id", describe_variant(conn, rng, slot + "variant_id", c["variant_id"]))
+            put("payment_id", describe_payment(conn, slot + "payment_id", c["payment_id"]))
+        elif c.kind in ("cancel", "address", "return", "exchange"):
+            put("order_id", describe_order(conn, rng, slot + "order_id", c["order_id"]))
+            if c.kind in ("return", "exchange"):
+                put("variant_id", describe_line(conn, slot + "variant_id", c["order_id"], c["variant_id"]))
+            if c.kind == "return":
+                put("refund_payment_id", describe_payment(conn, slot + "refund_payment_id", c["refund_payment_id"]))
+            if c.kind == "exchange":
+                put("new_variant_id", describe_variant(conn, rng, slot + "new_variant_id", c["new_variant_id"],
+                                                       current=c["variant_id"]))
+                put("payment_id", describe_payment(conn, slot + "payment_id", c["payment_id"]))
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return out
+
+
+def _units(n: int) -> str:
+    return f"{n} unit{'s' if n != 1 else ''}"
+
+
+def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
+    """The user's goal from the descriptions (never the ids); what the customer
+    authenticates with comes from `known_identity`."""
+    parts: list[str] = []
+    known: dict[str, str] = {}
+    unknown: set[str] = set()
+    for i, c in enumerate(constraints):
+        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
+        known = cove.KnownInfo(known, i)
+        if c.kind == "order":
+            parts.append(f"order {_units(c['quantity'])} of {f['variant_id']}, paying with {f['payment_id']}")
+            known.update({"item": cove.mine(f["variant_id"]), "quantity": str(c["quantity"]),
+                          "payment method": cove.mine(f["payment_id"])})
+            unknown |= {"the variant id", "the payment method id", "the price"}
+        elif c.kind == "cancel":
+            parts.append(f"cancel {f['order_id']} because {REASONS[c['reason']]}")
+            known.update({"order": cove.mine(f["order_id"]), "reason": c["reason"]})
+            unknown.add("the order id")
+        elif c.kind == "address":
+            parts.append(f"have {f['order_id']} shipped to {c['address']} instead")
+            known.update({"order": cove.mine(f["order_id"]), "address": c["address"]})
+            unknown.add("the order id")
+        elif c.kind == "return":
+            parts.append(f"return {_units(c['quantity'])} of {f['variant_id']} from {f['order_id']}, with the refund"
+                         f" going to {f['refund_payment_id']}")
+            known.update({"order": cove.mine(f["order_id"]), "item": cove.mine(f["variant_id"]),
+                          "refund to": cove.mine(f["refund_payment_id"])})
+            unknown |= {"the order id", "the variant id"}
+        elif c.kind == "exchange":
+            parts.append(f"exchange {_units(c['quantity'])} of {f['variant_id']} from {f['order_id']} for"
+                         f" {f['new_variant_id']}, settling any price difference with {f['payment_id']}")
+            known.update({"order": cove.mine(f["order_id"]), "item": cove.mine(f["variant_id"]),
+                          "new item": cove.mine(f["new_variant_id"]), "payment method": cove.mine(f["payment_id"])})
+            unknown |= {"the order id", "the variant ids"}
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="shopping",
+                known_info=dict(known), unknown_info=sorted(unknown))
+
+
+def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> dict[str, str]:
+    """What the customer authenticates with (R13): email, name and zip code."""
+    c = cove.rows(conn, "SELECT * FROM customers WHERE customer_id = ?", constraints[0]["customer_id"])[0]
+    return {"email": c["email"], "name": f"{c['first_name']} {c['last_name']}", "zip code": c["zip"]}
+
+
+# -- reference and checks ------------------------------------------------------------------
+
+def write_call(c: Constraint) -> ToolCall:
+    """The one write that satisfies `c`."""
+    f = c.fields
+    if c.kind == "order":
+        return ToolCall(name="place_order", arguments={"customer_id": f["customer_id"], "variant_ids": [f["variant_id"]],
+                                                       "quantities": [f["quantity"]], "payment_id": f["payment_id"]})
+    if c.kind == "cancel":
+        return ToolCall(name="cancel_pending_order", arguments={"order_id": f["order_id"], "reason": f["reason"]})
+    if c.kind == "address":
+        return ToolCall(name="modify_order_address", arguments={"order_id": f["order_id"], "address": f["address"]})
+    if c.kind == "return":
+        return ToolCall(name="return_item", arguments={"order_id": f["order_id"], "variant_id": f["variant_id"],
+                                                       "quantity": f["quantity"],
+                                                       "refund_payment_id": f["refund_payment_id"]})
+    if c.kind == "exchange":
+        return ToolCall(name="exchange_item", arguments={"order_id": f["order_id"], "variant_id": f["variant_id"],
+                                                         "new_variant_id": f["new_variant_id"],
+                                                         "quantity": f["quantity"], "payment_id": f["payment_id"]})
+    raise ValueError(f"unknown constraint kind {c.kind!r}")
+
+
+def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
+    """Authenticate and look the records up (as R13 asks), then one write per constraint."""
+    email = known_identity(conn, constraints)["email"]
+    reads = [ToolCall(name="find_customer_by_email", arguments={"email": email}),
+             ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
+    for c in constraints:
+        if c.kind == "order":
+            product = _one(conn, "variant", c["variant_id"])["product_id"]
+            reads.append(ToolCall(name="get_product_details", arguments={"product_id": product}))
+        else:
+            reads.append(ToolCall(name="get_order_details", arguments={"order_id": c["order_id"]}))
+    return [*reads, *(write_call(c) for c in constraints)]
+
+
+def _new(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table: str, key: str,
+         where: dict[str, Any]) -> list[str]:
+    """Ids of rows of `table` that match `where` now and did not exist initially."""
+    before = {r[0] for r in conn_initial.execute(f"SELECT {key} FROM {table}")}
+    cond = " AND ".join(f"{k} IS ?" for k in where)
+    found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
+    return [r[0] for r in found if r[0] not in before]
+
+
+def _order_row(conn: sqlite3.Connection, oid: str) -> dict[str, Any] | None:
+    found = cove.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
+    return found[0] if found else None
+
+
+def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
+          constraints: list[Constraint]) -> tuple[list[bool], list[dict[str, Any]]]:
+    """Each constraint on the final state; a detail names the satisfying record.
+
+    - order: a new pending order of the customer, paid with that method, holding exactly
+      that variant in that quantity;
+    - cancel: the order was pending and is cancelled now, for that reason;
+    - address: the order ships to the new address now (and did not before);
+    - return / exchange: a new return (exchange) of exactly those units of that line, with
+      that refund method (new variant and payment method).
+    """
+    satisfied: list[bool] = []
+    details: list[dict[str, Any]] = []
+    for c in constraints:
+        f = c.fields
+        table, record = "orders", None
+        if c.kind == "order":
+            for oid in _new(conn_initial, conn_final, "orders", "order_id",
+                            {"customer_id": f["customer_id"], "payment_id": f["payment_id"], "status": "pending"}):
+                items = conn_final.execute("SELECT variant_id, quantity FROM order_items WHERE order_id = ?",
+                                           (oid,)).fetchall()
+                if [tuple(i) for i in items] == [(f["variant_id"], f["quantity"])]:
+                    record = oid
+                    break
+            reason = "ordered" if record else "no new order with exactly that item, quantity and payment method"
+        elif c.kind in ("cancel", "address"):
+            before, after = _order_row(conn_initial, f["order_id"]), _order_row(conn_final, f["order_id"])
+            if c.kind == "cancel":
+                ok = bool(before and after and before["status"] == "pending" and after["status"] == "cancelled"
+                          and after["cancel_reason"] == f["reason"])
+                reason = "cancelled" if ok else (f"status {after['status']}, reason {after['cancel_reason']}"
+                                                 if after else "missing")
+            else:
+                ok = bool(before and after and after["address"] == f["address"] != before["address"])
+                reason = "address changed" if ok else (f"ships to {after['address']}" if after else "missing")
+            record = f["order_id"] if ok else None
+        elif c.kind == "return":
+            table = "returns"
+            new = _new(conn_initial, conn_final, "returns", "return_id",
+                       {k: f[k] for k in ("order_id", "variant_id", "quantity", "refund_payment_id")})
+            record = new[0] if new else None
+            reason = "returned" if record else "no new return of those units with that refund method"
+        elif c.kind == "exchange":
+            table = "exchanges"
+            new = _new(conn_initial, conn_final, "exchanges", "exchange_id",
+                       {k: f[k] for k in ("order_id", "variant_id", "new_variant_id", "quantity", "payment_id")})
+            record = new[0] if new else None
+            reason = "exchanged" if record else "no new exchange of those units for that variant and payment method"
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+        satisfied.append(record is not None)
+        details.append({"kind": c.kind, "satisfied": record is not None, "reason": reason,
+                        "record": {"table": table, "key": record_key([record])} if record else None})
+    return satisfied, details
+
+
+# -- known-bad variants for the verifier audit --------------------------------------------------
+
+def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
+                    reference: list[ToolCall]) -> dict[str, list[ToolCall]]:
+    """Variants of `reference` that must fail and whose writes all succeed: a wrong item
+    (another variant, line or new variant), a wrong payment or refund method, a wrong
+    quantity, a wrong target order, one extra (unrelated, successful) order. A case is left
+    out when the state offers no such call."""
+    out: dict[str, list[ToolCall]] = {}
+    touched = set().union(*(_touched(c) for c in constraints))
+
+    def offer(name: str, calls: list[ToolCall]) -> None:
+        if name not in out and cove.trial(conn, WORLD, calls):
+            out[name] = calls
+
+    for c in constraints:
+        old = next((call for call in reference if call.key() == write_call(c).key()), None)
+        if old is None:
+            continue
+
+        def swap(**changes: Any) -> list[ToolCall]:
+            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
+            return [new if call is old else call for call in reference]  # noqa: B023
+
+        f = c.fields
+        pays = [p["payment_id"] for p in cove.rows(conn, "SELECT payment_id FROM payment_methods WHERE"
+                                                         " customer_id = ? ORDER BY payment_id", f["customer_id"])]
+        if c.kind == "order":
+            rec = _one(conn, "variant", f["variant_id"])
+            others = sorted((v for v in _variants(conn) if v["id"] not in touched and v["stock"] >= f["quantity"]),
+                            key=lambda v: (v["product_id"] != rec["product_id"], v["id"]))
+            for v in others[:4]:
+                offer("wrong_item", swap(variant_ids=[v["id"]]))
+            for p in pays:
+                if p != f["payment_id"]:
+                    offer("wrong_payment", swap(payment_id=p))
+            for q in (f["quantity"] + 1, f["quantity"] - 1):
+                if q >= 1:
+                    offer("wrong_quantity", swap(quantities=[q]))
+        elif c.kind in ("cancel", "address"):
+            statuses = ("pending",) if c.kind == "cancel" else ("pending", "processed")
+            for o in cove.rows(conn, "SELECT order_id, status FROM orders WHERE customer_id = ? ORDER BY order_id",
+                               f["customer_id"]):
+                if o["status"] in statuses and o["order_id"] not in touched:
+                    offer("wrong_target", swap(order_id=o["order_id"]))
+            if c.kind == "cancel":
+                offer("wrong_reason", swap(reason=next(r for r in REASONS if r != f["reason"])))
+        elif c.kind in ("return", "exchange"):
+            for ln in _open_lines(conn, f["customer_id"]):
+                if (ln["order_id"], ln["variant_id"]) != (f["order_id"], f["variant_id"]):
+                    offer("wrong_item", swap(order_id=ln["order_id"], variant_id=ln["variant_id"]))
+            key = "refund_payment_id" if c.kind == "return" else "payment_id"
+            for p in pays:
+                if p != f[key]:
+                    offer("wrong_payment", swap(**{key: p}))
+            for q in (f["quantity"] + 1, f["quantity"] - 1):
+                if q >= 1:
+                    offer("wrong_quantity", swap(quantity=q))
+            if c.kind == "exchange":
+                product = _one(conn, "variant", f["variant_id"])["product_id"]
+                for v in _variants(conn):
+                    if v["product_id"] == product and v["id"] not in (f["variant_id"], f["new_variant_id"]):
+                        offer("wrong_new_variant", swap(new_variant_id=v["id"]))
+    card = next((p["payment_id"] for p in cove.rows(conn, "SELECT payment_id, kind FROM payment_methods WHERE"
+                                                          " customer_id = ? ORDER BY payment_id",
+                                                    constraints[0]["customer_id"]) if p["kind"] == "credit_card"), None)
+    if card is not None:
+        spare = [v for v in _variants(conn) if v["id"] not in touched and v["stock"] >= 2]
+        for v in spare[-3:]:
+            offer("extra_write", [*reference, ToolCall(name="place_order", arguments={
+                "customer_id": constraints[0]["customer_id"], "variant_ids": [v["id"]], "quantities": [1],
+                "payment_id": card})])
+    return out

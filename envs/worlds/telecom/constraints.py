@@ -1,0 +1,473 @@
+"""Constraint sets of the telecom world (CoVe, methods.md §2); the hooks are described in
+`envs/constraints.py`, the shared helpers in `envs/cove.py`.
+
+A set is about one account (the customer gives their account id, P1): one request out of
+moving a line to another plan (available, no downgrade under contract, allowance covering
+the data used, no overdue bill), adding an add-on, switching roaming on, suspending a line
+(lost or stolen, or travel; within the yearly limit) and paying what is left of a bill
+with a method that has not expired; with probability `p_extra` a second request on
+another line or bill. A set is kept only if its writes succeed in every order.
+Descriptions replace line, plan, add-on, bill and payment-method ids; each matches exactly
+one record of its scope (lines, bills and methods: the account's; plans: the available
+ones; add-ons: all).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Any
+
+from data.records import ToolCall
+from envs import cove
+from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
+from envs.design import Goal
+
+WORLD = "telecom"
+IDENTITY_FIELDS = ("customer_id",)  # the account id the customer gives (P1)
+KINDS = ["plan", "addon", "roaming", "suspend", "pay"]
+REASON_WORDS = {"lost_or_stolen": "your phone was lost or stolen", "travel": "you are travelling"}
+ADDON_WORDS = {"data": "data boost", "roaming": "roaming pass", "calls": "international calling add-on",
+               "insurance": "device protection add-on"}
+MB_PER_GB = 1024
+
+
+# -- entities -----------------------------------------------------------------------------
+
+def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": r["line_id"], "customer_id": r["customer_id"], "plan": r["plan_name"], "status": r["status"],
+             "ending": r["phone_number"][-4:]}
+            for r in cove.rows(conn, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")]
+
+
+def _plans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": p["plan_id"], "status": p["status"], "data_gb": p["data_gb"], "monthly_fee": p["monthly_fee"],
+             "roaming": p["roaming_included"]} for p in cove.rows(conn, "SELECT * FROM plans")]
+
+
+def _addons(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": a["addon_id"], "kind": a["kind"], "data_gb": a["data_gb"], "monthly_fee": a["monthly_fee"]}
+            for a in cove.rows(conn, "SELECT * FROM addons")]
+
+
+def _bills(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": b["bill_id"], "customer_id": b["customer_id"], "period": b["period"], "kind": b["kind"],
+             "status": b["status"]} for b in cove.rows(conn, "SELECT * FROM bills")]
+
+
+def _methods(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"id": m["method_id"], "customer_id": m["customer_id"], "kind": m["kind"], "last4": m["last4"]}
+            for m in cove.rows(conn, "SELECT * FROM payment_methods")]
+
+
+ENTITIES = {"line": _lines, "plan": _plans, "addon": _addons, "bill": _bills, "method": _methods}
+
+
+def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
+    """Ids of the `entity` records whose attributes equal every value in `where`."""
+    if entity not in ENTITIES:
+        raise ValueError(f"unknown entity {entity!r}; known: {sorted(ENTITIES)}")
+    return cove.match(ENTITIES[entity](conn), where)
+
+
+def _one(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
+    found = [r for r in ENTITIES[entity](conn) if r["id"] == record_id]
+    if not found:
+        raise KeyError(f"{entity} {record_id!r} not found")
+    return found[0]
+
+
+# -- sampling ----------------------------------------------------------------------------
+
+def _today(conn: sqlite3.Connection) -> str:
+    return cove.now(conn)[:10]
+
+
+def _overdue(conn: sqlite3.Connection, cid: str) -> bool:
+    return conn.execute("SELECT 1 FROM bills WHERE customer_id = ? AND status = 'open' AND due_date < ?",
+                        (cid, _today(conn))).fetchone() is not None
+
+
+def _allowance_mb(conn: sqlite3.Connection, line_id: str, plan_gb: int) -> int:
+    (addon_gb,) = conn.execute("SELECT COALESCE(SUM(a.data_gb), 0) FROM line_addons la JOIN addons a"
+                               " USING (addon_id) WHERE la.line_id = ?", (line_id,)).fetchone()
+    return MB_PER_GB * (plan_gb + addon_gb)
+
+
+def _plan_options(conn: sqlite3.Connection, line: dict[str, Any]) -> list[str]:
+    """Available plans the line may move to (R01, R11, R12)."""
+    cur = cove.rows(conn, "SELECT * FROM plans WHERE plan_id = ?", line["plan_id"])[0]
+    under_contract = bool(line["contract_end"] and line["contract_end"] > _today(conn))
+    out = []
+    for p in cove.rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id"):
+        if p["plan_id"] == line["plan_id"] or (under_contract and p["monthly_fee"] < cur["monthly_fee"]):
+            continue
+        if line["data_used_mb"] <= _allowance_mb(conn, line["line_id"], p["data_gb"]):
+            out.append(p["plan_id"])
+    return out
+
+
+def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
+            avoid: set[str]) -> Constraint | None:
+    """One constraint of `kind` for account `cid` on records outside `avoid` (ids)."""
+    base = {"customer_id": cid}
+    if kind == "pay":
+        bills = [b for b in cove.rows(conn, "SELECT * FROM bills WHERE customer_id = ? AND status = 'open'"
+                                            " ORDER BY bill_id", cid) if b["bill_id"] not in avoid]
+        month = _today(conn)[:7]
+        methods = [m["method_id"] for m in cove.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ?"
+                                                           " ORDER BY method_id", cid)
+                   if m["expires"] is None or m["expires"] >= month]
+        if not bills or not methods:
+            return None
+        b = rng.choice(bills)
+        return Constraint(kind="pay", fields={**base, "bill_id": b["bill_id"], "method_id": rng.choice(methods),
+                                              "amount": b["amount"] - b["amount_paid"]})
+    lines = [ln for ln in cove.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'active'"
+                                          " ORDER BY line_id", cid) if ln["line_id"] not in avoid]
+    if not lines or (kind != "suspend" and _overdue(conn, cid)):
+        return None
+    rng.shuffle(lines)
+    for ln in lines:
+        lid = ln["line_id"]
+        if kind == "plan":
+            options = _plan_options(conn, ln)
+            if options:
+                return Constraint(kind="plan", fields={**base, "line_id": lid, "plan_id": rng.choice(options)})
+        elif kind == "addon":
+            have = {r[0] for r in conn.execute("SELECT addon_id FROM line_addons WHERE line_id = ?", (lid,))}
+            options = [a["addon_id"] for a in cove.rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
+                       if a["addon_id"] not in have]
+            if len(have) < 3 and options:
+                return Constraint(kind="addon", fields={**base, "line_id": lid, "addon_id": rng.choice(options)})
+        elif kind == "roaming":
+            allowed = conn.execute(
+                "SELECT p.roaming_included OR EXISTS (SELECT 1 FROM line_addons la JOIN addons a USING (addon_id)"
+                " WHERE la.line_id = l.line_id AND a.kind = 'roaming') FROM lines l JOIN plans p USING (plan_id)"
+                " WHERE l.line_id = ?", (lid,)).fetchone()[0]
+            if allowed and not ln["roaming_enabled"]:
+                return Constraint(kind="roaming", fields={**base, "line_id": lid, "enabled": True})
+        elif kind == "suspend" and ln["suspensions_ytd"] < 2:
+            return Constraint(kind="suspend", fields={**base, "line_id": lid, "reason": rng.choice(list(REASON_WORDS))})
+    return None
+
+
+def _touched(c: Constraint) -> set[str]:
+    return {str(c.fields[k]) for k in ("line_id", "bill_id") if k in c.fields}
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+    """A constraint set for one account, solvable by construction (its writes succeed in
+    every order): one request, plus (with probability `p_extra`) a second one on another
+    line or bill. Empty when nothing fits."""
+    customers = [r["customer_id"] for r in cove.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
+    rng.shuffle(customers)
+    first_kind = rng.choice(KINDS)
+    extra = rng.random() < p_extra
+    for kind in [first_kind, *[k for k in KINDS if k != first_kind]]:
+        for cid in customers[:40]:
+            c0 = _sample(kind, conn, rng, cid, set())
+            if c0 is None:
+                continue
+            out = [c0]
+            if extra:
+                for k2 in rng.sample(KINDS, len(KINDS)):
+                    c1 = _sample(k2, conn, rng, cid, _touched(c0))
+                    if c1 is not None:
+                        out.append(c1)
+                        break
+            if len(out) == 2 and not _solvable(conn, out):
+                out = [c0]
+            if _solvable(conn, out):
+                return out
+    return []
+
+
+def _solvable(conn: sqlite3.Connection, constraints: list[Constraint]) -> bool:
+    return cove.solvable_in_any_order(conn, WORLD, [], [write_call(c) for c in constraints])
+
+
+# -- fuzzification -------------------------------------------------------------------------
+
+def line_text(where: dict[str, Any]) -> str:
+    text = "your " + (f"{where['status']} " if "status" in where else "") + "line"
+    if "plan" in where:
+        text += f" on the {where['plan']} plan"
+    if "ending" in where:
+        text += f" whose number ends in {where['ending']}"
+    return text
+
+
+def plan_text(where: dict[str, Any]) -> str:
+    text = "the plan"
+    if "data_gb" in where:
+        text += f" with {where['data_gb']} GB of data"
+    if "monthly_fee" in where:
+        text += f" for {where['monthly_fee']} a month"
+    return text
+
+
+def addon_text(where: dict[str, Any]) -> str:
+    text = f"the {ADDON_WORDS[where['kind']]}"
+    if where.get("data_gb"):
+        text += f" with {where['data_gb']} GB"
+    if "monthly_fee" in where:
+        text += f" that costs {where['monthly_fee']} a month"
+    return text
+
+
+def bill_text(where: dict[str, Any]) -> str:
+    kind = {"monthly": "monthly ", "early_termination": "early termination "}.get(where.get("kind", ""), "")
+    return f"your {kind}bill for {cove.month_words(where['period'])}"
+
+
+def method_text(where: dict[str, Any]) -> str:
+    name = "card" if where["kind"] == "card" else "bank account"
+    return f"your {name}" + (f" ending in {where['last4']}" if "last4" in where else "")
+
+
+def describe_line(conn: sqlite3.Connection, rng: random.Random, slot: str, line_id: str) -> FuzzyRef:
+    """The plan, then the status, then the last four digits of the number (among the account's lines)."""
+    rec = _one(conn, "line", line_id)
+    return cove.unique_ref(slot, "line", line_id,
+                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["plan", "status", "ending"]),
+                           line_text, lambda w: matching_ids(conn, "line", w))
+
+
+def describe_plan(conn: sqlite3.Connection, slot: str, plan_id: str) -> FuzzyRef:
+    """The data allowance, then the monthly fee (among the available plans)."""
+    rec = _one(conn, "plan", plan_id)
+    return cove.unique_ref(slot, "plan", plan_id,
+                           cove.cumulative({"status": "available"}, rec, ["data_gb", "monthly_fee"]),
+                           plan_text, lambda w: matching_ids(conn, "plan", w))
+
+
+def describe_addon(conn: sqlite3.Connection, slot: str, addon_id: str) -> FuzzyRef:
+    """The kind, then the extra data, then the monthly fee (among all add-ons)."""
+    rec = _one(conn, "addon", addon_id)
+    return cove.unique_ref(slot, "addon", addon_id, cove.cumulative({}, rec, ["kind", "data_gb", "monthly_fee"]),
+                           addon_text, lambda w: matching_ids(conn, "addon", w))
+
+
+def describe_bill(conn: sqlite3.Connection, slot: str, bill_id: str) -> FuzzyRef:
+    """The billing month, then the kind (among the account's bills)."""
+    rec = _one(conn, "bill", bill_id)
+    return cove.unique_ref(slot, "bill", bill_id,
+                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["period", "kind"]),
+                           bill_text, lambda w: matching_ids(conn, "bill", w))
+
+
+def describe_method(conn: sqlite3.Connection, slot: str, method_id: str) -> FuzzyRef:
+    """The kind, then the last four digits (among the account's payment methods)."""
+    rec = _one(conn, "method", method_id)
+    return cove.unique_ref(slot, "method", method_id,
+                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["kind", "last4"]),
+                           method_text, lambda w: matching_ids(conn, "method", w))
+
+
+def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
+    """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
+    `FuzzifyError` when the most specific description still matches two or more records."""
+    out = Fuzzification()
+    for i, c in enumerate(constraints):
+        s = f"c{i}."
+        if c.kind == "pay":
+            out.refs[s + "bill_id"] = describe_bill(conn, s + "bill_id", c["bill_id"])
+            out.refs[s + "method_id"] = describe_method(conn, s + "method_id", c["method_id"])
+        elif c.kind in ("plan", "addon", "roaming", "suspend"):
+            out.refs[s + "line_id"] = describe_line(conn, rng, s + "line_id", c["line_id"])
+            if c.kind == "plan":
+                out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
+            if c.kind == "addon":
+                out.refs[s + "addon_id"] = describe_addon(conn, s + "addon_id", c["addon_id"])
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return out
+
+
+def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
+    """The user's goal from the descriptions (never the ids but the account's own)."""
+    parts: list[str] = []
+    known: dict[str, str] = {"customer_id": constraints[0]["customer_id"]}
+    unknown: set[str] = set()
+    for i, c in enumerate(constraints):
+        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
+        known = cove.KnownInfo(known, i)
+        if "line_id" in f:
+            known["line"] = cove.mine(f["line_id"])
+            unknown.add("the line id")
+        if c.kind == "plan":
+            parts.append(f"move {f['line_id']} to {f['plan_id']}")
+            known["new plan"] = f["plan_id"]
+            unknown.add("the plan id")
+        elif c.kind == "addon":
+            parts.append(f"add {f['addon_id']} to {f['line_id']}")
+            known["add-on"] = f["addon_id"]
+            unknown.add("the add-on id")
+        elif c.kind == "roaming":
+            parts.append(f"switch roaming on for {f['line_id']}")
+        elif c.kind == "suspend":
+            parts.append(f"suspend {f['line_id']} because {REASON_WORDS[c['reason']]}")
+            known["reason"] = c["reason"].replace("_", " ")
+        elif c.kind == "pay":
+            parts.append(f"pay the {c['amount']} still owed on {f['bill_id']} with {f['method_id']}")
+            known.update({"bill": cove.mine(f["bill_id"]), "payment method": cove.mine(f["method_id"]),
+                          "amount": str(c["amount"])})
+            unknown |= {"the bill id", "the payment method id"}
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="your mobile account",
+                known_info=dict(known), unknown_info=sorted(unknown))
+
+
+# -- reference and checks ------------------------------------------------------------------
+
+def write_call(c: Constraint) -> ToolCall:
+    """The one write that satisfies `c`."""
+    f = c.fields
+    if c.kind == "plan":
+        return ToolCall(name="change_plan", arguments={"line_id": f["line_id"], "plan_id": f["plan_id"]})
+    if c.kind == "addon":
+        return ToolCall(name="add_addon", arguments={"line_id": f["line_id"], "addon_id": f["addon_id"]})
+    if c.kind == "roaming":
+        return ToolCall(name="set_roaming", arguments={"line_id": f["line_id"], "enabled": bool(f["enabled"])})
+    if c.kind == "suspend":
+        return ToolCall(name="suspend_line", arguments={"line_id": f["line_id"], "reason": f["reason"]})
+    if c.kind == "pay":
+        return ToolCall(name="pay_bill", arguments={"bill_id": f["bill_id"], "method_id": f["method_id"],
+                                                    "amount": f["amount"]})
+    raise ValueError(f"unknown constraint kind {c.kind!r}")
+
+
+def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
+    """Look the account and the records up (P1), then one write per constraint."""
+    reads = [ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
+    for c in constraints:
+        if "line_id" in c.fields:
+            reads.append(ToolCall(name="get_line_details", arguments={"line_id": c["line_id"]}))
+        if c.kind == "plan":
+            reads.append(ToolCall(name="list_plans", arguments={}))
+        elif c.kind == "addon":
+            reads.append(ToolCall(name="list_addons", arguments={}))
+        elif c.kind == "pay":
+            reads.append(ToolCall(name="get_bill_details", arguments={"bill_id": c["bill_id"]}))
+    return [*reads, *(write_call(c) for c in constraints)]
+
+
+def _line(conn: sqlite3.Connection, lid: str) -> dict[str, Any] | None:
+    found = cove.rows(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
+    return found[0] if found else None
+
+
+def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
+          constraints: list[Constraint]) -> tuple[list[bool], list[dict[str, Any]]]:
+    """Each constraint on the final state; a detail names the satisfying record.
+
+    - plan: the line is on that plan now (and was not before);
+    - addon: the line carries that add-on now (and did not before);
+    - roaming: roaming is on now (it was off);
+    - suspend: the line was active and is suspended now, for that reason;
+    - pay: one new payment of exactly that amount on the bill with that method.
+    """
+    satisfied: list[bool] = []
+    details: list[dict[str, Any]] = []
+    for c in constraints:
+        f = c.fields
+        key: list[Any] | None = None
+        table = "lines"
+        if c.kind in ("plan", "roaming", "suspend"):
+            before, after = _line(conn_initial, f["line_id"]), _line(conn_final, f["line_id"])
+            if c.kind == "plan":
+                ok = bool(before and after and after["plan_id"] == f["plan_id"] != before["plan_id"])
+                reason = "plan changed" if ok else f"on {after['plan_id'] if after else 'no line'}"
+            elif c.kind == "roaming":
+                ok = bool(before and after and after["roaming_enabled"] == 1 and before["roaming_enabled"] == 0)
+                reason = "roaming on" if ok else "roaming not switched on"
+            else:
+                ok = bool(before and after and before["status"] == "active" and after["status"] == "suspended"
+                          and after["suspend_reason"] == f["reason"])
+                reason = "suspended" if ok else (f"status {after['status']}, reason {after['suspend_reason']}"
+                                                 if after else "missing")
+            key = [f["line_id"]] if ok else None
+        elif c.kind == "addon":
+            table = "line_addons"
+            q = "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?"
+            args = (f["line_id"], f["addon_id"])
+            ok = conn_final.execute(q, args).fetchone() is not None and conn_initial.execute(q, args).fetchone() is None
+            key = [f["line_id"], f["addon_id"]] if ok else None
+            reason = "add-on added" if ok else "the line does not carry a new add-on of that kind"
+        elif c.kind == "pay":
+            table = "payments"
+            before = {r[0] for r in conn_initial.execute("SELECT payment_id FROM payments")}
+            new = [r[0] for r in conn_final.execute(
+                "SELECT payment_id FROM payments WHERE bill_id = ? AND method_id = ? AND amount = ?"
+                " ORDER BY payment_id", (f["bill_id"], f["method_id"], f["amount"])) if r[0] not in before]
+            key = [new[0]] if new else None
+            reason = "paid" if new else "no new payment of that amount on the bill with that method"
+        else:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+        satisfied.append(key is not None)
+        details.append({"kind": c.kind, "satisfied": key is not None, "reason": reason,
+                        "record": {"table": table, "key": record_key(key)} if key else None})
+    return satisfied, details
+
+
+# -- known-bad variants for the verifier audit --------------------------------------------------
+
+def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
+                    reference: list[ToolCall]) -> dict[str, list[ToolCall]]:
+    """Variants of `reference` that must fail and whose writes all succeed: a wrong target
+    line or bill, a wrong plan or add-on, a wrong payment method or amount, a wrong
+    suspension reason, one extra (unrelated, successful) write. A case is left out when
+    the state offers no such call."""
+    out: dict[str, list[ToolCall]] = {}
+    touched = set().union(*(_touched(c) for c in constraints))
+    cid = constraints[0]["customer_id"]
+
+    def offer(name: str, calls: list[ToolCall]) -> None:
+        if name not in out and cove.trial(conn, WORLD, calls):
+            out[name] = calls
+
+    lines = [r["line_id"] for r in cove.rows(conn, "SELECT line_id FROM lines WHERE customer_id = ? AND status ="
+                                                   " 'active' ORDER BY line_id", cid) if r["line_id"] not in touched]
+    for c in constraints:
+        old = next((call for call in reference if call.key() == write_call(c).key()), None)
+        if old is None:
+            continue
+
+        def swap(**changes: Any) -> list[ToolCall]:
+            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
+            return [new if call is old else call for call in reference]  # noqa: B023
+
+        f = c.fields
+        if "line_id" in f:
+            for lid in lines:
+                offer("wrong_target", swap(line_id=lid))
+        if c.kind == "plan":
+            for p in _plans(conn):
+                if p["id"] != f["plan_id"]:
+                    offer("wrong_item", swap(plan_id=p["id"]))
+        elif c.kind == "addon":
+            for a in _addons(conn):
+                if a["id"] != f["addon_id"]:
+                    offer("wrong_item", swap(addon_id=a["id"]))
+        elif c.kind == "suspend":
+            offer("wrong_reason", swap(reason=next(r for r in REASON_WORDS if r != f["reason"])))
+        elif c.kind == "pay":
+            for m in _methods(conn):
+                if m["customer_id"] == cid and m["id"] != f["method_id"]:
+                    offer("wrong_payment", swap(method_id=m["id"]))
+            if f["amount"] > 1:
+                offer("wrong_amount", swap(amount=f["amount"] - 1))
+            for b in cove.rows(conn, "SELECT bill_id, amount - amount_paid AS left FROM bills WHERE customer_id = ?"
+                                     " AND status = 'open' ORDER BY bill_id", cid):
+                if b["bill_id"] not in touched:
+                    offer("wrong_target", swap(bill_id=b["bill_id"], amount=min(b["left"], f["amount"])))
+    # An extra write: an add-on, roaming or a suspension on a line no constraint is about.
+    for lid in lines:
+        for a in _addons(conn):
+            offer("extra_write", [*reference, ToolCall(name="add_addon", arguments={"line_id": lid,
+                                                                                     "addon_id": a["id"]})])
+        offer("extra_write", [*reference, ToolCall(name="suspend_line", arguments={"line_id": lid,
+                                                                                    "reason": "travel"})])
+    return out

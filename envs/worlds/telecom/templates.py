@@ -1,0 +1,206 @@
+"""Self-play question templates of the telecom world (see `envs/templating.py`); the
+world's `design.py` hook `self_play_templates()` returns `TEMPLATES`. Each draws a call
+whose writes pass the compiled rules on the base state (no overdue bill where R03 applies,
+an active line for plan, add-on and roaming changes, a card that has not expired, ...)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Any
+
+from envs.templating import TODAY, Template, pick
+
+Out = tuple[dict[str, Any], str] | None
+_NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"
+               f" AND b.due_date < {TODAY})")
+_ACTIVE = f"SELECT l.* FROM lines l WHERE l.status = 'active' AND {_NO_OVERDUE}"
+
+
+def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    c = pick(conn, rng, "SELECT * FROM customers")
+    if c is None:
+        return None
+    cid = c["customer_id"]
+    return {"customer_id": cid}, rng.choice([f"Which lines and bills are on my account {cid}?",
+                                             f"Please pull up account {cid} and tell me what I owe."])
+
+
+def by_number(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT * FROM lines")
+    if ln is None:
+        return None
+    n = ln["phone_number"]
+    return {"phone_number": n}, rng.choice([f"Which plan is the number {n} on?",
+                                            f"Can you find the line with phone number {n}?"])
+
+
+def line(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT * FROM lines")
+    if ln is None:
+        return None
+    lid = ln["line_id"]
+    return {"line_id": lid}, rng.choice([f"When does the contract of line {lid} end?",
+                                         f"Which add-ons are on my line {lid}?"])
+
+
+def usage(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT * FROM lines")
+    if ln is None:
+        return None
+    lid = ln["line_id"]
+    return {"line_id": lid}, rng.choice([f"How much data has line {lid} used this month?",
+                                         f"Am I close to my data allowance on line {lid}?"])
+
+
+def plans(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    retired = rng.random() < 0.3
+    return {"include_retired": retired}, ("List every plan, the retired ones too." if retired
+                                          else "Which plans can I choose from, and what do they cost?")
+
+
+def addons(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    return {}, rng.choice(["Which add-ons do you offer?", "What extras can I add to a line, and at what price?"])
+
+
+def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    b = pick(conn, rng, "SELECT * FROM bills")
+    if b is None:
+        return None
+    bid = b["bill_id"]
+    return {"bill_id": bid}, rng.choice([f"How much is still owed on bill {bid}?", f"Is bill {bid} overdue?"])
+
+
+def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, _ACTIVE + " AND (l.contract_end IS NULL OR l.contract_end <= " + TODAY + ")")
+    if ln is None:
+        return None
+    p = pick(conn, rng, "SELECT * FROM plans WHERE status = 'available' AND plan_id <> ? AND data_gb * 1024 >= ?",
+             ln["plan_id"], ln["data_used_mb"])
+    if p is None:
+        return None
+    return {"line_id": ln["line_id"], "plan_id": p["plan_id"]}, rng.choice([
+        f"Please move my line {ln['line_id']} to plan {p['plan_id']}.",
+        f"Switch line {ln['line_id']} over to the {p['name']} plan ({p['plan_id']}).",
+    ])
+
+
+def add_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, _ACTIVE + " AND (SELECT COUNT(*) FROM line_addons la WHERE la.line_id = l.line_id) < 3")
+    if ln is None:
+        return None
+    a = pick(conn, rng, "SELECT * FROM addons WHERE addon_id NOT IN (SELECT addon_id FROM line_addons WHERE"
+                        " line_id = ?)", ln["line_id"])
+    if a is None:
+        return None
+    return {"line_id": ln["line_id"], "addon_id": a["addon_id"]}, rng.choice([
+        f"Add {a['addon_id']} ({a['name']}) to my line {ln['line_id']}, please.",
+        f"I'd like the add-on {a['addon_id']} on line {ln['line_id']}.",
+    ])
+
+
+def remove_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    la = pick(conn, rng, "SELECT la.* FROM line_addons la JOIN lines l USING (line_id) WHERE l.status <> 'terminated'")
+    if la is None:
+        return None
+    return {"line_id": la["line_id"], "addon_id": la["addon_id"]}, rng.choice([
+        f"Please remove {la['addon_id']} from line {la['line_id']}.",
+        f"I no longer want the add-on {la['addon_id']} on my line {la['line_id']}.",
+    ])
+
+
+def roaming(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, _ACTIVE + " AND l.roaming_enabled = 0 AND ((SELECT roaming_included FROM plans p"
+                                   " WHERE p.plan_id = l.plan_id) = 1 OR EXISTS (SELECT 1 FROM line_addons la"
+                                   " JOIN addons a USING (addon_id) WHERE la.line_id = l.line_id"
+                                   " AND a.kind = 'roaming'))")
+    on = ln is not None
+    if ln is None:
+        ln = pick(conn, rng, "SELECT * FROM lines WHERE roaming_enabled = 1 AND status <> 'terminated'")
+    if ln is None:
+        return None
+    return {"line_id": ln["line_id"], "enabled": on}, (f"Please switch roaming {'on' if on else 'off'} for my line"
+                                                       f" {ln['line_id']}.")
+
+
+def suspend(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT * FROM lines WHERE status = 'active' AND suspensions_ytd < 2")
+    if ln is None:
+        return None
+    reason = rng.choice(["lost_or_stolen", "travel"])
+    why = "my phone was stolen" if reason == "lost_or_stolen" else "I'm travelling for a few months"
+    return {"line_id": ln["line_id"], "reason": reason}, (f"Please suspend line {ln['line_id']}, {why}"
+                                                         f" (reason: {reason}).")
+
+
+def resume(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT l.* FROM lines l WHERE l.status = 'suspended' AND " + _NO_OVERDUE)
+    if ln is None:
+        return None
+    return {"line_id": ln["line_id"]}, rng.choice([f"I'm back, please resume my line {ln['line_id']}.",
+                                                   f"Reactivate the suspended line {ln['line_id']}."])
+
+
+def terminate(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    ln = pick(conn, rng, "SELECT * FROM lines WHERE status <> 'terminated'")
+    if ln is None:
+        return None
+    return {"line_id": ln["line_id"]}, rng.choice([f"Please close line {ln['line_id']} for good.",
+                                                   f"I want to terminate my line {ln['line_id']}."])
+
+
+def add_line(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    c = pick(conn, rng, "SELECT c.* FROM customers c WHERE (SELECT COUNT(*) FROM lines l WHERE l.customer_id ="
+                        " c.customer_id AND l.status <> 'terminated') < CASE c.segment WHEN 'business' THEN 8"
+                        f" ELSE 4 END AND NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = c.customer_id"
+                        f" AND b.status = 'open' AND b.due_date < {TODAY})")
+    p = pick(conn, rng, "SELECT * FROM plans WHERE status = 'available'")
+    if c is None or p is None:
+        return None
+    return {"customer_id": c["customer_id"], "plan_id": p["plan_id"]}, rng.choice([
+        f"Open a new line on plan {p['plan_id']} for my account {c['customer_id']}.",
+        f"I need another phone line on account {c['customer_id']}, on the {p['plan_id']} plan.",
+    ])
+
+
+def pay(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    b = pick(conn, rng, "SELECT b.*, m.method_id FROM bills b JOIN payment_methods m USING (customer_id)"
+                        " WHERE b.status = 'open' AND (m.expires IS NULL OR m.expires >= strftime('%Y-%m',"
+                        " (SELECT value FROM meta WHERE key = 'now')))")
+    if b is None:
+        return None
+    left = b["amount"] - b["amount_paid"]
+    amount = left if rng.random() < 0.7 else max(1, left // 2)
+    return {"bill_id": b["bill_id"], "method_id": b["method_id"], "amount": amount}, rng.choice([
+        f"Pay {amount} towards bill {b['bill_id']} with my payment method {b['method_id']}.",
+        f"Please charge {amount} to {b['method_id']} for bill {b['bill_id']}.",
+    ])
+
+
+def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    b = pick(conn, rng, "SELECT * FROM bills")
+    if b is None:
+        return None
+    summary = f"Account {b['customer_id']} disputes the amount of bill {b['bill_id']}"
+    return {"summary": summary}, f'Put me through to a person, please. The note is: "{summary}".'
+
+
+TEMPLATES: dict[str, Template] = {
+    "get_customer_details": customer,
+    "find_line_by_number": by_number,
+    "get_line_details": line,
+    "get_data_usage": usage,
+    "list_plans": plans,
+    "list_addons": addons,
+    "get_bill_details": bill,
+    "change_plan": change_plan,
+    "add_addon": add_addon,
+    "remove_addon": remove_addon,
+    "set_roaming": roaming,
+    "suspend_line": suspend,
+    "resume_line": resume,
+    "terminate_line": terminate,
+    "add_line": add_line,
+    "pay_bill": pay,
+    "transfer_to_human_agents": transfer,
+}
