@@ -19,6 +19,10 @@ the final state. A world that supports constraint-guided synthesis has a
   checks; each detail names the record (``{"table", "key"}``) that satisfies it;
 - ``audit_mutations(conn, constraints, reference) -> dict[str, list[ToolCall]]``: known-bad
   variants of the reference (wrong item, wrong payment, an extra write).
+
+Optional: ``IDENTITY_FIELDS`` and ``known_identity(conn, constraints)`` for worlds whose
+users identify themselves by something other than ``user_id`` (an email, a patient id).
+Helpers shared by the worlds' hooks live in `envs/cove.py`.
 """
 
 from __future__ import annotations
