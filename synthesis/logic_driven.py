@@ -6,19 +6,37 @@ chosen (preferring the boundary records), its shortest path becomes the referenc
 solution, the world's `describe` hook states the goal as the user would, and the task is
 kept only if replaying the reference on a fresh copy of the initial state reaches exactly
 the target hash.
+
+Options (`SynthesisConfig.options`, besides the Explorer's): `substitutes: int` and
+`noise_rows: int` (default 0) add near-copies of the focus records and unrelated rows to
+each designed state before the Explorer runs (`set_designer.with_haystack`); an added row
+that makes the goal's wording fit another outcome is removed and counted as a drop
+(`ambiguous_substitute` / `ambiguous_noise`). `paraphrase: true` with `paraphrase_model`
+(a `ChatModel`, or a `ModelConfig`-shaped dict built like self-play's model generator)
+rewords each instruction, kept only when it passes `synthesis.paraphrase.check_paraphrase`.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
+from typing import Any
 
-from data.records import Task, UserScenario
+from data.records import StateRef, Task, ToolCall, UserScenario
 from envs import state as st
 from envs.rules import trace_rules
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, register
 from synthesis.explorer import ExplorerConfig, explore
-from synthesis.set_designer import design_states, distractors
+from synthesis.paraphrase import paraphrase_tasks
+from synthesis.set_designer import (
+    AddedRow,
+    ambiguous_rows,
+    design_states,
+    distractors,
+    path_uses,
+    with_haystack,
+)
 
 METHOD = "logic_driven"
 
@@ -40,6 +58,12 @@ def replay(world: World, task: Task) -> str:
 def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     ecfg = ExplorerConfig(**{k: v for k, v in cfg.options.items() if k in ExplorerConfig.__dataclass_fields__})
     rng = random.Random(cfg.seed)
+    substitutes, noise_rows = _count_option(cfg, "substitutes"), _count_option(cfg, "noise_rows")
+    hay_rng = random.Random(f"{cfg.seed}:haystack")  # its own stream: tasks without a haystack are unchanged
+    haystack_skipped: Counter = Counter()
+    para_model = cfg.options.get("paraphrase_model")
+    if cfg.options.get("paraphrase") and para_model is None:
+        raise ValueError("options.paraphrase needs options.paraphrase_model (a ChatModel or a model config)")
     result = SynthesisResult()
     attempted = 0
     rejections_total: dict[str, int] = {}
@@ -48,6 +72,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     while len(result.tasks) < cfg.n_tasks and attempted < 4 * cfg.n_tasks + 8:
         for variant, ref in design_states(world, seed, cfg.scale, min(7, cfg.n_tasks - len(result.tasks))):
             attempted += 1
+            designed = ref
+            ref, added, skipped = with_haystack(world, variant, ref, hay_rng, substitutes, noise_rows)
+            haystack_skipped.update(skipped)
             env = world.env(ref)
             root, reached, rejections = explore(world, env, variant.focus, ecfg, rng)
             for code, n in rejections.items():
@@ -75,6 +102,21 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if any(name in goal.instruction for name in tool_names):
                 result.drops["solution_leak"] += 1
                 continue
+            target_hash = goal_state.state_hash
+            if added:
+                bad = ambiguous_rows(world, ref, goal_state.path, goal.instruction, variant, added)
+                for row in bad:
+                    result.drops[f"ambiguous_{row.role}"] += 1
+                if any(path_uses(goal_state.path, row) for row in bad):
+                    continue  # the goal itself acts on a look-alike: no unambiguous task here
+                if bad:
+                    added = [a for a in added if a not in bad]
+                    ref = world.state_ref(designed.seed, designed.scale, [*designed.patches, *(a.patch for a in added)])
+                    reached_again = _reach(world, ref, goal_state.path)
+                    if reached_again is None:
+                        result.drops["replay_mismatch"] += 1
+                        continue
+                    target_hash, changes = reached_again
             reference = [*world.design.lookup_calls(variant.focus), *goal_state.path]
             touched = sorted({c for c in rejections if c.startswith("R")} | set(variant.rules))
             task = Task(
@@ -89,14 +131,14 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                     task_instructions=goal.instruction,
                 ),
                 initial_state=ref,
-                target_state_hash=goal_state.state_hash,
+                target_state_hash=target_hash,
                 target_diff=[c.as_dict() for c in changes],
                 reference_solution=reference,
                 difficulty=round(min(1.0, 0.25 * len(goal_state.path) + 0.25 * bool(variant.preference)
                                      + 0.25 * bool(set(variant.rules) & set(rejections))), 2),
                 metadata={"boundary": variant.kind, "boundary_note": variant.note, "rules": touched,
                           "naive_rejections": rejections, "explored_states": len(reached),
-                          "path_length": len(goal_state.path)},
+                          "path_length": len(goal_state.path), **_haystack_meta(added)},
             ).with_id()
             # Rule report: the rules whose guards the reference's writes evaluate, and of
             # those the ones it passes at their limit: a neighbouring call the Explorer
@@ -117,11 +159,57 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if len(result.tasks) >= cfg.n_tasks:
                 break
         seed += 1
-    result.stats = {
+    if cfg.options.get("paraphrase"):
+        result = _paraphrased(result, cfg, world, para_model)
+    result.stats = {**result.stats,
         "attempted": attempted,
         "emitted": len(result.tasks),
         "yield": round(len(result.tasks) / attempted, 3) if attempted else 0.0,
         "rule_rejections_during_search": rejections_total,
         "boundary_kinds": sorted({t.metadata["boundary"] for t in result.tasks}),
     }
+    if substitutes or noise_rows:
+        result.stats["haystack_skipped"] = dict(sorted(haystack_skipped.items()))
     return result
+
+
+def _count_option(cfg: SynthesisConfig, name: str) -> int:
+    value = cfg.options.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"options.{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _haystack_meta(added: list[AddedRow]) -> dict[str, Any]:
+    """Which records of the initial state the Set Designer added as substitutes and noise."""
+    if not added:
+        return {}
+    return {"substitutes": [a.as_dict() for a in added if a.role == "substitute"],
+            "noise": [a.as_dict() for a in added if a.role == "noise"]}
+
+
+def _reach(world: World, ref: StateRef, path: list[ToolCall]) -> tuple[str, list[st.CellChange]] | None:
+    """(hash, cell changes) that `path` reaches from `ref`; None if one of its writes fails."""
+    env = world.env(ref)
+    before = world.build_state(ref.seed, ref.scale, ref.patches)
+    try:
+        for call in path:
+            if not env.call(call).ok and world.tools[call.name].write:
+                return None
+        return env.state_hash(), st.diff_states(before, env.conn)
+    finally:
+        env.close()
+        before.close()
+
+
+def _paraphrased(result: SynthesisResult, cfg: SynthesisConfig, world: World, model: Any) -> SynthesisResult:
+    """The accepted tasks with their instructions paraphrased where the check allows it."""
+    tasks, outcomes = paraphrase_tasks(result.tasks, model, world.tools, seed=cfg.seed,
+                                       temperature=float(cfg.options.get("paraphrase_temperature", 0.7)))
+    out = SynthesisResult(drops=result.drops, stats={"paraphrase": dict(sorted(outcomes.items()))})
+    for task in tasks:
+        if out.has(task):
+            out.drops["duplicate"] += 1
+            continue
+        out.accept(task, cfg.test_fraction)
+    return out
