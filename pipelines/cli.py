@@ -184,9 +184,38 @@ def train(
             _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
     try:
-        result = _flows().train_flow(kind, str(dataset), _config(config, set_), str(run_dir), max_steps)
+        result = _flows().train_flow(kind, str(dataset), _config(config, set_), str(run_dir), max_steps,
+                                     show_progress=sys.stderr.isatty())
     except (store.DatasetError, RuntimeError, ValueError) as exc:
         _fail(exc)
+    print(json.dumps(result, default=str))
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[Path, typer.Option(help="Release folder (rl, or sft with tasks in its lineage).")],
+    model: Annotated[Path, typer.Option(help="Trained model folder (e.g. out/train/sft-<version>/final).")],
+    base: Annotated[str, typer.Option(help="Base model: 'embedded' or a model folder.")] = "embedded",
+    split: Annotated[str, typer.Option(help="Split of the release to evaluate on.")] = "test",
+    trials: Annotated[int, typer.Option(help="Episodes per task and model.")] = 1,
+    max_turns: Annotated[int, typer.Option(help="Model calls per episode.")] = 12,
+    max_tasks: Annotated[int | None, typer.Option(help="Evaluate on the first N tasks only.")] = None,
+) -> None:
+    """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers."""
+    from data import store
+
+    try:
+        result = _flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns, max_tasks)
+    except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
+        _fail(exc)
+    table = Table(title=f"eval on {result['release']['name']} {result['release']['version']} ({split})")
+    for col in ("model", "tasks", "episodes", "pass rate", "mean score"):
+        table.add_column(col)
+    for label in ("base", "trained"):
+        r = result[label]
+        table.add_row(f"{label}: {r['model']}", str(r["tasks"]), str(r["trajectories"]),
+                      f"{r['pass_rate']:.3f}", f"{r['mean_score']:.3f}")
+    Console().print(table)
     print(json.dumps(result, default=str))
 
 

@@ -229,19 +229,35 @@ def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | Non
 
 
 @flow(name="train")
-def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_steps: int | None = None) -> dict[str, Any]:
+def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_steps: int | None = None,
+               show_progress: bool = False) -> dict[str, Any]:
     cfg = _cfg(config)
+    callbacks = []
+    if show_progress:
+        from train.progress import rich_progress_callback
+
+        callbacks.append(rich_progress_callback(kind))
     if kind == "sft":
         from train.sft import run_sft
 
         stage = cfg.sft.model_copy(update={"max_steps": max_steps}) if max_steps else cfg.sft
-        return run_sft(Path(dataset), stage, Path(out))
+        return run_sft(Path(dataset), stage, Path(out), callbacks)
     if kind == "grpo":
         from train.grpo import run_grpo
 
         stage = cfg.grpo.model_copy(update={"max_steps": max_steps}) if max_steps else cfg.grpo
-        return run_grpo(Path(dataset), stage, Path(out))
+        return run_grpo(Path(dataset), stage, Path(out), callbacks)
     raise ValueError(f"unknown training stage {kind!r}; use sft or grpo")
+
+
+@flow(name="eval")
+def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "test", trials: int = 1,
+              max_turns: int = 12, max_tasks: int | None = None) -> dict[str, Any]:
+    """Base vs trained model on a release's held-out tasks (`train.evaluate.compare`)."""
+    from train.evaluate import compare
+
+    return compare(Path(dataset), model, base=base, split=split, trials=trials, max_turns=max_turns,
+                   max_tasks=max_tasks)
 
 
 # -- end to end ---------------------------------------------------------------------------

@@ -15,10 +15,16 @@ def test_run_flow_with_embedded_model(tmp_path: Path) -> None:
     from pipelines import flows
 
     cfg = load_config(None, {"synthesis.n_tasks": 2, "rollout.trials": 2, "rollout.sampling.max_tokens": 32,
-                             "rollout.agent.max_turns": 3, "shard_size": 1})
+                             "rollout.agent.max_turns": 3, "shard_size": 1,
+                             "synthesis_mix": [{"method": "terminal", "world": "terminal", "n_tasks": 1, "seed": 2}]})
     assert cfg.rollout.model.kind == "embedded"
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
-    assert summary["tasks"] == 2 and summary["trajectories"] == 4
+    assert summary["tasks"] == 3 and summary["trajectories"] == 6
+    tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
+    terminal = {t.id for t in tasks if t.world == "terminal"}
+    verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
+    # the embedded agent's terminal episodes are judged by the tests, run in the sandbox
+    assert len([v for v in verdicts if v.task_id in terminal and v.verifier == "tests_pass"]) == 3
     trajs = store.read_records(store.latest(tmp_path / "datasets", "trajectories"))
     policy = [t for t in trajs if not t.metadata.get("reference")]
     assert all(t.model == "embedded:SmolLM2-135M-Instruct" for t in policy)

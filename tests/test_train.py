@@ -1,8 +1,9 @@
 """Training: releases into TRL's shapes, the state reward, and real SFT / GRPO steps.
 
-Fast tests need no model. The slow ones build real `sft` and `rl` releases with the
-scripted pipeline, then run TRL on the embedded SmolLM2 (bf16 autocast, batch 1 for SFT
-and one prompt x 2 generations for GRPO; about 1.5 and 2 minutes on 2 CPU cores).
+Fast tests need no model (or only the tokenizer). The slow ones build real `sft` and `rl`
+releases with the scripted pipeline, then run TRL: SFT on the embedded SmolLM2 (bf16
+autocast, batch 1; about 1.5 minutes on 2 CPU cores); LoRA/packing/checkpoints, single-turn
+GRPO and the before/after evaluation plumbing on a tiny random model with the same tokenizer.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from data import store
 from data.records import Task, canonical_json
 from data.schema import SFT_SCHEMA
 from envs.world import World
+from tests.tiny_model import make_tiny_model
 from train.config import GRPOStageConfig, SFTStageConfig
 from train.data import clean_messages, load_release, sft_example, to_trl_prompts, to_trl_sft
 from train.rewards import completion_calls, state_reward
@@ -232,11 +234,11 @@ def test_sft_refuses_a_max_length_that_cuts_every_assistant_turn(releases: dict[
 
 
 @pytest.mark.slow
-def test_grpo_runs_two_steps_on_the_rl_release(releases: dict[str, Path], tmp_path: Path) -> None:
+def test_grpo_runs_two_steps_on_the_rl_release(releases: dict[str, Path], tiny_model: Path, tmp_path: Path) -> None:
     from train.grpo import run_grpo
 
-    cfg = GRPOStageConfig(max_steps=2, per_device_train_batch_size=2, num_generations=2,
-                          max_completion_length=32, bf16=True)
+    cfg = GRPOStageConfig(model=str(tiny_model), max_steps=2, per_device_train_batch_size=2, num_generations=2,
+                          max_completion_length=32, bf16=False, gradient_checkpointing=False, multi_turn=False)
     s = run_grpo(releases["rl"], cfg, tmp_path)
     assert s["steps"] == 2 and [x["step"] for x in s["rewards"]] == [1, 2]
     assert all(0.0 <= x["reward"] <= 1.0 for x in s["rewards"])
@@ -247,3 +249,84 @@ def test_grpo_runs_two_steps_on_the_rl_release(releases: dict[str, Path], tmp_pa
     assert s["dataset"]["version"] == store.read_manifest(releases["rl"]).version
     assert (tmp_path / "final" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "train_summary.json").read_text())["stage"] == "grpo"
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "done" and run["release"]["version"] == s["dataset"]["version"] and run["steps"] == 2
+    assert (tmp_path / "curves.csv").read_text().startswith("step,reward")
+
+
+# --------------------------------------------------------------------------- templates, LoRA, packing, lineage
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+def test_assistant_only_loss_needs_generation_markers() -> None:
+    import trl
+    from transformers import AutoTokenizer
+
+    from rollout.embedded import hub_offline, prepare_embedded_model
+    from train.sft import check_generation_markers, use_chat_template
+
+    with hub_offline():
+        tok = AutoTokenizer.from_pretrained(prepare_embedded_model(), local_files_only=True)
+    assert check_generation_markers(tok) == "template"  # ours: {% generation %} around assistant output
+    # a template without markers that TRL does not know: a clear error
+    tok.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    with pytest.raises(ValueError, match="generation"):
+        check_generation_markers(tok)
+    # a template TRL 1.16 ships a training version of (Qwen2.5): SFTTrainer swaps it in
+    use_chat_template(tok, str(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"))
+    assert check_generation_markers(tok) == "trl"
+    with pytest.raises(FileNotFoundError):
+        use_chat_template(tok, "/nonexistent/template.jinja")
+
+
+@pytest.mark.slow
+def test_sft_lora_packing_checkpoints_and_curves(releases: dict[str, Path], tiny_model: Path, tmp_path: Path) -> None:
+    from train.lineage import runs_on_release
+    from train.sft import run_sft
+
+    cfg = SFTStageConfig(model=str(tiny_model), max_steps=2, per_device_train_batch_size=1, lora=True, lora_r=4,
+                         packing=True, eval_steps=1, save_steps=1, save_total_limit=3, bf16=False,
+                         gradient_checkpointing=False, learning_rate=1e-3)
+    out = tmp_path / "train" / "sft-a"
+    s = run_sft(releases["sft"], cfg, out)
+    assert s["steps"] == 2 and len(s["losses"]) == 2 and all(math.isfinite(x["loss"]) for x in s["losses"])
+    # evaluated during training (every step) and at the end, on the held-out split
+    evals = [x for x in _metric_lines(out) if "eval_loss" in x]
+    assert [x["step"] for x in evals] == [1, 2, 2] and math.isfinite(s["eval"]["eval_loss"])
+    assert [Path(c).name for c in s["checkpoints"]] == ["checkpoint-1", "checkpoint-2"]
+    assert (out / "adapter" / "adapter_config.json").is_file() and (out / "final" / "model.safetensors").is_file()
+    rows = (out / "curves.csv").read_text().splitlines()
+    assert rows[0] == "step,loss,eval_loss,grad_norm,learning_rate" and len(rows) == 3
+    # packing: fewer, longer rows than the release's train split
+    assert s["dataset"]["train_tokens"]["rows"] <= s["dataset"]["train_rows"]
+    [run] = runs_on_release(releases["sft"], tmp_path / "train")
+    assert run["status"] == "done" and run["config"]["lora"] is True and run["final_loss"] == s["final_loss"]
+
+
+def test_release_tasks_for_evaluation(releases: dict[str, Path]) -> None:
+    from train.evaluate import release_tasks
+
+    rl_test = release_tasks(releases["rl"], "test")
+    sft_test = release_tasks(releases["sft"], "test")  # task ids looked up through the lineage
+    assert all(t.split == "test" for t in rl_test + sft_test) and sft_test
+    assert {t.id for t in sft_test} == set(load_release(releases["sft"], "test")["task_id"])
+    with pytest.raises(store.DatasetError):
+        release_tasks(releases["rl"].parent, "test")
+
+
+@pytest.mark.slow
+def test_before_after_evaluation_runs_both_models(releases: dict[str, Path], tiny_model: Path) -> None:
+    from train.evaluate import compare
+
+    r = compare(releases["sft"], str(tiny_model), base=str(tiny_model), max_turns=1, max_tasks=1,
+                sampling=None)
+    for side in ("base", "trained"):
+        assert r[side]["tasks"] == 1 and r[side]["trajectories"] == 1
+        assert 0.0 <= r[side]["pass_rate"] <= 1.0 and r[side]["per_task"][0]["verifier"] == "state_equivalence"
+    assert r["delta"]["pass_rate"] == 0.0  # the same model on both sides, greedy
+    with pytest.raises(FileNotFoundError):
+        compare(releases["sft"], "/nonexistent/model", max_tasks=1)

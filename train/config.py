@@ -1,8 +1,25 @@
-"""Configs of the training stages (CPU smoke defaults; see configs/ for a GPU run)."""
+"""Configs of the training stages (CPU smoke defaults; see configs/train-gpu.yaml for a GPU run)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from train.objectives import ObjectiveOptions
+
+
+class LaunchConfig(BaseModel):
+    """How `train.launch.launch_commands` starts a stage on GPUs (`accelerate launch`, and
+    `trl vllm-serve` for GRPO in vLLM server mode). Unused by an in-process CPU run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_processes: int = Field(1, ge=1)  # training processes (one per training GPU)
+    mixed_precision: Literal["no", "bf16", "fp16"] = "bf16"
+    accelerate_config: str | None = None  # an accelerate YAML (DeepSpeed/FSDP), passed as --config_file
+    training_gpus: list[int] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES for training; [] = all
+    vllm_gpus: list[int] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES for `trl vllm-serve` (server mode)
 
 
 class SFTStageConfig(BaseModel):
@@ -15,14 +32,23 @@ class SFTStageConfig(BaseModel):
     learning_rate: float = 2e-5
     max_length: int = 4096
     assistant_only_loss: bool = True
+    # A chat template (file) with {% generation %} markers, for models whose own template
+    # has none (see docs/training.md); None keeps the model's template.
+    chat_template_path: str | None = None
     packing: bool = False
     lora: bool = False
     lora_r: int = 8
+    lora_alpha: int | None = None  # default 2 * lora_r
+    lora_target_modules: str | list[str] = "all-linear"
     eval_split: str = "test"
+    eval_steps: int | None = None  # also evaluate every N steps (always once at the end)
+    save_steps: int | None = None  # checkpoints/checkpoint-N every N steps (None: final model only)
+    save_total_limit: int | None = 2
     use_cpu: bool = True
     bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
     gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
     seed: int = 0
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
     extra: dict = Field(default_factory=dict)  # passed through to SFTConfig
 
 
@@ -32,13 +58,43 @@ class GRPOStageConfig(BaseModel):
     model: str = "embedded"
     max_steps: int = 2
     per_device_train_batch_size: int = 2
+    gradient_accumulation_steps: int = 1
     num_generations: int = 2
+    # Multi-turn: the budget covers the model's tokens *and* the tool results between them.
     max_completion_length: int = 48
     learning_rate: float = 1e-6
     temperature: float = 1.0
     beta: float = 0.0
+    epsilon: float = 0.2  # PPO clip ε (ε_low; ε_high too unless epsilon_high is set)
+    epsilon_high: float | None = None
+    num_iterations: int = 1  # optimizer passes per generation batch (>1 makes clipping act)
+    # Multi-turn (TRL's environment_factory): each row resets a fresh copy of its task's
+    # world; the model calls the world's tools; the reward is the task's verifier.
+    # False: single-turn, text completions scored by `train.rewards.state_reward`.
+    multi_turn: bool = True
+    max_tool_calling_iterations: int = 6
+    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
+    objective: ObjectiveOptions = Field(default_factory=ObjectiveOptions)  # methods.md §5 options
+    save_steps: int | None = None  # checkpoints/checkpoint-N every N steps
+    save_total_limit: int | None = 2
+    # GPU generation with vLLM inside TRL: "colocate" (same GPUs) or "server" (`trl vllm-serve`).
+    use_vllm: bool = False
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = 8000
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    vllm_tensor_parallel_size: int = Field(1, ge=1)
     use_cpu: bool = True
     bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
     gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
     seed: int = 0
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
     extra: dict = Field(default_factory=dict)  # passed through to GRPOConfig
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOStageConfig:
+        if self.use_vllm and self.use_cpu:
+            raise ValueError("use_vllm needs a GPU: set use_cpu: false")
+        if self.num_generations < 2:
+            raise ValueError("GRPO needs num_generations >= 2 (advantages are relative to the group)")
+        return self

@@ -146,3 +146,29 @@ def to_trl_prompts(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     features = ds.features.copy()
     features["prompt"] = Value("string")
     return ds.map(render, input_columns=["prompt", "tools"], features=features)
+
+
+def to_trl_env_prompts(ds: Dataset) -> Dataset:
+    """An `rl` release as a multi-turn GRPO dataset for TRL's `environment_factory`.
+
+    `prompt` stays conversational (system + opening user turn, only `role` and `content`),
+    `environment` names the row's world (TRL picks that world's environment and renders its
+    tools), and `task` / `task_id` stay for the environment's `reset(**row)`. The row's own
+    `tools` column is dropped: TRL renders the tool schemas from the environment's methods.
+    """
+    missing = [c for c in RL_COLUMNS if c not in ds.column_names]
+    if missing:
+        raise ValueError(f"not an rl release: missing columns {missing}")
+    from datasets import Features, Value
+
+    def convert(prompt: list[dict[str, Any]], task: str) -> dict[str, Any]:
+        world = json.loads(task).get("world")
+        if not world:
+            raise ValueError("an rl row's task has no world")
+        return {"prompt": [{"role": m["role"], "content": m.get("content") or ""} for m in prompt],
+                "environment": world}
+
+    features = Features({"prompt": [{"role": Value("string"), "content": Value("string")}],
+                         "task": Value("string"), "task_id": Value("string"), "environment": Value("string")})
+    ds = ds.select_columns(["prompt", "task", "task_id"])
+    return ds.map(convert, input_columns=["prompt", "task"], features=features)

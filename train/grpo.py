@@ -1,24 +1,23 @@
-"""GRPO on an `rl` release with TRL's `GRPOTrainer` and the dense state reward.
+"""GRPO on an `rl` release with TRL's `GRPOTrainer`: multi-turn in the task's world (default)
+or single-turn on text completions.
 
-Single turn for now: each prompt (system + opening user turn, rendered with the row's tool
-schemas) gets `num_generations` completions; `train.rewards.state_reward` parses their
-`<tool_call>` blocks and replays the write calls against the row's task.
+**Multi-turn** (`multi_turn: true`, TRL's `environment_factory`, see `train.environments`):
+each row's `environment` column picks its world's environment class; for every rollout TRL
+calls `reset(**row)`, which builds a fresh copy of the task's initial state; the model
+calls the world's tools (TRL renders their schemas from the environment's methods, parses
+`<tool_call>` blocks with the tokenizer's `response_template`, runs them, appends the
+results) until it answers in plain text, `max_tool_calling_iterations` is reached or the
+completion budget runs out; `train.environments.verifier_reward` then scores the episode
+with the task's primary verifier (dense state reward, or the constraint score for tasks
+with a constraint set). Tool-result tokens are masked out of the loss by TRL (`tool_mask`).
 
-Why prompts are rendered here (TRL 1.16): `GRPOTrainer` renders conversational prompts
-with its own `tools=` argument, a list of Python callables that it also *executes* in a
-tool loop, for every row alike; a per-row `tools` column is only passed on to reward
-functions. So `train.data.to_trl_prompts(ds, tokenizer)` renders each prompt to text with
-the model's chat template and that row's tool schemas, and GRPO runs on plain-text prompts
-(completions are text).
+**Single-turn** (`multi_turn: false`): each prompt is rendered to text with the row's tool
+schemas (`train.data.to_trl_prompts`), and `train.rewards.state_reward` replays the
+completion's parsed tool calls.
 
-Seam for multi-turn training: pass `environment_factory=` to `GRPOTrainer` (a callable
-returning an object with `reset(**row) -> str | None`, public tool methods with typed,
-documented signatures, and optionally `get_reward`), built from the row's `task` over
-`envs.registry.get_world(task.world).env(task.initial_state)`. TRL then renders the tool
-schemas from those methods, runs the tool loop (`max_tool_calling_iterations`) and hands
-the environments to reward functions as `environments=`. Prompts must then stay
-conversational (`to_trl_prompts(ds)` without a tokenizer) and the reward read the
-environment's final state rather than replaying parsed calls.
+The methods.md §5 options (`objective:`) are applied by `train.objectives.trainer_class`.
+A run writes `metrics.jsonl`, `train_summary.json`, `run.json` (lineage), `curves.csv` /
+`curves.png`, `final/` and, with `save_steps`, `checkpoints/checkpoint-N/`.
 """
 
 from __future__ import annotations
@@ -30,7 +29,10 @@ from typing import Any
 
 from data import store
 from train.config import GRPOStageConfig
-from train.data import load_release, release_files, to_trl_prompts
+from train.curves import write_curves
+from train.data import load_release, release_files, to_trl_env_prompts, to_trl_prompts
+from train.lineage import write_run_record
+from train.objectives import trainer_class
 from train.rewards import state_reward
 from train.sft import (
     METRICS_FILE,
@@ -43,95 +45,162 @@ from train.sft import (
     write_summary,
 )
 
+CURVE_KEYS = ["reward", "reward_std", "verifier/passed", "state/exact", "loss", "entropy",
+              "frac_reward_zero_std", "tools/call_frequency", "completions/mean_length"]
+
+
+def grpo_args(cfg: GRPOStageConfig, out: Path) -> dict[str, Any]:
+    """The `GRPOConfig` keyword arguments of a stage config (`extra` last, overriding)."""
+    args: dict[str, Any] = {
+        "output_dir": str(out / "checkpoints"),
+        "max_steps": cfg.max_steps,
+        "per_device_train_batch_size": cfg.per_device_train_batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "num_generations": cfg.num_generations,
+        "max_completion_length": cfg.max_completion_length,
+        "learning_rate": cfg.learning_rate,
+        "temperature": cfg.temperature,
+        "beta": cfg.beta,
+        "epsilon": cfg.epsilon,
+        "epsilon_high": cfg.epsilon_high,
+        "num_iterations": cfg.num_iterations,
+        "use_cpu": cfg.use_cpu,
+        "bf16": cfg.bf16,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "seed": cfg.seed,
+        "logging_steps": 1,
+        "save_strategy": "steps" if cfg.save_steps else "no",
+        "save_steps": cfg.save_steps or 500,
+        "save_total_limit": cfg.save_total_limit,
+        "report_to": "none",
+        "disable_tqdm": True,
+    }
+    if cfg.multi_turn:
+        args["max_tool_calling_iterations"] = cfg.max_tool_calling_iterations
+    if cfg.use_vllm:
+        args.update({"use_vllm": True, "vllm_mode": cfg.vllm_mode,
+                     "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+                     "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size})
+        if cfg.vllm_mode == "server":
+            args.update({"vllm_server_host": cfg.vllm_server_host, "vllm_server_port": cfg.vllm_server_port})
+    return {**args, **cfg.extra}
+
 
 def grpo_steps(
     build_dataset: Callable[[Any], Any],
     reward_funcs: list[Callable[..., list[float]]],
     cfg: GRPOStageConfig,
     out_dir: Path | str,
+    environment_factory: Any = None,
+    callbacks: list[Any] | None = None,
 ) -> tuple[Any, Any, Any, Path, str]:
     """Run `cfg.max_steps` GRPO steps of `cfg.model` and save it to `out_dir/final`.
 
-    `build_dataset(tokenizer)` returns a `datasets.Dataset` with a text `prompt` column (and
-    any columns the reward functions read). Returns (trainer, train result, dataset, final
-    model folder, model path). Shared by `run_grpo` and the self-play loop.
+    `build_dataset(tokenizer)` returns a `datasets.Dataset` with a `prompt` column (and any
+    columns the reward functions or environments read). Returns (trainer, train result,
+    dataset, final model folder, model path). Shared by `run_grpo` and the self-play loop.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with hub_offline():
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
 
         model_path = resolve_model(cfg.model)
         model, tokenizer = load_model(model_path)
         train_ds = build_dataset(tokenizer)
         if len(train_ds) == 0:
             raise store.DatasetError("GRPO needs at least one prompt; the dataset is empty")
-        args = GRPOConfig(**{
-            "output_dir": str(out / "checkpoints"),
-            "max_steps": cfg.max_steps,
-            "per_device_train_batch_size": cfg.per_device_train_batch_size,
-            "num_generations": cfg.num_generations,
-            "max_completion_length": cfg.max_completion_length,
-            "learning_rate": cfg.learning_rate,
-            "temperature": cfg.temperature,
-            "beta": cfg.beta,
-            "use_cpu": cfg.use_cpu,
-            "bf16": cfg.bf16,
-            "gradient_checkpointing": cfg.gradient_checkpointing,
-            "seed": cfg.seed,
-            "logging_steps": 1,
-            "save_strategy": "no",
-            "report_to": "none",
-            "disable_tqdm": True,
-            **cfg.extra,
-        })
-        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_ds,
-                              processing_class=tokenizer, callbacks=[metrics_callback(out / METRICS_FILE)])
+        args = GRPOConfig(**grpo_args(cfg, out))
+        trainer = trainer_class(cfg.objective)(
+            model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tokenizer,
+            callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])],
+            environment_factory=environment_factory)
         result = trainer.train()
         final = save_final(trainer, tokenizer, out, lora=False)
     return trainer, result, train_ds, final, model_path
 
 
-def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str) -> dict[str, Any]:
+def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str,
+             callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train `cfg.model` with GRPO on the `train` split of a verified `rl` release.
 
-    Writes `metrics.jsonl` (per step: `reward`, `reward_std`, `rewards/state_reward/mean`,
-    `state/exact`, `state/malformed`, `loss`, completion lengths, ...),
-    `train_summary.json` and the final model in `out_dir/final`; returns the summary.
+    Writes `metrics.jsonl` (per step: `reward`, `reward_std`, `frac_reward_zero_std`,
+    `loss`, `entropy`, completion lengths; multi-turn: `rewards/verifier_reward/mean`,
+    `verifier/passed`, `verifier/tool_calls`, `tools/call_frequency`; single-turn:
+    `rewards/state_reward/mean`, `state/exact`, `state/malformed`), `train_summary.json`,
+    `run.json`, curves and the final model in `out_dir/final`; returns the summary.
     """
     out = Path(out_dir)
     started = time.monotonic()
     manifest, _ = release_files(dataset_path)
     if manifest.kind != "rl":
         raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an rl release")
-    prompt_tokens: list[int] = []
+    write_run_record(out, "grpo", dataset_path, manifest, cfg.model_dump())
+    try:
+        summary = _train_grpo(dataset_path, manifest, cfg, out, started, callbacks)
+    except BaseException as exc:
+        write_run_record(out, "grpo", dataset_path, manifest, cfg.model_dump(), status="failed",
+                         error=f"{type(exc).__name__}: {exc}"[:1000])
+        raise
+    rewards = summary["rewards"]
+    write_run_record(out, "grpo", dataset_path, manifest, cfg.model_dump(), status="done", steps=summary["steps"],
+                     final_reward=rewards[-1]["reward"] if rewards else None, final_model=summary["final_model"])
+    return summary
 
-    def build(tokenizer: Any) -> Any:
-        ds = to_trl_prompts(load_release(dataset_path, "train"), tokenizer)
+
+def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOStageConfig, out: Path,
+                started: float, callbacks: list[Any] | None) -> dict[str, Any]:
+    prompt_tokens: list[int] = []
+    factory = None
+    if cfg.multi_turn:
+        from train.environments import environment_factories, verifier_reward
+
+        ds = to_trl_env_prompts(load_release(dataset_path, "train"))
         if len(ds) == 0:
             raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-        prompt_tokens.extend(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in ds["prompt"])
-        return ds
+        factory = environment_factories(sorted(set(ds["environment"])), cfg.verifiers)
+        reward_funcs: list[Callable[..., list[float]]] = [verifier_reward]
 
-    trainer, result, train_ds, final, model_path = grpo_steps(build, [state_reward], cfg, out)
+        def build(tokenizer: Any) -> Any:
+            return ds
+    else:
+        reward_funcs = [state_reward]
+
+        def build(tokenizer: Any) -> Any:
+            rows = to_trl_prompts(load_release(dataset_path, "train"), tokenizer)
+            if len(rows) == 0:
+                raise store.DatasetError(f"{dataset_path}: the train split has no rows")
+            prompt_tokens.extend(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in rows["prompt"])
+            return rows
+
+    trainer, result, train_ds, final, model_path = grpo_steps(build, reward_funcs, cfg, out, factory, callbacks)
     history = trainer.state.log_history
+    curves = write_curves(out, CURVE_KEYS, f"GRPO ({'multi-turn' if cfg.multi_turn else 'single-turn'})")
+    dataset: dict[str, Any] = {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
+                               "rows": manifest.rows, "train_rows": len(train_ds)}
+    if prompt_tokens:
+        dataset.update(prompt_tokens_mean=round(sum(prompt_tokens) / len(prompt_tokens), 1),
+                       prompt_tokens_max=max(prompt_tokens))
+    if cfg.multi_turn:
+        dataset["worlds"] = sorted(set(train_ds["environment"]))
     return write_summary(out, {
         "stage": "grpo",
+        "multi_turn": cfg.multi_turn,
         "steps": trainer.state.global_step,
         "rewards": step_logs(history, "reward"),
         "reward_std": step_logs(history, "reward_std"),
         "losses": step_logs(history, "loss"),
-        "exact": step_logs(history, "state/exact"),
+        "exact": step_logs(history, "verifier/passed" if cfg.multi_turn else "state/exact"),
+        "tool_calls": step_logs(history, "verifier/tool_calls") if cfg.multi_turn else [],
         "train_runtime_s": result.metrics.get("train_runtime"),
         "seconds_per_step": round(result.metrics["train_runtime"] / max(trainer.state.global_step, 1), 3),
         "wall_s": round(time.monotonic() - started, 3),
-        "dataset": {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
-                    "rows": manifest.rows, "train_rows": len(train_ds),
-                    "prompt_tokens_mean": round(sum(prompt_tokens) / len(prompt_tokens), 1),
-                    "prompt_tokens_max": max(prompt_tokens)},
+        "dataset": dataset,
         "model": {"requested": cfg.model, "path": model_path},
         "config": cfg.model_dump(),
         "code_version": store.code_version(),
         "final_model": str(final),
+        "checkpoints": sorted(str(p) for p in (out / "checkpoints").glob("checkpoint-*")),
         "metrics_file": str(out / METRICS_FILE),
+        "curves": curves,
     })

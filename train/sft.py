@@ -7,7 +7,11 @@
 - `train_summary.json`: steps, losses, runtime, dataset path + manifest version, config,
   code version, token statistics;
 - `final/`: the trained model and tokenizer (with LoRA: the merged model, so it loads like
-  any model; the adapter alone goes to `adapter/`).
+  any model; the adapter alone goes to `adapter/`);
+- `checkpoints/checkpoint-N/` every `save_steps` steps (when set);
+- `curves.csv` / `curves.png`: loss, eval loss, learning rate per step;
+- `run.json`: lineage (release name, version and checksums, config, code version; see
+  `train.lineage`).
 
 The shared plumbing (`resolve_model`, `hub_offline`, `metrics_callback`, `write_summary`) is
 used by `train.grpo` too. torch, transformers, trl, peft and datasets are imported inside
@@ -24,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 from data import store
 from rollout.embedded import hub_offline
 from train.config import SFTStageConfig
+from train.curves import write_curves
 from train.data import load_release, release_files, to_trl_sft
+from train.lineage import write_run_record
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -58,6 +64,47 @@ def load_model(name_or_path: str) -> tuple[Any, Any]:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def use_chat_template(tokenizer: Any, path: str | None) -> None:
+    """Replace the tokenizer's chat template with the one in file `path` (when given)."""
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"chat template {p} does not exist")
+    tokenizer.chat_template = p.read_text(encoding="utf-8")
+
+
+def check_generation_markers(tokenizer: Any) -> str:
+    """How assistant-only loss will find the assistant tokens, or `ValueError`.
+
+    Returns "template" when the chat template has `{% generation %}` markers, "trl" when
+    it has none but TRL 1.16 ships a training version of it (`get_training_chat_template`,
+    which SFTTrainer then swaps in: Qwen, Llama 3, Gemma, Phi, ...). Any other template
+    needs `sft.chat_template_path` (see docs/training.md).
+    """
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if template and has_generation_markers(template):
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True,
+                                            return_assistant_tokens_mask=True)
+        if not any(out.get("assistant_masks") or []):
+            raise ValueError("the chat template's {% generation %} blocks mark no assistant token")
+        return "template"
+    try:
+        patched = template and get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        patched = None
+    if not patched:
+        raise ValueError(
+            "assistant_only_loss=True needs a chat template with {% generation %} ... {% endgeneration %} "
+            "around assistant output; this model's template has none and TRL has no training version of it. "
+            "Set sft.chat_template_path to a template that has them (docs/training.md) or "
+            "sft.assistant_only_loss=false.")
+    return "trl"
 
 
 def metrics_callback(path: Path) -> TrainerCallback:
@@ -122,7 +169,8 @@ def token_stats(ds: Dataset | None) -> dict[str, Any]:
             "loss_tokens": loss_tokens}
 
 
-def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) -> tuple[Any, dict[str, Any]]:
+def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str,
+                      callbacks: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """An `SFTTrainer` on a verified `sft` release, ready to `train()`, and facts for the summary.
 
     Call inside `hub_offline()`. TRL truncates to `cfg.max_length` (keeping the start) and
@@ -137,6 +185,9 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
         raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
     model_path = resolve_model(cfg.model)
     model, tokenizer = load_model(model_path)
+    use_chat_template(tokenizer, cfg.chat_template_path)
+    if cfg.assistant_only_loss:
+        check_generation_markers(tokenizer)
     train_ds = to_trl_sft(load_release(dataset_path, "train"))
     if len(train_ds) == 0:
         raise store.DatasetError(f"{dataset_path}: the train split has no rows")
@@ -147,8 +198,8 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     if cfg.lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0,
-                                 target_modules="all-linear", task_type="CAUSAL_LM")
+        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha or 2 * cfg.lora_r, lora_dropout=0.0,
+                                 target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
     args = SFTConfig(**{
         "output_dir": str(out / "checkpoints"),
         "max_steps": cfg.max_steps,
@@ -164,15 +215,18 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
         "gradient_checkpointing": cfg.gradient_checkpointing,
         "seed": cfg.seed,
         "logging_steps": 1,
-        "save_strategy": "no",
-        "eval_strategy": "no",
+        "save_strategy": "steps" if cfg.save_steps else "no",
+        "save_steps": cfg.save_steps or 500,
+        "save_total_limit": cfg.save_total_limit,
+        "eval_strategy": "steps" if cfg.eval_steps and eval_ds is not None else "no",
+        "eval_steps": cfg.eval_steps,
         "report_to": "none",
         "disable_tqdm": True,
         **cfg.extra,
     })
     trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
                          processing_class=tokenizer, peft_config=peft_config,
-                         callbacks=[metrics_callback(out / METRICS_FILE)])
+                         callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])])
     train_tokens = token_stats(trainer.train_dataset)
     if not train_tokens["rows"] or train_tokens["loss_tokens"] == 0:
         # keep_start truncation (and packing's "bfd" overflow cut) can remove every assistant
@@ -188,7 +242,8 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     return trainer, facts
 
 
-def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) -> dict[str, Any]:
+def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str,
+            callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Fine-tune `cfg.model` on the `train` split of a verified `sft` release; returns the summary.
 
     Loss on assistant turns only when `cfg.assistant_only_loss` (our template has
@@ -198,8 +253,24 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    manifest, _ = release_files(dataset_path)
+    write_run_record(out, "sft", dataset_path, manifest, cfg.model_dump())
+    try:
+        summary = _train_sft(dataset_path, cfg, out, started, callbacks)
+    except BaseException as exc:
+        write_run_record(out, "sft", dataset_path, manifest, cfg.model_dump(), status="failed",
+                         error=f"{type(exc).__name__}: {exc}"[:1000])
+        raise
+    write_run_record(out, "sft", dataset_path, manifest, cfg.model_dump(), status="done",
+                     steps=summary["steps"], final_loss=summary["final_loss"],
+                     eval_loss=summary["eval"].get("eval_loss"), final_model=summary["final_model"])
+    return summary
+
+
+def _train_sft(dataset_path: Path | str, cfg: SFTStageConfig, out: Path, started: float,
+               callbacks: list[Any] | None) -> dict[str, Any]:
     with hub_offline():
-        trainer, facts = build_sft_trainer(dataset_path, cfg, out)
+        trainer, facts = build_sft_trainer(dataset_path, cfg, out, callbacks)
         result = trainer.train()
         has_eval = trainer.eval_dataset is not None and len(trainer.eval_dataset) > 0
         eval_metrics = trainer.evaluate() if has_eval else {}
@@ -207,6 +278,7 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) 
 
     manifest = facts["manifest"]
     losses = step_logs(trainer.state.log_history, "loss")
+    curves = write_curves(out, ["loss", "eval_loss", "grad_norm", "learning_rate"], "SFT")
     return write_summary(out, {
         "stage": "sft",
         "steps": trainer.state.global_step,
@@ -223,5 +295,7 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str) 
         "config": cfg.model_dump(),
         "code_version": store.code_version(),
         "final_model": str(final),
+        "checkpoints": sorted(str(p) for p in (out / "checkpoints").glob("checkpoint-*")),
         "metrics_file": str(out / METRICS_FILE),
+        "curves": curves,
     })

@@ -1,0 +1,24 @@
+"""A tiny random causal LM with the embedded model's tokenizer and chat template, for real
+TRL steps in tests (the plumbing, not learning): 2 layers, hidden size 32, a few MB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def make_tiny_model(out: Path) -> Path:
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from rollout.embedded import hub_offline, prepare_embedded_model
+
+    with hub_offline():
+        tok = AutoTokenizer.from_pretrained(prepare_embedded_model(), local_files_only=True)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=8192, tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

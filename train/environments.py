@@ -1,0 +1,244 @@
+"""Worlds as TRL environments: multi-turn GRPO where the model calls a world's tools.
+
+TRL 1.16's `GRPOTrainer(environment_factory=...)` (experimental) takes a callable, or a
+`{name: callable}` dict selected per row by an `environment` column, that returns an object
+with:
+
+- `reset(**row) -> str | None`: called once per rollout with every dataset column of the
+  row (minus `environment` in the dict form); a returned string is appended to the last
+  prompt message;
+- public methods: the tools. TRL renders their schemas with `transformers.get_json_schema`
+  (type hints + Google docstring), parses the model's tool calls with the tokenizer's
+  `response_template`, calls `method(**arguments)` and appends the result as a `tool`
+  message, for up to `max_tool_calling_iterations` rounds; a rollout ends when the model
+  answers without a tool call or the completion budget (`max_completion_length`, tool
+  results included) is spent;
+- optionally `get_reward()` (not used here: the reward function below needs the completion
+  to tell a clean stop from a truncated episode).
+
+`environment_class(world)` builds one class per world whose methods are the world's tools,
+with signatures and docstrings made from the `ToolSpec`s, so the rendered schemas carry the
+same names, types, enums, required arguments and descriptions as `world.tool_schemas()`.
+Each call runs through `Env.call` (savepoints, structured errors: a rule violation is a
+tool result, never an exception). `verifier_reward` then judges the episode with the
+task's primary verifier (`verifiers.base.primary_verifier`): the dense state reward, or
+the constraint score for tasks that carry a constraint set.
+
+There is no user simulator inside TRL's loop: the episode is the model's tool calls on the
+opening request; a plain-text answer ends it (termination `agent_stop`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from data.records import Step, Task, ToolCall, Trajectory, Verdict
+from envs.registry import get_world
+from verifiers.base import applies, get_verifier, primary_verifier
+
+DEFAULT_VERIFIERS = ("state_equivalence", "constraint_satisfaction")
+RESERVED = {"reset", "get_reward"}
+
+
+@lru_cache(maxsize=1024)
+def _task(task_json: str) -> Task:
+    return Task.model_validate_json(task_json)
+
+
+def as_task(value: str | dict[str, Any] | Task) -> Task:
+    """A `Task` from the rl release's `task` column (JSON), a dict or a Task."""
+    if isinstance(value, Task):
+        return value
+    if isinstance(value, dict):
+        return Task.model_validate(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a row's `task` must be the JSON of a Task")
+    return _task(value)
+
+
+class WorldEnvironment:
+    """One rollout's live copy of a task's world. Subclasses (see `environment_class`) add
+    one method per tool; the tool methods route here through `_call`. TRL exposes every
+    public method as a tool, so everything else here is private (`_judge`, `_trajectory`)."""
+
+    world_name: ClassVar[str] = ""
+    verifiers: ClassVar[tuple[str, ...]] = DEFAULT_VERIFIERS
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+        self.env: Any = None
+        self.steps: list[Step] = []
+        self.errors: Counter[str] = Counter()
+        self.verdict: Verdict | None = None
+        self.resets = 0
+
+    def reset(self, **row: Any) -> str | None:
+        """Start a fresh episode of `row["task"]`: a new copy of its initial state."""
+        if "task" not in row:
+            raise ValueError("an environment row needs a `task` column (the rl release's task JSON)")
+        task = as_task(row["task"])
+        if task.world != self.world_name:
+            raise ValueError(f"task {task.id} is in world {task.world!r}, not {self.world_name!r}")
+        self._close()
+        self.task = task
+        self.env = get_world(task.world).env(task.initial_state)
+        self.steps, self.errors, self.verdict = [], Counter(), None
+        self.resets += 1
+        return None
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.env is None:
+            raise RuntimeError("reset() must be called before a tool")
+        call = ToolCall(name=name, arguments=dict(arguments))
+        obs = self.env.call(call)
+        if obs.error:
+            self.errors[obs.error] += 1
+        self.steps.append(Step(index=len(self.steps), turn=len(self.steps) + 1, action=call,
+                               observation=obs.content, error=obs.error, error_detail=obs.detail))
+        return obs.content
+
+    # Every public method is a tool to TRL, so the helpers below are private.
+
+    def _calls(self) -> list[ToolCall]:
+        return [s.action for s in self.steps if s.action is not None]
+
+    def _trajectory(self, termination: str = "agent_stop", model: str = "policy") -> Trajectory:
+        """The episode so far as a `Trajectory` (the verifiers' input)."""
+        if self.task is None:
+            raise RuntimeError("no episode: reset() was never called")
+        return Trajectory(id=f"grpo-{self.task.id}-{self.resets}-{id(self)}", task_id=self.task.id, trial=0,
+                          model=model, steps=list(self.steps), termination=termination,  # type: ignore[arg-type]
+                          error_counts=dict(self.errors),
+                          final_state_hash=self.env.state_hash() if self.env is not None else None)
+
+    def _judge(self, termination: str = "agent_stop", names: Sequence[str] | None = None) -> Verdict:
+        """The task's primary verifier's verdict on this episode (kept in `self.verdict`)."""
+        if self.task is None:
+            raise RuntimeError("no episode: reset() was never called")
+        names = list(names or self.verifiers)
+        verifier = get_verifier(primary_verifier(self.task, names))
+        if not applies(verifier, self.task):
+            raise ValueError(f"verifier {verifier.name!r} does not apply to task {self.task.id}")
+        self.verdict = verifier.verify(self.task, self._trajectory(termination))
+        return self.verdict
+
+    def _close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with contextlib.suppress(Exception):
+            self._close()
+
+
+def _docstring(spec: Any) -> str:
+    lines = [spec.description or spec.name]
+    props = spec.parameters.get("properties", {})
+    if props:
+        lines += ["", "Args:"]
+        for pname, prop in props.items():
+            desc = " ".join(str(prop.get("description") or pname).split())
+            lines.append(f"    {pname}: {desc}")
+    return "\n".join(lines)
+
+
+def _tool_method(spec: Any) -> Callable[..., str]:
+    name = spec.name
+
+    def method(self: WorldEnvironment, **kwargs: Any) -> str:
+        return self._call(name, kwargs)
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for pname, p in spec.params.items():
+        params.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=p.default,
+                                        annotation=spec.hints[pname]))
+    # no return annotation: transformers would add a "return" entry to the rendered schema
+    method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    method.__annotations__ = {k: spec.hints[k] for k in spec.params}
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = _docstring(spec)
+    return method
+
+
+_classes: dict[tuple[str, tuple[str, ...]], type[WorldEnvironment]] = {}
+_classes_lock = threading.Lock()
+
+
+def environment_class(world: str, verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> type[WorldEnvironment]:
+    """The `WorldEnvironment` subclass of `world`: one public method per tool."""
+    key = (world, tuple(verifiers))
+    with _classes_lock:
+        if key in _classes:
+            return _classes[key]
+        w = get_world(world)
+        tools = getattr(w, "tools", None)
+        if not tools:
+            raise ValueError(f"world {world!r} has no tools to train on")
+        namespace: dict[str, Any] = {"world_name": world, "verifiers": tuple(verifiers)}
+        for name, spec in tools.items():
+            if name in RESERVED or name.startswith("_") or hasattr(WorldEnvironment, name):
+                raise ValueError(f"world {world!r}: tool name {name!r} clashes with the environment API")
+            namespace[name] = _tool_method(spec)
+        cls = type(f"{world.title().replace('_', '')}Environment", (WorldEnvironment,), namespace)
+        _classes[key] = cls
+        return cls
+
+
+def environment_factories(worlds: Sequence[str],
+                          verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> dict[str, Callable[[], WorldEnvironment]]:
+    """`{world: class}` for `GRPOTrainer(environment_factory=...)` (rows carry `environment`)."""
+    if not worlds:
+        raise ValueError("no worlds to build environments for")
+    return {w: environment_class(w, verifiers) for w in sorted(set(worlds))}
+
+
+def ended_cleanly(completion: Any) -> bool:
+    """Whether a conversational completion ends with an assistant answer without tool calls
+    (the model stopped), rather than mid tool loop (iterations or token budget spent)."""
+    if isinstance(completion, str):
+        return "<tool_call>" not in completion
+    if not completion:
+        return False
+    last = completion[-1]
+    return last.get("role") == "assistant" and not last.get("tool_calls")
+
+
+def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvironment] | None = None,
+                    **kwargs: Any) -> list[float]:
+    """The task verifier's score of each rollout, judged on its environment's episode.
+
+    A rollout that ended mid tool loop is judged with termination `max_turns`, which the
+    execution verifiers score 0 (τ²-bench: only clean stops count). Logs `verifier/passed`,
+    `verifier/tool_calls` (per rollout) and `verifier/tool_errors` when TRL passes `log_metric`.
+    """
+    if environments is None:
+        raise ValueError("verifier_reward needs TRL's `environments` (GRPOTrainer(environment_factory=...))")
+    if len(environments) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
+    rewards: list[float] = []
+    passed = calls = errors = 0
+    for completion, env in zip(completions, environments, strict=True):
+        verdict = env._judge("agent_stop" if ended_cleanly(completion) else "max_turns")
+        rewards.append(float(verdict.score))
+        passed += verdict.passed
+        calls += len(env.steps)
+        errors += sum(env.errors.values())
+    log_metric = kwargs.get("log_metric")
+    if log_metric is not None and rewards:
+        n = len(rewards)
+        log_metric("verifier/passed", passed / n)
+        log_metric("verifier/tool_calls", calls / n)
+        log_metric("verifier/tool_errors", errors / n)
+    log_extra = kwargs.get("log_extra")
+    if log_extra is not None:
+        log_extra("verdict", [json.dumps({"passed": e.verdict.passed, "reasons": e.verdict.reasons[:2]})
+                              if e.verdict else "" for e in environments])
+    return rewards
