@@ -130,9 +130,16 @@ def gather(futures: list[Any], stage: str, stall_timeout_s: float | None) -> lis
     return results
 
 
+def _quote_for(cfg: RunConfig) -> Any:
+    """`quote` on the thread runner (Prefect would otherwise walk every record of every shard
+    looking for futures); other runners serialize parameters and do not unwrap it."""
+    return quote if cfg.runner.kind == "thread" else (lambda x: x)
+
+
 def _rollout(cfg: RunConfig, tasks: list[Task], out: Path, counts: dict[str, Any]) -> list[Trajectory]:
     # quote(): Prefect would otherwise walk every record of every shard looking for futures.
-    futures = [rollout_task.submit(quote(shard), cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
+    q = _quote_for(cfg)
+    futures = [rollout_task.submit(q(shard), cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
     results = gather(futures, "rollout", cfg.runner.stall_timeout_s)
     counts["rollout"] = {"shards": len(results), "cached": sum(c for _, c in results)}
     counts["model_calls"] = sum(t.usage.model_calls for ts, cached in results if not cached for t in ts)
@@ -147,7 +154,8 @@ def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], o
     for t in trajectories:
         groups.setdefault(t.task_id, []).append(t)
     shards = [[t for g in chunk for t in g] for chunk in stages.shards(list(groups.values()), cfg.shard_size)]
-    futures = [verify_task.submit(quote(by_id), quote(shard), cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
+    q = _quote_for(cfg)
+    futures = [verify_task.submit(q(by_id), q(shard), cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
     results = gather(futures, "verify", cfg.runner.stall_timeout_s)
     counts["verify"] = {"shards": len(results), "cached": sum(c for _, c in results)}
     return [v for vs, _ in results for v in vs]

@@ -67,7 +67,6 @@ def _mounts(ro_binds: Iterable[str]) -> tuple[list[str], list[str]]:
             args += ["--ro-bind", d, d]
             roots.append(d)
     for d in ro_binds:
-        args += ["--ro-bind", d, d]
         roots.append(d)
     return args, roots
 
@@ -88,7 +87,12 @@ def bwrap_argv(workspace: Path, limits: Limits, *, ro_binds: Iterable[str] = (),
         args += ["--ro-bind-try", target, target]
     args += ["--proc", "/proc", "--dev", "/dev",
              "--size", tmp_bytes, "--tmpfs", "/tmp", "--size", tmp_bytes, "--tmpfs", "/dev/shm",
-             "--bind", str(workspace), WORKSPACE, "--remount-ro", "/", "--chdir", WORKSPACE,
+             "--bind", str(workspace), WORKSPACE]
+    # Extra read-only binds go after the tmpfs mounts, so a bind under /tmp (a checkout or
+    # venv there) is not hidden by the sandbox's private /tmp.
+    for d in ro_binds:
+        args += ["--ro-bind", d, d]
+    args += ["--remount-ro", "/", "--chdir", WORKSPACE,
              "--clearenv"]
     for key, value in {**DEFAULT_ENV, **(env or {})}.items():
         if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
