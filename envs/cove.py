@@ -5,6 +5,8 @@ described in `envs/constraints.py`).
   so a world's ``matching_ids`` is one line and uniqueness is checked the same way everywhere;
 - `unique_ref`: the first description on a ladder of growing attribute sets that matches
   exactly its record (`FuzzifyError` when even the most specific one is ambiguous);
+- `sample_set`: the sampling loop of a world's ``sample_constraints`` (one request, maybe a
+  second on other records, solvable in every write order);
 - `trial`: whether a list of calls all succeed on a connection, run inside a savepoint that
   is rolled back (sampling checks a set is solvable in every write order with it, and the
   audit keeps only mutants whose writes all succeed).
@@ -53,6 +55,25 @@ def month_words(period: str) -> str:
 def part_of_day(hhmm: str) -> str:
     """"morning" (before 11:00), "midday" (before 15:00), "afternoon" (before 18:00) or "evening"."""
     return next((word for limit, word in PARTS_OF_DAY if hhmm < limit), "evening")
+
+
+EntityViews = dict[str, Callable[[sqlite3.Connection], list[dict[str, Any]]]]
+
+
+def matching_ids_in(entities: EntityViews, conn: sqlite3.Connection, entity: str,
+                    where: dict[str, Any]) -> list[str]:
+    """Ids of the `entity` records (one of a world's entity views) that fit `where`."""
+    if entity not in entities:
+        raise ValueError(f"unknown entity {entity!r}; known: {sorted(entities)}")
+    return match(entities[entity](conn), where)
+
+
+def one(entities: EntityViews, conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
+    """The `entity` record with id `record_id` (KeyError when absent)."""
+    found = [r for r in entities[entity](conn) if r["id"] == record_id]
+    if not found:
+        raise KeyError(f"{entity} {record_id!r} not found")
+    return found[0]
 
 
 def match(records: Iterable[dict[str, Any]], where: dict[str, Any]) -> list[str]:
@@ -104,6 +125,42 @@ def solvable_in_any_order(conn: sqlite3.Connection, world: str, reads: list[Tool
     """Every order of `writes` (after `reads`) succeeds: a set whose writes interact (one
     enables or blocks another) is not sampled, so the verifier may accept any order."""
     return all(trial(conn, world, [*reads, *order]) for order in permutations(writes))
+
+
+def sample_set(conn: sqlite3.Connection, rng: Any, world: str, owners: list[Any], kinds: list[str],
+               sample: Callable[[str, sqlite3.Connection, Any, Any, set[str]], Any],
+               touched: Callable[[Any], set[str]], write_call: Callable[[Any], ToolCall],
+               p_extra: float) -> list[Any]:
+    """A constraint set for one owner (user, customer, patient), solvable by construction:
+    one request of some kind, plus (with probability `p_extra`) a second one on records the
+    first does not touch, kept only if every write order succeeds. Kinds are tried from a
+    random first one, owners in a shuffled order (the first 40); empty when nothing fits.
+    `sample(kind, conn, rng, owner, avoid)` draws one constraint or None."""
+    owners = list(owners)
+    rng.shuffle(owners)
+    first_kind = rng.choice(kinds)
+    extra = rng.random() < p_extra
+
+    def solvable(cs: list[Any]) -> bool:
+        return solvable_in_any_order(conn, world, [], [write_call(c) for c in cs])
+
+    for kind in [first_kind, *[k for k in kinds if k != first_kind]]:
+        for owner in owners[:40]:
+            c0 = sample(kind, conn, rng, owner, set())
+            if c0 is None:
+                continue
+            out = [c0]
+            if extra:
+                for k2 in rng.sample(kinds, len(kinds)):
+                    c1 = sample(k2, conn, rng, owner, touched(c0))
+                    if c1 is not None:
+                        out.append(c1)
+                        break
+            if len(out) == 2 and not solvable(out):
+                out = [c0]
+            if solvable(out):
+                return out
+    return []
 
 
 class KnownInfo(dict):  # type: ignore[type-arg]

@@ -71,16 +71,11 @@ ENTITIES = {"slot": _slots, "appointment": _appointments, "prescription": _presc
 
 def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
     """Ids of the `entity` records whose attributes equal every value in `where`."""
-    if entity not in ENTITIES:
-        raise ValueError(f"unknown entity {entity!r}; known: {sorted(ENTITIES)}")
-    return cove.match(ENTITIES[entity](conn), where)
+    return cove.matching_ids_in(ENTITIES, conn, entity, where)
 
 
 def _one(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
-    found = [r for r in ENTITIES[entity](conn) if r["id"] == record_id]
-    if not found:
-        raise KeyError(f"{entity} {record_id!r} not found")
-    return found[0]
+    return cove.one(ENTITIES, conn, entity, record_id)
 
 
 # -- sampling ----------------------------------------------------------------------------
@@ -189,30 +184,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     every order): one request, plus (with probability `p_extra`) a second one on another
     record. Empty when nothing fits."""
     patients = cove.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
-    rng.shuffle(patients)
-    first_kind = rng.choice(KINDS)
-    extra = rng.random() < p_extra
-    for kind in [first_kind, *[k for k in KINDS if k != first_kind]]:
-        for patient in patients[:40]:
-            c0 = _sample(kind, conn, rng, patient, set())
-            if c0 is None:
-                continue
-            out = [c0]
-            if extra:
-                for k2 in rng.sample(KINDS, len(KINDS)):
-                    c1 = _sample(k2, conn, rng, patient, _touched(c0))
-                    if c1 is not None:
-                        out.append(c1)
-                        break
-            if len(out) == 2 and not _solvable(conn, out):
-                out = [c0]
-            if _solvable(conn, out):
-                return out
-    return []
-
-
-def _solvable(conn: sqlite3.Connection, constraints: list[Constraint]) -> bool:
-    return cove.solvable_in_any_order(conn, WORLD, [], [write_call(c) for c in constraints])
+    return cove.sample_set(conn, rng, WORLD, patients, KINDS, _sample, _touched, write_call, p_extra)
 
 
 # -- fuzzification -------------------------------------------------------------------------
