@@ -294,9 +294,9 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     selection = stages.curate(cfg, tasks, trajectories, verdicts)
     curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
     html = stages.report_html(cfg, tasks, trajectories, verdicts, selection) if cfg.report else None
+    curated_manifests = {k: store.read_manifest(p) for k, p in curated.items()}
     figures = stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tp).stats,
-                                 {k: {**store.read_manifest(p).stats, "rows": store.read_manifest(p).rows}
-                                  for k, p in curated.items()})
+                                 {k: {**m.stats, "rows": m.rows} for k, m in curated_manifests.items()})
     releases = stages.release(cfg, root, curated, run_id, report_html=html, run=figures)
     summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
     summary["cache"] = counts

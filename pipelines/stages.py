@@ -62,10 +62,6 @@ def shards(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def _card(name: str, version: str, summary: str, schema: Any, rows: int, lin: store.Lineage, stats: dict) -> str:
-    return render_card(name, version, summary, schema, rows, lin.model_dump(), stats)
-
-
 # -- synthesis -------------------------------------------------------------------------
 
 def synthesize(cfg: RunConfig, out: Path, run_id: str = "", cache: ShardCache | None = None) -> Path:
@@ -236,9 +232,13 @@ def reverify(cfg: RunConfig, out: Path, trajectories_path: Path, verifier: str, 
 # -- curation and release ----------------------------------------------------------------
 
 def curate(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection:
+    return curator_for(cfg).select(tasks, trajectories, deciding_verdicts(cfg, tasks, verdicts))
+
+
+def deciding_verdicts(cfg: RunConfig, tasks: list[Task], verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts of each task's primary verifier: the ones curation and figures go by."""
     primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
-    chosen = [v for v in verdicts if v.verifier == primary.get(v.task_id)]
-    return curator_for(cfg).select(tasks, trajectories, chosen)
+    return [v for v in verdicts if v.verifier == primary.get(v.task_id)]
 
 
 def curator_for(cfg: RunConfig) -> Any:
@@ -423,8 +423,7 @@ def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     from curation.graphs import graph_svgs_for
     from data.report import figures_from_records, render_report
 
-    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
-    chosen = [v for v in verdicts if v.verifier == primary.get(v.task_id)]
+    chosen = deciding_verdicts(cfg, tasks, verdicts)
     figures = figures_from_records(tasks, trajectories, chosen, selection.drops, sft_rows=len(selection.sft),
                                    rl_rows=len(selection.rl), graph_svgs=graph_svgs_for(trajectories, chosen, n=3),
                                    title=title, stats=selection.stats)
@@ -457,8 +456,7 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     from data.report import pass_at_k, pass_hat_k
 
     policy = [t for t in trajectories if not t.metadata.get("reference")]
-    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
-    decided = {v.trajectory_id: v for v in verdicts if v.verifier == primary.get(v.task_id)}
+    decided = {v.trajectory_id: v for v in deciding_verdicts(cfg, tasks, verdicts)}
     world_of = {t.id: t.world for t in tasks}
     per_task: dict[str, list[int]] = {}
     for t in policy:
