@@ -79,6 +79,20 @@ Verify the files against `manifest.json` with `trajforge datasets verify <this f
 """
 
 
+def set_section(card: str, title: str, body: str) -> str:
+    """`card` with its `## {title}` section replaced by `body`; a missing section goes in
+    before `## Columns` (or at the end). Sections run to the next `## ` heading."""
+    block = f"## {title}\n\n{body.strip()}\n\n"
+    start = card.find(f"\n## {title}\n")
+    if start >= 0:
+        end = card.find("\n## ", start + 1)
+        return card[:start + 1] + block + (card[end + 1:] if end >= 0 else "")
+    anchor = card.find("\n## Columns\n")
+    if anchor < 0:
+        return card.rstrip("\n") + "\n\n" + block
+    return card[:anchor + 1] + block + card[anchor + 1:]
+
+
 def _table(head: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]

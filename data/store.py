@@ -239,6 +239,29 @@ def read_manifest(path: Path | str, verify: bool = True) -> Manifest:
     return manifest
 
 
+def rewrite_card(path: Path | str, text: str) -> Path:
+    """Replace the card (`README.md`) of a committed dataset atomically.
+
+    The card is documentation, outside the manifest's checksums: data files, manifest and
+    `_SUCCESS` are never touched, so a release stays immutable while its card can list what
+    was later done with it (e.g. the training runs on it, `train.lineage`).
+    """
+    path = Path(path)
+    read_manifest(path, verify=False)  # refuses an incomplete dataset
+    card = path / "README.md"
+    tmp = card.with_name(f".README.md.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, card)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path)
+    return card
+
+
 def read_table(path: Path | str, verify: bool = True) -> pa.Table:
     """All rows of a committed dataset as one Arrow table."""
     path = Path(path)

@@ -219,6 +219,43 @@ def eval_(
     print(json.dumps(result, default=str))
 
 
+@app.command()
+def runs(
+    dataset: Annotated[Path | None, typer.Option(help="Release folder (default: the latest sft and rl releases).")] = None,
+    out: OutOpt = Path("out"),
+    refresh_card: Annotated[bool, typer.Option(help="Also rewrite the release card's 'Training runs' section.")] = False,
+) -> None:
+    """The training runs on a release (from their run.json) and their before/after evaluations."""
+    from data import store
+    from pipelines import stages
+    from train.lineage import refresh_release_card, runs_on_release
+
+    releases = [dataset] if dataset else [p for k in ("sft", "rl") if (p := stages.latest_release(out, k))]
+    if not releases:
+        _fail(FileNotFoundError(f"no release under {out / 'releases'}; pass --dataset"))
+    listed = []
+    for release in releases:
+        try:
+            found = runs_on_release(release, [out / "train"])
+        except store.DatasetError as exc:
+            _fail(exc)
+        if refresh_card:
+            refresh_release_card(release, [out / "train"])
+        table = Table(title=f"training runs on {release}")
+        for col in ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)"):
+            table.add_column(col)
+        for r in found:
+            result = r.get("final_loss") if r.get("stage") == "sft" else r.get("final_reward")
+            ev = r.get("eval") or {}
+            table.add_row(Path(r["run_dir"]).name, r["stage"], r["status"], str(r.get("steps", "")),
+                          "" if result is None else f"{float(result):.4f}",
+                          f"{ev['base']['pass_rate']} → {ev['trained']['pass_rate']}" if ev else "-")
+        Console().print(table)
+        listed += [{"release": str(release), "run_dir": r["run_dir"], "stage": r["stage"], "status": r["status"]}
+                   for r in found]
+    print(json.dumps(listed))
+
+
 @app.command("self-play")
 def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
               rounds: Annotated[int | None, typer.Option(help="Number of rounds.")] = None,

@@ -25,6 +25,7 @@ from data.records import Sampling, Task, Trajectory, Verdict
 from rollout.agent import AgentConfig
 from rollout.collector import ModelConfig, RolloutConfig, close_shared_models, collect
 from train.environments import as_task
+from train.lineage import read_run, refresh_release_card
 from verifiers.base import get_verifier, primary_verifier
 
 DEFAULT_VERIFIERS = ["state_equivalence", "constraint_satisfaction"]
@@ -123,7 +124,8 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
     """Evaluate `base` (`"embedded"` or a folder) and `model` (a folder) on the same tasks.
 
     When `model` is a run's `final/` folder, the result is also written to the run folder
-    as `eval-<release version>.json` (lineage: which release the model was judged on).
+    as `eval-<release version>.json` (lineage: which release the model was judged on), and
+    the card of the release the run trained on lists it (`train.lineage`).
     """
     for folder in (model, base):
         if folder != "embedded" and not Path(folder).expanduser().is_dir():
@@ -149,4 +151,7 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
     if (run_dir / "run.json").is_file():
         (run_dir / f"eval-{manifest.version}.json").write_text(json.dumps(result, indent=2) + "\n")
         result["written_to"] = str(run_dir / f"eval-{manifest.version}.json")
+        trained_on = read_run(run_dir).get("release", {}).get("path")
+        if trained_on:  # the card of the release the model was trained on shows this result
+            refresh_release_card(trained_on, [run_dir.parent])
     return result

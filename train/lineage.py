@@ -3,11 +3,14 @@
 Every run folder (`<out>/train/<stage>-<version>/`) holds `run.json`, written when the run
 starts (`status: running`) and rewritten when it ends (`done` or `failed`, with headline
 figures). `runs_on_release` lists the runs trained on a release, and `runs_table` renders
-them as Markdown for the release card.
+them as Markdown, and `refresh_release_card` writes that table into the release's card
+(section "Training runs", rewritten atomically whenever a run ends or is evaluated; the
+release's data and manifest are never touched).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -15,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from data import store
+from data.card import set_section
 
 RUN_FILE = "run.json"
+RUNS_SECTION = "Training runs"
 
 
 def release_ref(dataset_path: Path | str, manifest: store.Manifest) -> dict[str, Any]:
@@ -50,6 +55,8 @@ def write_run_record(out: Path | str, stage: str, dataset_path: Path | str, mani
     tmp = path.with_name(f".{RUN_FILE}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
     os.replace(tmp, path)
+    if status != "running":
+        refresh_release_card(dataset_path, [out.parent])
     return record
 
 
@@ -65,32 +72,73 @@ def default_train_dir(release: Path | str) -> Path:
     return Path(release).resolve().parents[2] / "train"
 
 
-def runs_on_release(release: Path | str, train_dir: Path | str | None = None) -> list[dict[str, Any]]:
-    """The run records (oldest first) of every run under `train_dir` trained on `release`.
+def runs_on_release(release: Path | str,
+                    train_dir: Path | str | list[Path | str] | None = None) -> list[dict[str, Any]]:
+    """The run records (oldest first) of every run under `train_dir` (one folder or several;
+    default `<out>/train`) trained on `release`, each with its newest evaluation (`eval`,
+    from the run's `eval-*.json`, see `train.evaluate.compare`) when it has one.
 
     A run matches when its release name and version equal the release's manifest and its
     recorded checksums equal the release's files (a re-published folder does not match).
     """
     manifest = store.read_manifest(release, verify=False)
     want = release_ref(release, manifest)
-    root = Path(train_dir) if train_dir is not None else default_train_dir(release)
-    runs = []
-    for path in sorted(root.glob(f"*/{RUN_FILE}")) if root.is_dir() else []:
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        got = record.get("release", {})
-        if (got.get("name"), got.get("version"), got.get("sha256")) == (want["name"], want["version"], want["sha256"]):
-            runs.append(record)
-    return sorted(runs, key=lambda r: r.get("started_at", ""))
+    if train_dir is None:
+        roots = [default_train_dir(release)]
+    else:
+        roots = [Path(d) for d in (train_dir if isinstance(train_dir, list) else [train_dir])]
+    runs: dict[str, dict[str, Any]] = {}
+    for root in dict.fromkeys(r.resolve() for r in roots):
+        for path in sorted(root.glob(f"*/{RUN_FILE}")) if root.is_dir() else []:
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            got = record.get("release", {})
+            if (got.get("name"), got.get("version"), got.get("sha256")) != (want["name"], want["version"],
+                                                                            want["sha256"]):
+                continue
+            evals = sorted(path.parent.glob("eval-*.json"), key=lambda p: p.stat().st_mtime)
+            if evals:
+                with contextlib.suppress(OSError, json.JSONDecodeError):
+                    record["eval"] = json.loads(evals[-1].read_text())
+            runs[str(path.parent.resolve())] = record
+    return sorted(runs.values(), key=lambda r: r.get("started_at", ""))
+
+
+def _eval_cell(result: dict[str, Any] | None) -> str:
+    if not result:
+        return "-"
+    base, trained = result.get("base", {}), result.get("trained", {})
+    release = result.get("release", {})
+    return (f"{base.get('pass_rate')} → {trained.get('pass_rate')} on {result.get('tasks')} "
+            f"{result.get('split', '')} tasks of {release.get('name', '')} {release.get('version', '')}")
 
 
 def runs_table(runs: list[dict[str, Any]]) -> str:
-    """A Markdown table of runs for a release card."""
-    lines = ["| run | stage | status | steps | result | code |", "|---|---|---|---|---|---|"]
+    """A Markdown table of runs for a release card: stage, status, steps, final loss
+    (SFT) or reward (GRPO), the before/after pass rate when evaluated, code version."""
+    lines = ["| run | stage | status | steps | final loss / reward | eval pass rate (base → trained) | code |",
+             "|---|---|---|---|---|---|---|"]
     for r in runs:
         result = r.get("final_loss") if r.get("stage") == "sft" else r.get("final_reward")
         lines.append(f"| {Path(r['run_dir']).name} | {r['stage']} | {r['status']} | {r.get('steps', '')} | "
-                     f"{'' if result is None else round(float(result), 4)} | {r.get('code_version', '')} |")
+                     f"{'' if result is None else round(float(result), 4)} | {_eval_cell(r.get('eval'))} | "
+                     f"{r.get('code_version', '')} |")
     return "\n".join(lines) + "\n"
+
+
+def refresh_release_card(release: Path | str, train_dirs: list[Path | str] | None = None) -> Path | None:
+    """Rewrite the "Training runs" section of `release`'s card from the runs trained on it
+    (under `<out>/train` and `train_dirs`). None when the release is gone or not a dataset."""
+    release = Path(release)
+    if not _is_main_process():
+        return None
+    try:
+        runs = runs_on_release(release, [default_train_dir(release), *(train_dirs or [])])
+        card = (release / "README.md").read_text(encoding="utf-8")
+    except (store.DatasetError, OSError):
+        return None
+    body = ("Models trained on this release (`trajforge runs --dataset <this folder>`; each run folder's "
+            "`run.json` holds its config and code version).\n\n" + (runs_table(runs) if runs else "None yet.\n"))
+    return store.rewrite_card(release, set_section(card, RUNS_SECTION, body))
