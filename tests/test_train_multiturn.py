@@ -307,6 +307,25 @@ def test_gpu_config_validates_and_produces_launch_lines() -> None:
         update={"max_steps": 3}).model_dump()
 
 
+def test_cpu_config_validates_and_its_episode_budget_fits_a_tool_loop(tasks: list[Task]) -> None:
+    from pipelines.config import load_config
+    from train.config import GRPOStageConfig
+
+    cfg = load_config(Path(__file__).parents[1] / "configs" / "train-cpu.yaml")
+    assert cfg.sft.model == cfg.grpo.model == "embedded" and cfg.sft.use_cpu and cfg.grpo.use_cpu
+    assert cfg.grpo.multi_turn and cfg.grpo.per_device_train_batch_size % cfg.grpo.num_generations == 0
+    assert GRPOStageConfig().max_completion_length == cfg.grpo.max_completion_length
+    # The episode budget counts tool results too: it must hold a task's whole reference path
+    # (calls and results, ~4 characters a token) with room to answer. 48 tokens, the old
+    # default, cut every episode mid tool loop, so every GRPO group scored 0.
+    task = max(tasks, key=lambda t: len(t.reference_solution))
+    env = environment_factories(["airline"])["airline"]()
+    env.reset(task=canonical_json(task.model_dump()))
+    chars = sum(len(json.dumps({"name": c.name, "arguments": c.arguments})) + len(getattr(env, c.name)(**c.arguments))
+                for c in task.reference_solution)
+    assert 48 < chars / 4 + 64 < cfg.grpo.max_completion_length
+
+
 def test_launch_lines_refuse_bad_setups() -> None:
     from train.launch import launch_commands
 

@@ -61,7 +61,8 @@ class GRPOStageConfig(BaseModel):
     gradient_accumulation_steps: int = 1
     num_generations: int = 2
     # Multi-turn: the budget covers the model's tokens *and* the tool results between them.
-    max_completion_length: int = 48
+    # Too small a budget cuts every episode mid tool loop, which the verifier scores 0.
+    max_completion_length: int = 768
     learning_rate: float = 1e-6
     temperature: float = 1.0
     beta: float = 0.0
