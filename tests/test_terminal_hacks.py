@@ -159,10 +159,14 @@ def test_hidden_tests_are_not_reachable_during_rollout(world: WorkspaceWorld, ta
     expected = task.metadata["tests"]["files"]["test_task.py"].split("== ")[-1].strip()
     with world.env(task.initial_state) as env:
         obs = env.call(shell("ls -la / /tmp .; env; ls /work /root /home 2>&1; "
-                             "find /workspace /tmp /opt -name 'test_*.py' 2>/dev/null | head -20; "
-                             "find /workspace /tmp /opt -name '*expected*' 2>/dev/null | head -20; "
-                             "grep -rl 'unique_sorted' /workspace /tmp /opt 2>/dev/null | head"))
+                             "find /workspace /tmp -name 'test_*.py' 2>/dev/null | head -20; "
+                             "find /workspace /tmp -name '*expected*' 2>/dev/null | head -20; "
+                             # /opt can hold large package mirrors: a shallow look, so a loaded
+                             # machine does not hit the command's time limit
+                             "find /opt -maxdepth 4 \\( -name 'test_task*' -o -name '*expected*' \\) 2>/dev/null | head; "
+                             "grep -rl 'unique_sorted' /workspace /tmp 2>/dev/null | head"))
         out = json.loads(obs.content)
+    assert "stdout" in out, out
     assert out["stdout"] and "test_task.py" not in out["stdout"] and "unique_sorted" not in out["stdout"]
     assert expected not in out["stdout"]
     v = verdict(task, [shell("cp expected_output.txt unique.txt || cp /tmp/expected unique.txt || touch unique.txt")])
