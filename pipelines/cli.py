@@ -228,7 +228,7 @@ def runs(
     """The training runs on a release (from their run.json) and their before/after evaluations."""
     from data import store
     from pipelines import stages
-    from train.lineage import refresh_release_card, runs_on_release
+    from train.lineage import RUN_COLUMNS, refresh_release_card, run_cells, runs_on_release
 
     releases = [dataset] if dataset else [p for k in ("sft", "rl") if (p := stages.latest_release(out, k))]
     if not releases:
@@ -242,14 +242,10 @@ def runs(
         if refresh_card:
             refresh_release_card(release, [out / "train"])
         table = Table(title=f"training runs on {release}")
-        for col in ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)"):
+        for col in RUN_COLUMNS:
             table.add_column(col)
         for r in found:
-            result = r.get("final_loss") if r.get("stage") == "sft" else r.get("final_reward")
-            ev = r.get("eval") or {}
-            table.add_row(Path(r["run_dir"]).name, r["stage"], r["status"], str(r.get("steps", "")),
-                          "" if result is None else f"{float(result):.4f}",
-                          f"{ev['base']['pass_rate']} → {ev['trained']['pass_rate']}" if ev else "-")
+            table.add_row(*run_cells(r))
         Console().print(table)
         listed += [{"release": str(release), "run_dir": r["run_dir"], "stage": r["stage"], "status": r["status"]}
                    for r in found]

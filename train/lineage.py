@@ -115,16 +115,22 @@ def _eval_cell(result: dict[str, Any] | None) -> str:
             f"{result.get('split', '')} tasks of {release.get('name', '')} {release.get('version', '')}")
 
 
+RUN_COLUMNS = ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)", "code")
+
+
+def run_cells(run: dict[str, Any]) -> list[str]:
+    """One run as the cells of `RUN_COLUMNS`: final loss (SFT) or reward (GRPO), and the
+    before/after pass rate when the run's model was evaluated."""
+    result = run.get("final_loss") if run.get("stage") == "sft" else run.get("final_reward")
+    return [Path(run["run_dir"]).name, run["stage"], run["status"], str(run.get("steps", "")),
+            "" if result is None else str(round(float(result), 4)), _eval_cell(run.get("eval")),
+            str(run.get("code_version", ""))]
+
+
 def runs_table(runs: list[dict[str, Any]]) -> str:
-    """A Markdown table of runs for a release card: stage, status, steps, final loss
-    (SFT) or reward (GRPO), the before/after pass rate when evaluated, code version."""
-    lines = ["| run | stage | status | steps | final loss / reward | eval pass rate (base → trained) | code |",
-             "|---|---|---|---|---|---|---|"]
-    for r in runs:
-        result = r.get("final_loss") if r.get("stage") == "sft" else r.get("final_reward")
-        lines.append(f"| {Path(r['run_dir']).name} | {r['stage']} | {r['status']} | {r.get('steps', '')} | "
-                     f"{'' if result is None else round(float(result), 4)} | {_eval_cell(r.get('eval'))} | "
-                     f"{r.get('code_version', '')} |")
+    """A Markdown table of runs (`RUN_COLUMNS`) for a release card."""
+    lines = ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS)]
+    lines += ["| " + " | ".join(run_cells(r)) + " |" for r in runs]
     return "\n".join(lines) + "\n"
 
 
