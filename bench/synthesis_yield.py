@@ -9,7 +9,7 @@ the library domain compiled by the Architect from its recorded replies:
   compiled rules);
 - tasks synthesized per second per core (one process, one thread);
 - probe rejection rate: violating probes rejected with exactly their rule id (the world's
-  `probes.py`, else the FIXTURE/PROBES of its tests/test_world*.py).
+  own `probes.py`).
 
 Baseline, measured in the same run: the same synthesis with the Set Designer's patches
 removed (the seeded state, same focus), which shows what boundary-adjacent states add.
@@ -33,14 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envs.probes import ProbeSet, from_module, load_module, load_probes, run_probes  # noqa: E402
+from envs.probes import ProbeSet, load_probes, run_probes  # noqa: E402
 from envs.registry import get_world, list_worlds, register_world  # noqa: E402
 from envs.world import World  # noqa: E402
 from synthesis.architect import ReplayModel, compile_domain  # noqa: E402
 from synthesis.base import SynthesisConfig, get_method  # noqa: E402
-
-TEST_PROBES = {"airline": "tests/test_world.py"}  # others: tests/test_world_<name>.py
-
 
 def tool_use_worlds() -> list[str]:
     out = []
@@ -57,12 +54,7 @@ def tool_use_worlds() -> list[str]:
 
 def probes_for(world: World) -> tuple[ProbeSet | None, str]:
     own = load_probes(world)
-    if own is not None:
-        return own, "probes.py"
-    path = ROOT / TEST_PROBES.get(world.name, f"tests/test_world_{world.name}.py")
-    if not path.exists():
-        return None, "none"
-    return from_module(load_module(path, f"bench_probe_source_{world.name}")), str(path.relative_to(ROOT))
+    return (own, "probes.py") if own is not None else (None, "none")
 
 
 class _NoPatches:

@@ -27,15 +27,15 @@ Helpers shared by the worlds' hooks live in `envs/cove.py`.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from envs.loader import load_module
 
 
 class Constraint(BaseModel):
@@ -118,22 +118,10 @@ class _HasFolder(Protocol):
     folder: Path
 
 
-_modules: dict[Path, ModuleType] = {}
-_lock = threading.Lock()
-
-
 def world_constraints(world: _HasFolder) -> ModuleType:
     """The world's ``constraints.py`` module (loaded once per folder)."""
-    path = (Path(world.folder) / "constraints.py").resolve()
-    with _lock:
-        if path not in _modules:
-            if not path.exists():
-                raise LookupError(f"world {world.name!r} has no constraints.py: constraint-guided synthesis "
-                                  "and verification are not available for it")
-            spec = importlib.util.spec_from_file_location(f"trajforge_world_{world.name}_constraints", path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            _modules[path] = module
-        return _modules[path]
+    path = Path(world.folder) / "constraints.py"
+    if not path.exists():
+        raise LookupError(f"world {world.name!r} has no constraints.py: constraint-guided synthesis "
+                          "and verification are not available for it")
+    return load_module(path, world.name)

@@ -29,15 +29,6 @@ WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 PARTS_OF_DAY = [("11:00", "morning"), ("15:00", "midday"), ("18:00", "afternoon")]  # before -> word; else evening
 
 
-def rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def now(conn: sqlite3.Connection) -> str:
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return str(value)
 
 
 def date_words(iso: str) -> str:

@@ -14,14 +14,13 @@ run them without importing tests.
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from data.records import ToolCall
+from envs.loader import load_module
 from envs.world import Env, World
 
 
@@ -94,13 +93,6 @@ def from_module(module: ModuleType) -> ProbeSet:
     return ProbeSet(fixture, out)
 
 
-def load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_probes(world: World) -> ProbeSet | None:
@@ -108,7 +100,7 @@ def load_probes(world: World) -> ProbeSet | None:
     path = world.folder / "probes.py"
     if not path.exists():
         return None
-    return from_module(load_module(path, f"trajforge_world_{world.name}_probes"))
+    return from_module(load_module(path, world.name))
 
 
 def fixture_env(world: World, fixture: str) -> Env:

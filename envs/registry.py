@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from envs.loader import forget
 from envs.workspace import WorkspaceWorld, is_workspace_world
 from envs.world import World
 
@@ -29,6 +30,7 @@ def register_world(name: str, folder: Path | str) -> None:
     """Register a world folder under `name` (replacing an earlier registration)."""
     _extra[name] = Path(folder)
     _loaded.pop(name, None)
+    forget(folder)  # a folder written again (the Architect's repair rounds) is read again
 
 
 def _all() -> dict[str, Path]:

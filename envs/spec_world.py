@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 from envs.tools import ToolError
@@ -43,10 +44,6 @@ def write_target(sql: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _rows(db: sqlite3.Connection, sql: str, args: dict[str, Any] | tuple = ()) -> list[dict[str, Any]]:
-    cur = db.execute(sql, args)
-    cols = [d[0] for d in cur.description or []]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def _fk_rule(db: sqlite3.Connection, sql: str, args: dict[str, Any], fk_rules: list[dict[str, Any]]) -> str | None:
@@ -84,7 +81,7 @@ def run_tool(db: sqlite3.Connection, spec: dict[str, Any], args: dict[str, Any],
     if spec.get("write") and spec.get("sql") and changed == 0:
         raise ToolError("NOT_FOUND", f"{spec['name']}: no record matches {args}")
     if spec.get("returns"):
-        return _rows(db, spec["returns"], args)
+        return kit.rows(db, spec["returns"], args)
     return {"ok": True, "rows_changed": changed}
 
 

@@ -15,15 +15,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from envs.sql import rows
+
 Template = Callable[[sqlite3.Connection, random.Random], tuple[dict[str, Any], str] | None]
-TODAY = "date((SELECT value FROM meta WHERE key = 'now'))"
-NOW = "(SELECT value FROM meta WHERE key = 'now')"
-
-
-def rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def pick(conn: sqlite3.Connection, rng: random.Random, sql: str, *args: Any) -> dict[str, Any] | None:

@@ -21,7 +21,6 @@ import os
 import shlex
 import shutil
 import stat
-import sys
 import tempfile
 import threading
 import time
@@ -36,6 +35,7 @@ from typing import Any
 import yaml
 
 from data.records import StateRef, ToolCall, canonical_json
+from envs.loader import load_module
 from envs.sandbox import Limits, Sandbox, SandboxError, open_sandbox
 from envs.tools import ToolArgumentError, ToolError, ToolSpec, build_spec, tool
 from envs.world import Observation
@@ -291,14 +291,6 @@ def is_workspace_world(folder: Path) -> bool:
     return (folder / WORKSPACE_FILE).exists()
 
 
-def _load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses defined in the module look themselves up here
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass
@@ -339,7 +331,7 @@ class WorkspaceWorld:
     @cached_property
     def seeds(self) -> ModuleType:
         """Task seeds and skills for synthesis (`seeds.py`)."""
-        return _load_module(self.folder / "seeds.py", f"trajforge_world_{self.name}_seeds")
+        return load_module(self.folder / "seeds.py", self.name)
 
     @cached_property
     def tools(self) -> dict[str, ToolSpec]:

@@ -8,11 +8,9 @@ rule it broke, never as an exception.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sqlite3
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from typing import Any
 
 from data.records import StateRef, ToolCall
 from envs import state as st
+from envs.loader import load_module
 from envs.tools import ToolArgumentError, ToolError, ToolSpec, collect_tools
 
 RULE_RE = re.compile(r"\b(R\d+_[A-Z0-9_]+)\b:?\s*(.*)")
@@ -44,19 +43,6 @@ class Observation:
         return self.error is None
 
 
-def _load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs, as `import` does: dataclasses and pickling look modules up there.
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 @dataclass
@@ -78,16 +64,16 @@ class World:
 
     @cached_property
     def tools(self) -> dict[str, ToolSpec]:
-        return collect_tools(_load_module(self.folder / "tools.py", f"trajforge_world_{self.name}_tools"))
+        return collect_tools(load_module(self.folder / "tools.py", self.name))
 
     @cached_property
     def generator(self) -> ModuleType:
-        return _load_module(self.folder / "generator.py", f"trajforge_world_{self.name}_generator")
+        return load_module(self.folder / "generator.py", self.name)
 
     @cached_property
     def design(self) -> ModuleType:
         """World-specific hooks for synthesis: boundary variants, candidate calls, goals."""
-        return _load_module(self.folder / "design.py", f"trajforge_world_{self.name}_design")
+        return load_module(self.folder / "design.py", self.name)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from data.records import Sampling
-from envs.probes import ProbeSet, from_module, load_module, run_probes
+from envs.loader import forget, load_module
+from envs.probes import ProbeSet, from_module, run_probes
 from envs.rules import RULE_ID
 from envs.spec_world import FK_REF, write_target
 from envs.world import World
@@ -282,9 +283,10 @@ def _probe_errors(spec: dict[str, Any], folder: Path, broken: set[str]) -> list[
         errors.append(f"rule {rid}: has no probe")
     for rid in sorted(probed - declared):
         errors.append(f"probe for {rid}: no such rule")
+    forget(folder)  # the folder was written again this round
     world = World(name=f"architect_check_{folder.name}", folder=folder)
     try:
-        probes = from_module(load_module(folder / "probes.py", f"trajforge_architect_probes_{id(folder)}"))
+        probes = from_module(load_module(folder / "probes.py", world.name))
         tools = world.tools
     except Exception as exc:  # generated code that does not load is a spec error
         return [*errors, f"generated tools or probes do not load: {type(exc).__name__}: {exc}"]
@@ -361,9 +363,9 @@ GENERATOR_PY = '''"""Seed rows of the compiled world: the fixture the Architect'
 import sqlite3
 from pathlib import Path
 
-from envs.probes import load_module
+from envs.loader import load_module
 
-_PROBES = load_module(Path(__file__).with_name("probes.py"), f"{__name__}_probes")
+_PROBES = load_module(Path(__file__).with_name("probes.py"), __name__)
 
 
 def generate(conn: sqlite3.Connection, seed: int, scale: int) -> None:

@@ -62,6 +62,7 @@ from typing import Any
 
 from data.records import Sampling, StateRef, Task, ToolCall, UserScenario, canonical_json
 from envs import state as st
+from envs.templating import pick
 from envs.tools import ToolSpec
 from envs.world import World
 from rollout.model import ChatModel, ChatResponse, ModelError
@@ -915,15 +916,6 @@ def validate_on_world(world: World, generation: Generation, seed: int = 0, scale
 Template = Callable[[sqlite3.Connection, random.Random], tuple[dict[str, Any], str] | None]
 
 
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _pick(conn: sqlite3.Connection, rng: random.Random, sql: str, *args: Any) -> dict[str, Any] | None:
-    rows = _rows(conn, sql, *args)
-    return rng.choice(rows) if rows else None
 
 
 def generic_template(spec: ToolSpec) -> Template:
@@ -938,7 +930,7 @@ def generic_template(spec: ToolSpec) -> Template:
         col_of = {p: p.removeprefix("new_") for p in props}
         matches = {t: sum(c in cols for c in col_of.values()) for t, cols in columns.items()}
         table = max(matches, key=lambda t: matches[t], default=None)  # first table on ties
-        row = _pick(conn, rng, f'SELECT * FROM "{table}"') if table and matches[table] else None
+        row = pick(conn, rng, f'SELECT * FROM "{table}"') if table and matches[table] else None
         args: dict[str, Any] = {}
         for p, schema in props.items():
             if "enum" in schema:
@@ -949,7 +941,7 @@ def generic_template(spec: ToolSpec) -> Template:
                 args[p] = row[col_of[p]]
             else:
                 other = next((t for t in columns if col_of[p] in columns[t]), None)
-                val = _pick(conn, rng, f'SELECT "{col_of[p]}" AS v FROM "{other}" WHERE "{col_of[p]}" IS NOT NULL'
+                val = pick(conn, rng, f'SELECT "{col_of[p]}" AS v FROM "{other}" WHERE "{col_of[p]}" IS NOT NULL'
                             ) if other else None
                 if val is not None:
                     args[p] = val["v"]

@@ -13,36 +13,23 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
 KINDS = ["license_exact", "extend_to_limit", "car_taken"]
 
 
-def _q(value: Any) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    return [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall()]
-
-
-def _today(conn: sqlite3.Connection) -> date:
-    (value,) = conn.execute("SELECT date(value) FROM meta WHERE key = 'now'").fetchone()
-    return date.fromisoformat(value)
-
-
 def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
     """`n` boundary-adjacent variants, cycling through the kinds."""
-    free = _rows(conn, "SELECT * FROM customers c WHERE NOT EXISTS (SELECT 1 FROM rentals r"
+    free = kit.rows(conn, "SELECT * FROM customers c WHERE NOT EXISTS (SELECT 1 FROM rentals r"
                        " WHERE r.customer_id = c.customer_id AND r.status = 'active') ORDER BY customer_id")
-    cars = _rows(conn, "SELECT * FROM cars WHERE status = 'available' ORDER BY car_id")
-    today = _today(conn)
+    cars = kit.rows(conn, "SELECT * FROM cars WHERE status = 'available' ORDER BY car_id")
+    today = kit.today(conn)
     out: list[Variant] = []
     for i in range(n):
         kind = KINDS[i % len(KINDS)]
@@ -54,23 +41,23 @@ def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Varia
                                  "rental_ids": []}
         if kind == "license_exact":
             expires = today + timedelta(days=days)
-            out.append(Variant(kind, [f"UPDATE customers SET license_expires = {_q(expires)}"
-                                      f" WHERE customer_id = {_q(cust['customer_id'])}"],
+            out.append(Variant(kind, [f"UPDATE customers SET license_expires = {kit.q(expires)}"
+                                      f" WHERE customer_id = {kit.q(cust['customer_id'])}"],
                                {**focus, "days": [days, days + 1]}, ["R02_LICENSE_VALID"], "boundary",
                                f"licence expires {expires}, {days} days from today"))
         elif kind == "extend_to_limit":
             rid = f"RX{rng.randrange(16 ** 4):04X}"
-            patches = [f"INSERT INTO rentals VALUES ({_q(rid)}, {_q(cust['customer_id'])}, {_q(car['car_id'])},"
-                       f" {_q(today)}, 12, {12 * car['daily_rate']}, 'active')",
-                       f"UPDATE customers SET license_expires = {_q(today + timedelta(days=60))}"
-                       f" WHERE customer_id = {_q(cust['customer_id'])}"]
+            patches = [f"INSERT INTO rentals VALUES ({kit.q(rid)}, {kit.q(cust['customer_id'])}, {kit.q(car['car_id'])},"
+                       f" {kit.q(today)}, 12, {12 * car['daily_rate']}, 'active')",
+                       f"UPDATE customers SET license_expires = {kit.q(today + timedelta(days=60))}"
+                       f" WHERE customer_id = {kit.q(cust['customer_id'])}"]
             out.append(Variant(kind, patches, {**focus, "car_ids": [], "rental_ids": [rid], "extra": [2, 3]},
                                ["R03_MAX_DAYS"], "novice", f"rental {rid} runs 12 of at most 14 days",
                                preference={"wants_days": 15}))
         else:
             twin = f"{car['car_id']}b"
-            patches = [f"UPDATE cars SET status = 'maintenance' WHERE car_id = {_q(car['car_id'])}",
-                       f"INSERT INTO cars VALUES ({_q(twin)}, {_q(car['model'])}, {car['daily_rate']}, 'available')"]
+            patches = [f"UPDATE cars SET status = 'maintenance' WHERE car_id = {kit.q(car['car_id'])}",
+                       f"INSERT INTO cars VALUES ({kit.q(twin)}, {kit.q(car['model'])}, {car['daily_rate']}, 'available')"]
             out.append(Variant(kind, patches, {**focus, "car_ids": [car["car_id"], twin, other["car_id"]]},
                                ["R01_CAR_AVAILABLE"], "mismatch", f"{car['car_id']} is in maintenance",
                                preference={"preferred_car": car["car_id"]}))
@@ -106,7 +93,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
     for key, cols in rows.items():
         op = next(iter(cols.values())).op
         if op == "insert":
-            car = _rows(after, "SELECT * FROM cars WHERE car_id = ?", cols["car_id"].after)[0]
+            car = kit.rows(after, "SELECT * FROM cars WHERE car_id = ?", cols["car_id"].after)[0]
             text = f"rent the {car['model']} {car['car_id']} from today for {cols['days'].after} days"
             pref = variant.preference.get("preferred_car")
             if pref and pref != car["car_id"]:

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from envs import sql as kit
 from envs.tools import ToolError, tool
-
-
-def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
-    cur = db.execute(sql, args)
-    row = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
 
 
 def _today(db: sqlite3.Connection) -> str:
@@ -26,7 +21,7 @@ def get_customer(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The customer's id, e.g. "cu_007".
     """
-    c = _row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id)
+    c = kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id)
     if c is None:
         raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
     cur = db.execute("SELECT * FROM rentals WHERE customer_id = ? ORDER BY rental_id", (customer_id,))
@@ -52,16 +47,16 @@ def rent_car(db: sqlite3.Connection, customer_id: str, car_id: str, days: int) -
         car_id: The car to rent (from list_cars).
         days: Number of days, 1 to 14.
     """
-    car = _row(db, "SELECT * FROM cars WHERE car_id = ?", car_id)
+    car = kit.row(db, "SELECT * FROM cars WHERE car_id = ?", car_id)
     if car is None:
         raise ToolError("NOT_FOUND", f"car {car_id!r} not found")
-    if _row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id) is None:
+    if kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id) is None:
         raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
     (n,) = db.execute("SELECT COUNT(*) FROM rentals").fetchone()
     rental_id = f"RN{n + 1:04d}"
     db.execute("INSERT INTO rentals VALUES (?, ?, ?, ?, ?, ?, 'active')",
                (rental_id, customer_id, car_id, _today(db), days, days * car["daily_rate"]))
-    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
+    return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
 
 
 @tool(write=True)
@@ -75,11 +70,11 @@ def extend_rental(db: sqlite3.Connection, rental_id: str, extra_days: int) -> di
     """
     if extra_days < 1:
         raise ToolError("BAD_VALUE", "extra_days must be at least 1")
-    if _row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
+    if kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
         raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
     db.execute("UPDATE rentals SET days = days + ?, total = total + ? * (SELECT daily_rate FROM cars"
                " WHERE cars.car_id = rentals.car_id) WHERE rental_id = ?", (extra_days, extra_days, rental_id))
-    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
+    return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
 
 
 @tool(write=True)
@@ -90,7 +85,7 @@ def return_car(db: sqlite3.Connection, rental_id: str) -> dict:
     Args:
         rental_id: The rental to close.
     """
-    if _row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
+    if kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
         raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
     db.execute("UPDATE rentals SET status = 'returned' WHERE rental_id = ?", (rental_id,))
-    return _row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
+    return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}

@@ -16,7 +16,7 @@ import sqlite3
 from typing import Any
 
 from data.records import ToolCall
-from envs import cove
+from envs import sql as kit
 from envs.constraints import Constraint, Fuzzification, FuzzifyError, FuzzyRef, record_key
 from envs.design import Goal
 from envs.worlds.airline.tools import INSURANCE_PER_PASSENGER, bag_fee, price_column
@@ -58,9 +58,9 @@ def _covers(payment: dict[str, Any], amount: int) -> bool:
 
 def _bookable(conn: sqlite3.Connection, user_id: str, passengers: int = 1) -> list[dict[str, Any]]:
     """Scheduled flights after today with `passengers` free seats that the user holds no reservation on."""
-    return cove.rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > date(?) AND seats_available >= ?"
+    return kit.rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > date(?) AND seats_available >= ?"
                        " AND flight_id NOT IN (SELECT flight_id FROM reservations WHERE user_id = ?)"
-                       " ORDER BY flight_id", cove.now(conn), passengers, user_id)
+                       " ORDER BY flight_id", kit.now(conn), passengers, user_id)
 
 
 def _sample_booking(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
@@ -72,7 +72,7 @@ def _sample_booking(conn: sqlite3.Connection, rng: random.Random, user_id: str) 
     cabin = rng.choice(CABINS)
     insurance = rng.random() < 0.3
     amount = _total(flight, cabin, passengers, insurance)
-    payments = [p for p in cove.rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", user_id)
+    payments = [p for p in kit.rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", user_id)
                 if _covers(p, amount)]
     if not payments:
         return None
@@ -85,11 +85,11 @@ def _sample_booking(conn: sqlite3.Connection, rng: random.Random, user_id: str) 
 def _sample_cancel(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
     """An active reservation R06 lets the user cancel (within 24 h, business, insured or flight
     cancelled by the airline) on a flight that has not departed (R12)."""
-    rows = cove.rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
+    rows = kit.rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
                        " WHERE r.user_id = ? AND r.status = 'active' AND f.status <> 'departed' AND ("
                        "  r.cabin = 'business' OR r.insurance = 1 OR f.status = 'cancelled'"
                        "  OR (julianday(?) - julianday(r.created_at)) * 24 <= 24) ORDER BY r.reservation_id",
-                 user_id, cove.now(conn))
+                 user_id, kit.now(conn))
     if not rows:
         return None
     return Constraint(kind="cancel", fields={"user_id": user_id, "reservation_id": rng.choice(rows)["reservation_id"]})
@@ -97,7 +97,7 @@ def _sample_cancel(conn: sqlite3.Connection, rng: random.Random, user_id: str) -
 
 def _bag_options(conn: sqlite3.Connection, reservation_id: str) -> tuple[int, list[int]]:
     """(current bags, valid new totals near it): within R10, fee covered by the payment."""
-    r = cove.rows(conn, "SELECT r.*, u.membership, p.balance FROM reservations r JOIN users u ON u.user_id = r.user_id"
+    r = kit.rows(conn, "SELECT r.*, u.membership, p.balance FROM reservations r JOIN users u ON u.user_id = r.user_id"
                     " JOIN payment_methods p ON p.payment_id = r.payment_id WHERE r.reservation_id = ?",
               reservation_id)[0]
     out = []
@@ -112,7 +112,7 @@ def _bag_options(conn: sqlite3.Connection, reservation_id: str) -> tuple[int, li
 
 
 def _sample_bags(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
-    rows = cove.rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
+    rows = kit.rows(conn, "SELECT r.reservation_id FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"
                        " WHERE r.user_id = ? AND r.status = 'active' AND f.status IN ('scheduled', 'delayed')"
                        " ORDER BY r.reservation_id", user_id)
     rng.shuffle(rows)
@@ -135,7 +135,7 @@ def _shares_balance(conn: sqlite3.Connection, booking: Constraint, extra: Constr
 def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.6) -> list[Constraint]:
     """A constraint set for one user, solvable by construction: a booking, plus (with
     probability `p_extra`) a cancellation or a baggage change. Empty when nothing fits."""
-    users = [r["user_id"] for r in cove.rows(conn, "SELECT user_id FROM users ORDER BY user_id")]
+    users = [r["user_id"] for r in kit.rows(conn, "SELECT user_id FROM users ORDER BY user_id")]
     rng.shuffle(users)
     extra_kind = rng.choice(["cancel", "bags"]) if rng.random() < p_extra else None
     for kind in ([extra_kind, None] if extra_kind else [None]):
@@ -164,7 +164,7 @@ def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -
 
 
 def _record(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any]:
-    rows = cove.rows(conn, f"SELECT * FROM ({ENTITY_VIEWS[entity]}) WHERE id = ?", record_id)
+    rows = kit.rows(conn, f"SELECT * FROM ({ENTITY_VIEWS[entity]}) WHERE id = ?", record_id)
     if not rows:
         raise KeyError(f"{entity} {record_id!r} not found")
     return rows[0]
@@ -341,7 +341,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _reservation(conn: sqlite3.Connection, rid: str) -> dict[str, Any] | None:
-    rows = cove.rows(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
+    rows = kit.rows(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
     return rows[0] if rows else None
 
 
@@ -360,7 +360,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     for c in constraints:
         record: str | None = None
         if c.kind == "book":
-            rows = cove.rows(conn_final, "SELECT reservation_id FROM reservations WHERE user_id = ? AND flight_id = ?"
+            rows = kit.rows(conn_final, "SELECT reservation_id FROM reservations WHERE user_id = ? AND flight_id = ?"
                                      " AND cabin = ? AND passengers = ? AND payment_id = ? AND insurance = ?"
                                      " AND status = 'active' ORDER BY reservation_id",
                          c["user_id"], c["flight_id"], c["cabin"], c["passengers"], c["payment_id"],
@@ -406,8 +406,8 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
             continue
         if c.kind == "book":
             uid, pax, ins = c["user_id"], c["passengers"], bool(c["insurance"])
-            flight = cove.rows(conn, "SELECT * FROM flights WHERE flight_id = ?", c["flight_id"])[0]
-            payments = cove.rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
+            flight = kit.rows(conn, "SELECT * FROM flights WHERE flight_id = ?", c["flight_id"])[0]
+            payments = kit.rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
             pay = next(p for p in payments if p["payment_id"] == c["payment_id"])
             others = [f for f in _bookable(conn, uid, pax) if f["flight_id"] not in targets
                       and _covers(pay, _total(f, c["cabin"], pax, ins))]

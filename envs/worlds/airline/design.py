@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
-NOW_SQL = "(SELECT value FROM meta WHERE key = 'now')"
 KINDS = [
     "seats_exact", "seats_short", "balance_exact", "balance_short",
     "cancel_inside_window", "cancel_outside_window", "bags_at_limit",
@@ -22,25 +22,10 @@ PERSONAS = {"seats_short": "mismatch", "balance_short": "boundary", "cancel_outs
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
-def _q(value: Any) -> str:
-    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
-
-
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _now(conn: sqlite3.Connection) -> datetime:
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return datetime.fromisoformat(value)
-
-
 def _future_pairs(conn: sqlite3.Connection) -> list[tuple[dict, dict]]:
     """(flight, substitute) pairs: two scheduled future flights on the same route."""
-    today = _now(conn).date().isoformat()
-    flights = _rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > ? ORDER BY flight_id", today)
+    today = kit.now_dt(conn).date().isoformat()
+    flights = kit.rows(conn, "SELECT * FROM flights WHERE status = 'scheduled' AND date > ? ORDER BY flight_id", today)
     by_route: dict[tuple[str, str], list[dict]] = {}
     for f in flights:
         by_route.setdefault((f["origin"], f["destination"]), []).append(f)
@@ -49,8 +34,8 @@ def _future_pairs(conn: sqlite3.Connection) -> list[tuple[dict, dict]]:
 
 def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
     """`n` boundary-adjacent variants of the state, cycling through the boundary kinds."""
-    users = _rows(conn, "SELECT * FROM users ORDER BY user_id")
-    with_gift = _rows(conn, "SELECT DISTINCT u.* FROM users u JOIN payment_methods p USING (user_id)"
+    users = kit.rows(conn, "SELECT * FROM users ORDER BY user_id")
+    with_gift = kit.rows(conn, "SELECT DISTINCT u.* FROM users u JOIN payment_methods p USING (user_id)"
                             " WHERE p.kind = 'gift_card' ORDER BY user_id")
     pairs = _future_pairs(conn)
     out: list[Variant] = []
@@ -68,13 +53,13 @@ def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Varia
 def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, pair: tuple[dict, dict]) -> Variant | None:
     uid = user["user_id"]
     flight, substitute = pair
-    pms = _rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
+    pms = kit.rows(conn, "SELECT * FROM payment_methods WHERE user_id = ? ORDER BY payment_id", uid)
     gift = next((p for p in pms if p["kind"] == "gift_card"), None)
     card = next(p for p in pms if p["kind"] == "credit_card")
     passengers = rng.choice([1, 2])
     focus: dict[str, Any] = {"user_id": uid, "flight_ids": [flight["flight_id"], substitute["flight_id"]],
                              "passengers": passengers, "cabins": ["economy"], "reservation_ids": []}
-    seat = lambda fid, k: f"UPDATE flights SET seats_available = {k} WHERE flight_id = {_q(fid)}"  # noqa: E731
+    seat = lambda fid, k: f"UPDATE flights SET seats_available = {k} WHERE flight_id = {kit.q(fid)}"  # noqa: E731
     roomy = seat(substitute["flight_id"], max(substitute["seats_available"], passengers + 3))
     if kind in ("seats_exact", "seats_short"):
         k = passengers if kind == "seats_exact" else passengers - 1
@@ -91,7 +76,7 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, p
             return None
         total = flight["price_economy"] * passengers
         balance = total if kind == "balance_exact" else total - 1
-        patches = [f"UPDATE payment_methods SET balance = {balance} WHERE payment_id = {_q(gift['payment_id'])}",
+        patches = [f"UPDATE payment_methods SET balance = {balance} WHERE payment_id = {kit.q(gift['payment_id'])}",
                    seat(flight["flight_id"], max(flight["seats_available"], passengers + 2))]
         focus["flight_ids"] = [flight["flight_id"]]
         focus["payment_ids"] = [gift["payment_id"], card["payment_id"]]
@@ -100,15 +85,15 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, p
                        f"gift card balance {balance} for a {total} booking", pref)
     # Reservation-based boundaries: give the user an active economy reservation on `flight`.
     hours = {"cancel_inside_window": 23, "cancel_outside_window": 25, "bags_at_limit": 60}[kind]
-    created = (_now(conn) - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
+    created = (kit.now_dt(conn) - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
     rid = f"RX{rng.randrange(16**4):04X}"
     bags = 3 * passengers - 1 if kind == "bags_at_limit" else 0
     price = flight["price_economy"] * passengers
     patches = [
         seat(flight["flight_id"], max(flight["seats_available"], passengers + 1)),
         "INSERT INTO reservations (reservation_id, user_id, flight_id, cabin, passengers, payment_id, insurance,"
-        f" bags, total_paid, status, created_at) VALUES ({_q(rid)}, {_q(uid)}, {_q(flight['flight_id'])}, 'economy',"
-        f" {passengers}, {_q(card['payment_id'])}, 0, {bags}, {price}, 'active', {_q(created)})",
+        f" bags, total_paid, status, created_at) VALUES ({kit.q(rid)}, {kit.q(uid)}, {kit.q(flight['flight_id'])}, 'economy',"
+        f" {passengers}, {kit.q(card['payment_id'])}, 0, {bags}, {price}, 'active', {kit.q(created)})",
     ]
     focus.update(reservation_ids=[rid], flight_ids=[flight["flight_id"], substitute["flight_id"]])
     rules = {"cancel_inside_window": ["R06_CANCEL_WINDOW"], "cancel_outside_window": ["R06_CANCEL_WINDOW"],
@@ -121,7 +106,7 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, p
 def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[ToolCall]:
     """Write calls with arguments drawn from the database around the focus records."""
     uid = focus["user_id"]
-    pms = [p["payment_id"] for p in _rows(conn, "SELECT payment_id FROM payment_methods WHERE user_id = ?", uid)]
+    pms = [p["payment_id"] for p in kit.rows(conn, "SELECT payment_id FROM payment_methods WHERE user_id = ?", uid)]
     if focus.get("payment_ids"):
         pms = [p for p in pms if p in focus["payment_ids"]]
     calls = [
@@ -130,7 +115,7 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
             "payment_id": pid, "insurance": ins})
         for fid in focus["flight_ids"] for cabin in focus["cabins"] for pid in pms for ins in (False, True)
     ]
-    reservations = _rows(
+    reservations = kit.rows(
         conn, "SELECT reservation_id, bags, flight_id FROM reservations WHERE user_id = ? AND status = 'active'"
         " ORDER BY reservation_id", uid)
     for r in reservations:
@@ -159,12 +144,12 @@ def _by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellCh
 
 
 def _flight_phrase(conn: sqlite3.Connection, fid: str) -> str:
-    f = _rows(conn, "SELECT * FROM flights WHERE flight_id = ?", fid)[0]
+    f = kit.rows(conn, "SELECT * FROM flights WHERE flight_id = ?", fid)[0]
     return f"flight {f['flight_number']} from {f['origin']} to {f['destination']} on {f['date']} at {f['departure']}"
 
 
 def _payment_phrase(conn: sqlite3.Connection, pid: str) -> str:
-    p = _rows(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pid)[0]
+    p = kit.rows(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pid)[0]
     if p["kind"] == "credit_card":
         return f"your credit card ending in {p['last4']} ({pid})"
     return f"your {p['kind'].replace('_', ' ')} {pid}"

@@ -7,6 +7,8 @@ import random
 import sqlite3
 from datetime import date, datetime, timedelta
 
+from envs import sql as kit
+
 NOW = datetime(2026, 5, 10, 12, 0, 0)
 AIRPORTS = ["SFO", "JFK", "LAX", "ORD", "SEA", "BOS", "DEN", "ATL", "MIA", "PHX"]
 FIRST = ["mia", "noah", "ava", "liam", "emma", "omar", "yara", "ivan", "sofia", "lucas", "aisha", "chen",
@@ -16,14 +18,10 @@ DAYS = 10  # flights from NOW - 2 days to NOW + 7 days
 DEPARTURES = ["07:30", "12:15", "18:45"]
 
 
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
     """Fill an empty airline database deterministically from `seed`."""
     rng = random.Random(seed)
-    conn.execute("INSERT INTO meta VALUES ('now', ?)", (_ts(NOW),))
+    conn.execute("INSERT INTO meta VALUES ('now', ?)", (kit.ts(NOW),))
 
     pairs = [(a, b) for a in AIRPORTS for b in AIRPORTS if a != b]
     rng.shuffle(pairs)
@@ -77,7 +75,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
             conn.execute(
                 "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?)",
                 (rid, uid, flight[0], cabin, passengers, pms[0][0], insurance, rng.choice([0, 0, 1, 2]) * passengers,
-                 total, _ts(created)),
+                 total, kit.ts(created)),
             )
             flight[7] -= passengers  # the booking trigger did the same in the database
 

@@ -7,7 +7,9 @@ import random
 import sqlite3
 from typing import Any
 
-from envs.templating import TODAY, Template, pick, rows
+from envs.sql import TODAY_SQL as TODAY
+from envs.sql import rows
+from envs.templating import Template, pick
 
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 

@@ -3,36 +3,17 @@ schema's triggers enforce the policy (a broken rule raises `<RULE_ID>: message`)
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import operator
 import sqlite3
 from typing import Literal
 
+from envs import sql as kit
+from envs.stock_tools import calculate_tool, transfer_tool
 from envs.tools import ToolError, tool
 
 Cabin = Literal["basic_economy", "economy", "business"]
 INSURANCE_PER_PASSENGER = 30
 BAG_FEE = 50
 FREE_BAGS = {"regular": 0, "silver": 1, "gold": 2}
-
-
-def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
-    cur = db.execute(sql, args)
-    row = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
-
-
-def _rows(db: sqlite3.Connection, sql: str, *args: object) -> list[dict]:
-    cur = db.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _need(record: dict | None, what: str, key: str) -> dict:
-    if record is None:
-        raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
-    return record
 
 
 def price_column(cabin: str) -> str:
@@ -51,13 +32,13 @@ def get_user_details(db: sqlite3.Connection, user_id: str) -> dict:
     Args:
         user_id: The user's id, e.g. "mia_li_3668".
     """
-    user = _need(_row(db, "SELECT * FROM users WHERE user_id = ?", user_id), "user", user_id)
-    user["payment_methods"] = _rows(
+    user = kit.need(kit.row(db, "SELECT * FROM users WHERE user_id = ?", user_id), "user", user_id)
+    user["payment_methods"] = kit.rows(
         db, "SELECT payment_id, kind, last4, balance FROM payment_methods WHERE user_id = ? ORDER BY payment_id", user_id
     )
     user["reservations"] = [
         r["reservation_id"]
-        for r in _rows(db, "SELECT reservation_id FROM reservations WHERE user_id = ? ORDER BY reservation_id", user_id)
+        for r in kit.rows(db, "SELECT reservation_id FROM reservations WHERE user_id = ? ORDER BY reservation_id", user_id)
     ]
     return user
 
@@ -69,10 +50,10 @@ def get_reservation_details(db: sqlite3.Connection, reservation_id: str) -> dict
     Args:
         reservation_id: The reservation id, e.g. "R4F2K9".
     """
-    res = _need(
-        _row(db, "SELECT * FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id
+    res = kit.need(
+        kit.row(db, "SELECT * FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id
     )
-    res["flight"] = _row(db, "SELECT * FROM flights WHERE flight_id = ?", res["flight_id"])
+    res["flight"] = kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", res["flight_id"])
     return res
 
 
@@ -86,7 +67,7 @@ def search_flights(db: sqlite3.Connection, origin: str, destination: str, date: 
         destination: IATA code of the arrival airport, e.g. "JFK".
         date: Travel date as YYYY-MM-DD.
     """
-    return _rows(
+    return kit.rows(
         db,
         "SELECT * FROM flights WHERE origin = ? AND destination = ? AND date = ? ORDER BY departure",
         origin.upper(), destination.upper(), date,
@@ -100,43 +81,13 @@ def get_flight_details(db: sqlite3.Connection, flight_id: str) -> dict:
     Args:
         flight_id: The flight id.
     """
-    return _need(_row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: operator.truediv, ast.USub: operator.neg}
-
-
-@tool()
-def calculate(db: sqlite3.Connection, expression: str) -> dict:
-    """Evaluate an arithmetic expression with + - * / and parentheses, e.g. "2 * (180 + 30)".
-
-    Args:
-        expression: The expression to evaluate.
-    """
-
-    def ev(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ToolError("BAD_EXPRESSION", "only numbers, + - * / and parentheses are allowed")
-
-    try:
-        value = ev(ast.parse(expression, mode="eval"))
-    except (SyntaxError, ZeroDivisionError) as exc:
-        raise ToolError("BAD_EXPRESSION", str(exc)) from exc
-    return {"result": round(value, 2)}
+    return kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
 
 
 def _new_reservation_id(db: sqlite3.Connection, user_id: str, flight_id: str) -> str:
-    """Deterministic in the state: the same request on the same state gets the same id."""
-    (n,) = db.execute("SELECT COUNT(*) FROM reservations WHERE user_id = ?", (user_id,)).fetchone()
-    return "R" + hashlib.sha256(f"{user_id}|{flight_id}|{n}".encode()).hexdigest()[:6].upper()
+    """Minted from the content (user and flight), so bookings in any order get the same ids."""
+    content = {"user_id": user_id, "flight_id": flight_id}
+    return kit.mint_id("R", content, kit.count(db, "reservations", **content))
 
 
 @tool(write=True)
@@ -162,12 +113,12 @@ def book_reservation(
         payment_id: The user's payment method id.
         insurance: Whether to add travel insurance (30 per passenger).
     """
-    _need(_row(db, "SELECT user_id FROM users WHERE user_id = ?", user_id), "user", user_id)
-    flight = _need(_row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
-    _need(_row(db, "SELECT payment_id FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    kit.need(kit.row(db, "SELECT user_id FROM users WHERE user_id = ?", user_id), "user", user_id)
+    flight = kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
+    kit.need(kit.row(db, "SELECT payment_id FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
     total = flight[price_column(cabin)] * passengers
     total += INSURANCE_PER_PASSENGER * passengers if insurance else 0
-    (now,) = db.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
+    now = kit.now(db)
     rid = _new_reservation_id(db, user_id, flight_id)
     db.execute(
         "INSERT INTO reservations (reservation_id, user_id, flight_id, cabin, passengers, payment_id,"
@@ -186,7 +137,7 @@ def cancel_reservation(db: sqlite3.Connection, reservation_id: str) -> dict:
     Args:
         reservation_id: The reservation to cancel.
     """
-    _need(_row(db, "SELECT 1 FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id)
+    kit.need(kit.row(db, "SELECT 1 FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id)
     db.execute("UPDATE reservations SET status = 'cancelled' WHERE reservation_id = ?", (reservation_id,))
     return get_reservation_details(db, reservation_id)
 
@@ -200,8 +151,8 @@ def update_baggage(db: sqlite3.Connection, reservation_id: str, total_bags: int)
         reservation_id: The reservation to update.
         total_bags: The new total number of checked bags.
     """
-    res = _need(
-        _row(db, "SELECT r.*, u.membership FROM reservations r JOIN users u USING (user_id) WHERE reservation_id = ?",
+    res = kit.need(
+        kit.row(db, "SELECT r.*, u.membership FROM reservations r JOIN users u USING (user_id) WHERE reservation_id = ?",
              reservation_id),
         "reservation", reservation_id,
     )
@@ -227,11 +178,11 @@ def change_flight(db: sqlite3.Connection, reservation_id: str, new_flight_id: st
         reservation_id: The reservation to change.
         new_flight_id: The flight to move to.
     """
-    res = _need(
-        _row(db, "SELECT * FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id
+    res = kit.need(
+        kit.row(db, "SELECT * FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id
     )
-    new = _need(_row(db, "SELECT * FROM flights WHERE flight_id = ?", new_flight_id), "flight", new_flight_id)
-    old = _row(db, "SELECT * FROM flights WHERE flight_id = ?", res["flight_id"])
+    new = kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", new_flight_id), "flight", new_flight_id)
+    old = kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", res["flight_id"])
     if new_flight_id == res["flight_id"]:
         raise ToolError("NO_CHANGE", "the reservation is already on this flight")
     column = price_column(res["cabin"])
@@ -243,12 +194,5 @@ def change_flight(db: sqlite3.Connection, reservation_id: str, new_flight_id: st
     return get_reservation_details(db, reservation_id)
 
 
-@tool()
-def transfer_to_human_agents(db: sqlite3.Connection, summary: str) -> dict:
-    """Transfer the user to a human agent, with a short summary of their issue. Use only when
-    the request cannot be handled within the policy and the user insists.
-
-    Args:
-        summary: What the user needs and why it cannot be done here.
-    """
-    return {"transferred": True, "summary": summary}
+calculate = calculate_tool()
+transfer_to_human_agents = transfer_tool("user")

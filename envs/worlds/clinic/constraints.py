@@ -21,6 +21,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import cove
+from envs import sql as kit
 from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
 from envs.design import Goal
 
@@ -45,14 +46,14 @@ def _slot_record(r: dict[str, Any]) -> dict[str, Any]:
 
 def _slots(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Slots that start after now (their status is an attribute: descriptions scope to open ones)."""
-    return [_slot_record(r) for r in cove.rows(conn, "SELECT s.*, p.specialty, p.location, p.name FROM slots s"
+    return [_slot_record(r) for r in kit.rows(conn, "SELECT s.*, p.specialty, p.location, p.name FROM slots s"
                                                      " JOIN providers p USING (provider_id) WHERE s.start_at > ?",
-                                               cove.now(conn))]
+                                               kit.now(conn))]
 
 
 def _appointments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     out = []
-    for r in cove.rows(conn, "SELECT a.appointment_id, a.patient_id, a.status AS appt_status, s.*, p.specialty,"
+    for r in kit.rows(conn, "SELECT a.appointment_id, a.patient_id, a.status AS appt_status, s.*, p.specialty,"
                              " p.location, p.name FROM appointments a JOIN slots s USING (slot_id)"
                              " JOIN providers p ON p.provider_id = s.provider_id"):
         rec = _slot_record(r)
@@ -63,7 +64,7 @@ def _appointments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 def _prescriptions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": r["rx_id"], "patient_id": r["patient_id"], "medication": r["medication"]}
-            for r in cove.rows(conn, "SELECT * FROM prescriptions")]
+            for r in kit.rows(conn, "SELECT * FROM prescriptions")]
 
 
 ENTITIES = {"slot": _slots, "appointment": _appointments, "prescription": _prescriptions}
@@ -101,13 +102,13 @@ def _book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any],
     if patient["balance_due"] > 150:
         return None
     pid = patient["patient_id"]
-    plan = cove.rows(conn, "SELECT * FROM insurance_plans WHERE plan_id = ?", patient["plan_id"])
+    plan = kit.rows(conn, "SELECT * FROM insurance_plans WHERE plan_id = ?", patient["plan_id"])
     needs_referral = bool(plan and plan[0]["requires_referral"])
     network = {r[0] for r in conn.execute("SELECT provider_id FROM provider_plans WHERE plan_id = ?",
                                           (patient["plan_id"],))} if plan else None
-    referrals = {r["specialty"]: r for r in cove.rows(conn, "SELECT * FROM referrals WHERE patient_id = ?"
+    referrals = {r["specialty"]: r for r in kit.rows(conn, "SELECT * FROM referrals WHERE patient_id = ?"
                                                             " AND visits_used < visits_allowed", pid)}
-    types = cove.rows(conn, "SELECT * FROM appointment_types ORDER BY type_code")
+    types = kit.rows(conn, "SELECT * FROM appointment_types ORDER BY type_code")
     slots = [s for s in _slots(conn) if s["status"] == "open" and s["id"] not in avoid
              and (network is None or s["provider_id"] in network)]
     rng.shuffle(slots)
@@ -131,8 +132,8 @@ def _book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any],
 
 def _upcoming(conn: sqlite3.Connection, pid: str, min_hours: float) -> list[dict[str, Any]]:
     """The patient's scheduled appointments starting at least `min_hours` from now."""
-    limit = (datetime.fromisoformat(cove.now(conn)) + timedelta(hours=min_hours)).strftime("%Y-%m-%d %H:%M:%S")
-    return cove.rows(conn, "SELECT a.*, s.provider_id, s.start_at FROM appointments a JOIN slots s USING (slot_id)"
+    limit = (datetime.fromisoformat(kit.now(conn)) + timedelta(hours=min_hours)).strftime("%Y-%m-%d %H:%M:%S")
+    return kit.rows(conn, "SELECT a.*, s.provider_id, s.start_at FROM appointments a JOIN slots s USING (slot_id)"
                            " WHERE a.patient_id = ? AND a.status = 'scheduled' AND s.start_at >= ?"
                            " ORDER BY a.appointment_id", pid, limit)
 
@@ -148,8 +149,8 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, patient: di
             return None
         return Constraint(kind="pay", fields={"patient_id": pid, "amount": patient["balance_due"]})
     if kind == "refill":
-        today = cove.now(conn)[:10]
-        rxs = [r for r in cove.rows(conn, "SELECT * FROM prescriptions WHERE patient_id = ? AND refills_remaining >= 1"
+        today = kit.now(conn)[:10]
+        rxs = [r for r in kit.rows(conn, "SELECT * FROM prescriptions WHERE patient_id = ? AND refills_remaining >= 1"
                                           " AND expires_on >= ? AND date(last_fill_date, '+' || (days_supply - 7)"
                                           " || ' days') <= ? ORDER BY rx_id", pid, today, today)
                if r["rx_id"] not in avoid]
@@ -183,7 +184,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     """A constraint set for one patient, solvable by construction (its writes succeed in
     every order): one request, plus (with probability `p_extra`) a second one on another
     record. Empty when nothing fits."""
-    patients = cove.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
+    patients = kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
     return cove.sample_set(conn, rng, WORLD, patients, KINDS, _sample, _touched, write_call, p_extra)
 
 
@@ -353,7 +354,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _appt(conn: sqlite3.Connection, aid: str) -> dict[str, Any] | None:
-    found = cove.rows(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+    found = kit.rows(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
     return found[0] if found else None
 
 
@@ -467,7 +468,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
     if "balance" not in touched:
         offer("extra_write", [*reference, ToolCall(name="pay_balance", arguments={"patient_id": pid, "amount": 1})])
     if "extra_write" not in out:
-        patient = cove.rows(conn, "SELECT * FROM patients WHERE patient_id = ?", pid)[0]
+        patient = kit.rows(conn, "SELECT * FROM patients WHERE patient_id = ?", pid)[0]
         extra = _book(conn, random.Random(0), patient, touched)
         if extra is not None:
             offer("extra_write", [*reference, write_call(extra)])

@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
@@ -54,30 +55,6 @@ KINDS: list[tuple[str, str, str]] = ([pair[i % 2] for i, pair in enumerate(_PAIR
 KIND_NAMES = [k for k, _, _ in KINDS]
 
 
-def _q(value: Any) -> str:
-    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
-
-
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _one(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any] | None:
-    rows = _rows(conn, sql, *args)
-    return rows[0] if rows else None
-
-
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _now(conn: sqlite3.Connection) -> datetime:
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return datetime.fromisoformat(value)
-
-
 def _years_before(day: date, years: int) -> date:
     """The date of birth whose `years`-th birthday is `day` (29 February maps to 28 February)."""
     try:
@@ -103,13 +80,13 @@ class _Ctx:
 
     def patients(self, *, insured: bool | None = None, referral_plan: bool | None = None) -> list[dict]:
         """Patients free to book: balance within the hold, no upcoming scheduled visit."""
-        rows = _rows(self.conn, """
+        rows = kit.rows(self.conn, """
             SELECT p.*, i.requires_referral, i.copay FROM patients p
             LEFT JOIN insurance_plans i ON i.plan_id = p.plan_id
             WHERE p.balance_due <= ? AND NOT EXISTS (
                 SELECT 1 FROM appointments a JOIN slots s ON s.slot_id = a.slot_id
                 WHERE a.patient_id = p.patient_id AND a.status = 'scheduled' AND s.start_at > ?)
-            ORDER BY p.patient_id""", HOLD, _ts(self.now))
+            ORDER BY p.patient_id""", HOLD, kit.ts(self.now))
         if insured is not None:
             rows = [r for r in rows if (r["plan_id"] is not None) == insured]
         if referral_plan is not None:
@@ -121,12 +98,12 @@ class _Ctx:
         return self.rng.choice(rows) if rows else None
 
     def open_slots(self, provider_id: str, after: datetime | None = None) -> list[dict]:
-        return _rows(self.conn, "SELECT * FROM slots WHERE provider_id = ? AND status = 'open' AND start_at > ?"
-                                " ORDER BY start_at", provider_id, _ts(after or self.now + LEAD))
+        return kit.rows(self.conn, "SELECT * FROM slots WHERE provider_id = ? AND status = 'open' AND start_at > ?"
+                                " ORDER BY start_at", provider_id, kit.ts(after or self.now + LEAD))
 
     def pick_provider(self, specialties: tuple[str, ...], exclude: tuple[str, ...] = (), min_open: int = 3,
                       ) -> dict | None:
-        rows = [p for p in _rows(self.conn, "SELECT * FROM providers ORDER BY provider_id")
+        rows = [p for p in kit.rows(self.conn, "SELECT * FROM providers ORDER BY provider_id")
                 if p["specialty"] in specialties and p["provider_id"] not in exclude]
         rows = [p for p in rows if len(self.open_slots(p["provider_id"])) >= min_open]
         return self.rng.choice(rows) if rows else None
@@ -146,7 +123,7 @@ class _Ctx:
 
     def free_slot_id(self, provider_id: str, at: datetime) -> str | None:
         """A new slot id for `provider_id` at `at`, or None when the provider already has a slot then."""
-        if _one(self.conn, "SELECT 1 FROM slots WHERE provider_id = ? AND start_at = ?", provider_id, _ts(at)):
+        if kit.row(self.conn, "SELECT 1 FROM slots WHERE provider_id = ? AND start_at = ?", provider_id, kit.ts(at)):
             return None
         return f"{provider_id}-{at:%Y%m%d-%H%M}v"
 
@@ -155,18 +132,18 @@ def _network(patient: dict, provider_id: str) -> list[str]:
     """Patches that put the provider in the patient's network (none for self-pay)."""
     if patient["plan_id"] is None:
         return []
-    return [f"INSERT OR IGNORE INTO provider_plans VALUES ({_q(provider_id)}, {_q(patient['plan_id'])})"]
+    return [f"INSERT OR IGNORE INTO provider_plans VALUES ({kit.q(provider_id)}, {kit.q(patient['plan_id'])})"]
 
 
 def _insert_slot(slot_id: str, provider_id: str, at: datetime, minutes: int) -> str:
-    return (f"INSERT INTO slots VALUES ({_q(slot_id)}, {_q(provider_id)}, {_q(_ts(at))}, {minutes}, 'open')")
+    return (f"INSERT INTO slots VALUES ({kit.q(slot_id)}, {kit.q(provider_id)}, {kit.q(kit.ts(at))}, {minutes}, 'open')")
 
 
 def _insert_appt(aid: str, patient: dict, slot_id: str, type_code: str, fee: int, booked: datetime,
                  referral_id: str | None = None) -> str:
     return ("INSERT INTO appointments (appointment_id, patient_id, slot_id, type_code, referral_id, status, fee,"
-            f" booked_at) VALUES ({_q(aid)}, {_q(patient['patient_id'])}, {_q(slot_id)}, {_q(type_code)},"
-            f" {_q(referral_id)}, 'scheduled', {fee}, {_q(_ts(booked))})")
+            f" booked_at) VALUES ({kit.q(aid)}, {kit.q(patient['patient_id'])}, {kit.q(slot_id)}, {kit.q(type_code)},"
+            f" {kit.q(referral_id)}, 'scheduled', {fee}, {kit.q(kit.ts(booked))})")
 
 
 def _types_for(specialty: str, age: int) -> list[str]:
@@ -212,13 +189,13 @@ def _slot_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None
     types = _types_for(provider["specialty"], age)
     patches = _network(patient, provider["provider_id"])
     if kind == "slot_last_open":  # R01 at the limit: the provider's last open slot that day
-        patches.append(f"UPDATE slots SET status = 'blocked' WHERE provider_id = {_q(provider['provider_id'])}"
-                       f" AND date(start_at) = {_q(s1['start_at'][:10])} AND status = 'open'"
-                       f" AND slot_id <> {_q(s1['slot_id'])}")
+        patches.append(f"UPDATE slots SET status = 'blocked' WHERE provider_id = {kit.q(provider['provider_id'])}"
+                       f" AND date(start_at) = {kit.q(s1['start_at'][:10])} AND status = 'open'"
+                       f" AND slot_id <> {kit.q(s1['slot_id'])}")
         focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, want={"book": s1["slot_id"]})
         return Variant(kind, patches, focus, [rule], persona, f"{s1['slot_id']} is the last open slot that day")
     # R01 one past: the preferred slot is no longer open; a later one that day is
-    patches.append(f"UPDATE slots SET status = 'blocked' WHERE slot_id = {_q(s1['slot_id'])}")
+    patches.append(f"UPDATE slots SET status = 'blocked' WHERE slot_id = {kit.q(s1['slot_id'])}")
     focus = _focus(patient, slot_ids=[s1["slot_id"], s2["slot_id"]], type_codes=types[:1],
                    want={"book": s2["slot_id"]})
     return Variant(kind, patches, focus, [rule], persona, f"preferred {s1['slot_id']} is blocked",
@@ -239,8 +216,8 @@ def _network_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | N
     age = _age_on(patient["date_of_birth"], date.fromisoformat(s_in["start_at"][:10]))
     types = _types_for(specialty, age)[-1:]  # follow-up: every age
     patches = [*_network(patient, inside["provider_id"]),
-               f"DELETE FROM provider_plans WHERE provider_id = {_q(outside['provider_id'])}"
-               f" AND plan_id = {_q(patient['plan_id'])}"]
+               f"DELETE FROM provider_plans WHERE provider_id = {kit.q(outside['provider_id'])}"
+               f" AND plan_id = {kit.q(patient['plan_id'])}"]
     note = f"{inside['provider_id']} accepts {patient['plan_id']}, {outside['provider_id']} does not"
     if kind == "network_in":
         focus = _focus(patient, slot_ids=[s_in["slot_id"]], type_codes=types, want={"book": s_in["slot_id"]})
@@ -266,15 +243,15 @@ def _referral_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | 
         kind, late_day + timedelta(days=60))
     allowed, used = {"referral_last_visit": (2, 1), "referral_used_up": (2, 2)}.get(kind, (2, 0))
     specialty = provider["specialty"]
-    if _one(ctx.conn, "SELECT 1 FROM referrals r JOIN appointments a ON a.referral_id = r.referral_id"
+    if kit.row(ctx.conn, "SELECT 1 FROM referrals r JOIN appointments a ON a.referral_id = r.referral_id"
                       " WHERE r.patient_id = ? AND r.specialty = ?", patient["patient_id"], specialty):
         return None  # a second referral for the specialty would make "your referral" ambiguous
     patches = [*_network(patient, provider["provider_id"]),
-               f"DELETE FROM referrals WHERE patient_id = {_q(patient['patient_id'])}"
-               f" AND specialty = {_q(specialty)} AND referral_id NOT IN (SELECT referral_id FROM appointments"
+               f"DELETE FROM referrals WHERE patient_id = {kit.q(patient['patient_id'])}"
+               f" AND specialty = {kit.q(specialty)} AND referral_id NOT IN (SELECT referral_id FROM appointments"
                " WHERE referral_id IS NOT NULL)",
-               f"INSERT INTO referrals VALUES ({_q(rid)}, {_q(patient['patient_id'])}, {_q(specialty)},"
-               f" {_q((ctx.now - timedelta(days=20)).date().isoformat())}, {_q(expires.isoformat())},"
+               f"INSERT INTO referrals VALUES ({kit.q(rid)}, {kit.q(patient['patient_id'])}, {kit.q(specialty)},"
+               f" {kit.q((ctx.now - timedelta(days=20)).date().isoformat())}, {kit.q(expires.isoformat())},"
                f" {allowed}, {used})"]
     note = f"referral {rid} expires {expires}, {used}/{allowed} visits used; slot on {late_day}"
     common = {"type_codes": ["consultation"], "referral_ids": [rid]}
@@ -303,8 +280,8 @@ def _age_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
     birthday = day + timedelta(days=1) if kind == "age_day_before_18" else day  # the 18th birthday
     dob = _years_before(birthday, 18)
     patches = [*_network(patient, provider["provider_id"]),
-               f"UPDATE patients SET date_of_birth = {_q(dob.isoformat())}"
-               f" WHERE patient_id = {_q(patient['patient_id'])}"]
+               f"UPDATE patients SET date_of_birth = {kit.q(dob.isoformat())}"
+               f" WHERE patient_id = {kit.q(patient['patient_id'])}"]
     note = f"turns 18 on {birthday}, visit on {day}"
     if kind == "age_day_before_18":
         focus = _focus(patient, slot_ids=[slot["slot_id"]], type_codes=["well_child", "follow_up"],
@@ -354,7 +331,7 @@ def _active_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | No
     days = {s1["start_at"][:10]}
     patches = _network(patient, provider["provider_id"])
     aids: list[str] = []
-    others = [p for p in _rows(ctx.conn, "SELECT * FROM providers ORDER BY provider_id")
+    others = [p for p in kit.rows(ctx.conn, "SELECT * FROM providers ORDER BY provider_id")
               if p["specialty"] in NON_SPECIALISTS]
     ctx.rng.shuffle(others)
     for other in others:
@@ -392,7 +369,7 @@ def _balance_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | N
     balance = HOLD if kind == "balance_at_hold" else HOLD + 1
     age = _age_on(patient["date_of_birth"], date.fromisoformat(s1["start_at"][:10]))
     patches = [*_network(patient, provider["provider_id"]),
-               f"UPDATE patients SET balance_due = {balance} WHERE patient_id = {_q(patient['patient_id'])}"]
+               f"UPDATE patients SET balance_due = {balance} WHERE patient_id = {kit.q(patient['patient_id'])}"]
     want: dict[str, Any] = {"book": s1["slot_id"]}
     if kind == "balance_over_hold":
         want["pay"] = balance
@@ -411,8 +388,8 @@ def _held_appointment(ctx: _Ctx, patient: dict, provider: dict, at: datetime | N
     patches = _network(patient, provider["provider_id"])
     if slot_id is None:
         assert at is not None
-        existing = _one(ctx.conn, "SELECT * FROM slots WHERE provider_id = ? AND start_at = ?",
-                        provider["provider_id"], _ts(at))
+        existing = kit.row(ctx.conn, "SELECT * FROM slots WHERE provider_id = ? AND start_at = ?",
+                        provider["provider_id"], kit.ts(at))
         if existing is not None and existing["status"] != "open":
             return None
         if existing is not None:
@@ -424,7 +401,7 @@ def _held_appointment(ctx: _Ctx, patient: dict, provider: dict, at: datetime | N
     patches.append(_insert_appt(aid, patient, slot_id, "follow_up", ctx.fee(patient, "follow_up"),
                                 ctx.now - timedelta(days=5)))
     if reschedules:
-        patches.append(f"UPDATE appointments SET reschedule_count = {reschedules} WHERE appointment_id = {_q(aid)}")
+        patches.append(f"UPDATE appointments SET reschedule_count = {reschedules} WHERE appointment_id = {kit.q(aid)}")
     return aid, patches
 
 
@@ -457,8 +434,8 @@ def _locked_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | No
     if kind == "move_starts_soon":
         return Variant(kind, patches, focus, [rule], persona, f"{aid} starts in 30 minutes")
     started = ctx.now - timedelta(minutes=30)
-    patches.append(f"UPDATE slots SET start_at = {_q(_ts(started))} WHERE slot_id ="
-                   f" (SELECT slot_id FROM appointments WHERE appointment_id = {_q(aid)})")
+    patches.append(f"UPDATE slots SET start_at = {kit.q(kit.ts(started))} WHERE slot_id ="
+                   f" (SELECT slot_id FROM appointments WHERE appointment_id = {kit.q(aid)})")
     focus["want"] = {}
     request = (f"move your appointment {aid} with {provider['name']} this morning to "
                + _when(datetime.fromisoformat(target["start_at"])))
@@ -495,11 +472,11 @@ def _reschedule_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant 
 
 
 def _rx_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
-    rows = _rows(ctx.conn, "SELECT * FROM prescriptions ORDER BY rx_id")
+    rows = kit.rows(ctx.conn, "SELECT * FROM prescriptions ORDER BY rx_id")
     if not rows:
         return None
     rx = ctx.rng.choice(rows)
-    patient = _one(ctx.conn, "SELECT * FROM patients WHERE patient_id = ?", rx["patient_id"])
+    patient = kit.row(ctx.conn, "SELECT * FROM patients WHERE patient_id = ?", rx["patient_id"])
     assert patient is not None
     today = ctx.now.date()
     first_day = today - timedelta(days=rx["days_supply"] - 7)  # the last fill that makes today the first day
@@ -516,9 +493,9 @@ def _rx_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
         expires = today
     elif kind == "rx_expired_yesterday":
         expires = today - timedelta(days=1)
-    patches = [f"UPDATE prescriptions SET refills_remaining = {refills}, last_fill_date = {_q(last_fill.isoformat())},"
-               f" expires_on = {_q(expires.isoformat())} WHERE rx_id = {_q(rx['rx_id'])}"]
-    others = [r["rx_id"] for r in _rows(ctx.conn, "SELECT rx_id FROM prescriptions WHERE patient_id = ?"
+    patches = [f"UPDATE prescriptions SET refills_remaining = {refills}, last_fill_date = {kit.q(last_fill.isoformat())},"
+               f" expires_on = {kit.q(expires.isoformat())} WHERE rx_id = {kit.q(rx['rx_id'])}"]
+    others = [r["rx_id"] for r in kit.rows(ctx.conn, "SELECT rx_id FROM prescriptions WHERE patient_id = ?"
                                                   " ORDER BY rx_id", rx["patient_id"])]
     note = f"{rx['rx_id']}: {refills} refills, last fill {last_fill}, {rx['days_supply']} days, expires {expires}"
     focus = _focus(patient, rx_ids=others, target_rx=rx["rx_id"], want={"refill": rx["rx_id"]})
@@ -549,7 +526,7 @@ def variants(conn: sqlite3.Connection, rng: random.Random, n: int, kinds: list[s
     chosen = [k for k in KINDS if kinds is None or k[0] in kinds]
     if kinds is not None and len(chosen) != len(set(kinds)):
         raise ValueError(f"unknown kind(s) {sorted(set(kinds) - set(KIND_NAMES))}; kinds are {KIND_NAMES}")
-    ctx = _Ctx(conn, rng, _now(conn))
+    ctx = _Ctx(conn, rng, kit.now_dt(conn))
     start = rng.randrange(len(chosen))
     out: list[Variant] = []
     attempts = 0
@@ -570,11 +547,11 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
     pid = focus["patient_id"]
     calls: list[ToolCall] = []
     if focus.get("pay"):
-        row = _one(conn, "SELECT balance_due FROM patients WHERE patient_id = ?", pid)
+        row = kit.row(conn, "SELECT balance_due FROM patients WHERE patient_id = ?", pid)
         if row and row["balance_due"] > 0:
             calls.append(ToolCall(name="pay_balance", arguments={"patient_id": pid, "amount": row["balance_due"]}))
     for aid in focus.get("appointment_ids", []):
-        appt = _one(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        appt = kit.row(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
         if appt is None or appt["status"] != "scheduled":
             continue
         for accept in (False, True):
@@ -641,19 +618,19 @@ def _type_words(conn: sqlite3.Connection, type_code: str) -> str:
 
 
 def _provider_words(conn: sqlite3.Connection, provider_id: str) -> str:
-    p = _one(conn, "SELECT * FROM providers WHERE provider_id = ?", provider_id)
+    p = kit.row(conn, "SELECT * FROM providers WHERE provider_id = ?", provider_id)
     assert p is not None
     return f"{p['name']} ({SPECIALTY_WORDS[p['specialty']]})"
 
 
 def _slot_time(conn: sqlite3.Connection, slot_id: str) -> str:
-    s = _one(conn, "SELECT start_at FROM slots WHERE slot_id = ?", slot_id)
+    s = kit.row(conn, "SELECT start_at FROM slots WHERE slot_id = ?", slot_id)
     assert s is not None
     return _when(datetime.fromisoformat(s["start_at"]))
 
 
 def _slot_words(conn: sqlite3.Connection, slot_id: str, type_code: str) -> str:
-    s = _one(conn, "SELECT * FROM slots WHERE slot_id = ?", slot_id)
+    s = kit.row(conn, "SELECT * FROM slots WHERE slot_id = ?", slot_id)
     assert s is not None
     return (f"{_type_words(conn, type_code)} with {_provider_words(conn, s['provider_id'])} on "
             f"{_when(datetime.fromisoformat(s['start_at']))}")
@@ -689,7 +666,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
     refills, in that order; ids of slots, providers, referrals and prescriptions never
     appear (the patient knows names, times and their own appointment ids)."""
     pid = variant.focus["patient_id"]
-    patient = _one(before, "SELECT * FROM patients WHERE patient_id = ?", pid)
+    patient = kit.row(before, "SELECT * FROM patients WHERE patient_id = ?", pid)
     outcomes = _outcomes(changes)
     if patient is None or outcomes is None:
         return None
@@ -702,7 +679,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
         else:
             parts.append(f"pay {amount} of your outstanding balance with your card on file")
     for aid, late_fee in outcomes["cancel"]:
-        appt = _one(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        appt = kit.row(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
         assert appt is not None
         known[f"appointment {aid}"] = aid
         text = (f"cancel your appointment {aid} ({_slot_words(before, appt['slot_id'], appt['type_code'])})")
@@ -715,7 +692,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
                      " new time is fine)")
         parts.append(text)
     for aid, old, new in outcomes["move"]:
-        appt = _one(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+        appt = kit.row(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
         assert appt is not None
         known[f"appointment {aid}"] = aid
         parts.append(f"move your appointment {aid} ({_slot_words(before, old, appt['type_code'])}) to "

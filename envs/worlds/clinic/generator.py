@@ -10,6 +10,8 @@ import random
 import sqlite3
 from datetime import date, datetime, timedelta
 
+from envs import sql as kit
+
 NOW = datetime(2026, 5, 11, 9, 0, 0)  # a Monday
 BOOKING_CLOCK = NOW - timedelta(days=4)
 FIRST = ["mia", "noah", "ava", "liam", "emma", "omar", "yara", "ivan", "sofia", "lucas", "aisha", "chen",
@@ -41,10 +43,6 @@ DAY_STRINGS = [d.isoformat() for d in WORKDAYS]
 SLOTS_PER_DAY = 4  # two in the morning from 09:00, two in the afternoon from 14:00
 
 
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _offers(offered_by: str, specialty: str) -> bool:
     return offered_by in ("any", specialty) or (offered_by == "specialist" and specialty in SPECIALISTS)
 
@@ -64,7 +62,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
     if scale < 1:
         raise ValueError(f"scale must be at least 1, got {scale}")
     rng = random.Random(seed)
-    conn.execute("INSERT INTO meta VALUES ('now', ?)", (_ts(BOOKING_CLOCK),))
+    conn.execute("INSERT INTO meta VALUES ('now', ?)", (kit.ts(BOOKING_CLOCK),))
     conn.executemany("INSERT INTO insurance_plans VALUES (?, ?, ?, ?)", PLANS)
     conn.executemany("INSERT INTO appointment_types VALUES (?, ?, ?, ?, ?, ?, ?)", TYPES)
 
@@ -150,7 +148,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
             taken.append((start, end))
             booked = BOOKING_CLOCK - timedelta(hours=rng.randrange(1, 400))
             appointments.append((f"A{seed % 97:02d}{u:05d}{n}", pid, s[0], t[0], ref_id, "scheduled", fee,
-                                 _ts(booked)))
+                                 kit.ts(booked)))
         meds = rng.sample(MEDICATIONS, k=rng.choice([0, 0, 1, 1, 2, 3]))
         for k, (med, dosage) in enumerate(meds):
             supply = rng.choice([30, 30, 60, 90])
@@ -167,7 +165,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
     conn.executemany("INSERT INTO prescriptions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", prescriptions)
 
     # Time passes: a few upcoming visits were cancelled (free, days ahead); past visits closed.
-    now = _ts(NOW)
+    now = kit.ts(NOW)
     starts = {s[0]: s[2] for s in slots}
     closed = []
     for a in appointments:

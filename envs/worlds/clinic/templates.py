@@ -11,7 +11,9 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from envs.templating import NOW, Template, pick, rows
+from envs.sql import NOW_SQL as NOW
+from envs.sql import rows
+from envs.templating import Template, pick
 
 Out = tuple[dict[str, Any], str] | None
 SPECIALTIES = ["primary_care", "pediatrics", "cardiology", "dermatology", "orthopedics"]

@@ -3,39 +3,17 @@ schema's triggers enforce the policy (a broken rule raises `<RULE_ID>: message`)
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from datetime import date, datetime
 from typing import Literal
 
+from envs import sql as kit
+from envs.stock_tools import transfer_tool
 from envs.tools import ToolError, tool
 
 Specialty = Literal["primary_care", "pediatrics", "cardiology", "dermatology", "orthopedics"]
 TypeCode = Literal["annual_physical", "sick_visit", "well_child", "consultation", "follow_up"]
 SPECIALISTS = ("cardiology", "dermatology", "orthopedics")
-
-
-def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
-    cur = db.execute(sql, args)
-    row = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
-
-
-def _rows(db: sqlite3.Connection, sql: str, *args: object) -> list[dict]:
-    cur = db.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _need(record: dict | None, what: str, key: str) -> dict:
-    if record is None:
-        raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
-    return record
-
-
-def _now(db: sqlite3.Connection) -> str:
-    (now,) = db.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return str(now)
 
 
 def offers(type_row: dict, specialty: str) -> bool:
@@ -46,7 +24,7 @@ def offers(type_row: dict, specialty: str) -> bool:
 
 def visit_fee(db: sqlite3.Connection, patient_id: str, type_code: str) -> int:
     """The plan's copay for an insured patient, the type's full fee for a self-pay one."""
-    row = _row(db, "SELECT i.copay FROM patients p LEFT JOIN insurance_plans i ON i.plan_id = p.plan_id"
+    row = kit.row(db, "SELECT i.copay FROM patients p LEFT JOIN insurance_plans i ON i.plan_id = p.plan_id"
                    " WHERE p.patient_id = ?", patient_id)
     if row and row["copay"] is not None:
         return int(row["copay"])
@@ -62,12 +40,12 @@ def get_patient_details(db: sqlite3.Connection, patient_id: str) -> dict:
     Args:
         patient_id: The patient's id, e.g. "mia_li_1003".
     """
-    p = _need(_row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
-    p["plan"] = _row(db, "SELECT * FROM insurance_plans WHERE plan_id = ?", p["plan_id"]) if p["plan_id"] else None
-    p["referrals"] = _rows(db, "SELECT * FROM referrals WHERE patient_id = ? ORDER BY referral_id", patient_id)
-    p["appointments"] = [r["appointment_id"] for r in _rows(
+    p = kit.need(kit.row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    p["plan"] = kit.row(db, "SELECT * FROM insurance_plans WHERE plan_id = ?", p["plan_id"]) if p["plan_id"] else None
+    p["referrals"] = kit.rows(db, "SELECT * FROM referrals WHERE patient_id = ? ORDER BY referral_id", patient_id)
+    p["appointments"] = [r["appointment_id"] for r in kit.rows(
         db, "SELECT appointment_id FROM appointments WHERE patient_id = ? ORDER BY appointment_id", patient_id)]
-    p["prescriptions"] = _rows(
+    p["prescriptions"] = kit.rows(
         db, "SELECT rx_id, medication, dosage, refills_remaining FROM prescriptions WHERE patient_id = ?"
             " ORDER BY rx_id", patient_id)
     return p
@@ -82,10 +60,10 @@ def search_providers(db: sqlite3.Connection, specialty: Specialty, plan_id: str 
         specialty: One of primary_care, pediatrics, cardiology, dermatology, orthopedics.
         plan_id: Optional insurance plan id to filter by, e.g. "hmo_carepoint".
     """
-    providers = _rows(db, "SELECT * FROM providers WHERE specialty = ? ORDER BY name", specialty)
+    providers = kit.rows(db, "SELECT * FROM providers WHERE specialty = ? ORDER BY name", specialty)
     out = []
     for p in providers:
-        p["accepted_plans"] = [r["plan_id"] for r in _rows(
+        p["accepted_plans"] = [r["plan_id"] for r in kit.rows(
             db, "SELECT plan_id FROM provider_plans WHERE provider_id = ? ORDER BY plan_id", p["provider_id"])]
         if plan_id is None or plan_id in p["accepted_plans"]:
             out.append(p)
@@ -100,10 +78,10 @@ def get_provider_details(db: sqlite3.Connection, provider_id: str) -> dict:
     Args:
         provider_id: The provider's id, e.g. "dr_kim_104".
     """
-    p = _need(_row(db, "SELECT * FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
-    p["accepted_plans"] = [r["plan_id"] for r in _rows(
+    p = kit.need(kit.row(db, "SELECT * FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
+    p["accepted_plans"] = [r["plan_id"] for r in kit.rows(
         db, "SELECT plan_id FROM provider_plans WHERE provider_id = ? ORDER BY plan_id", provider_id)]
-    types = _rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
+    types = kit.rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
     p["appointment_types"] = [t["type_code"] for t in types if offers(t, p["specialty"])]
     return p
 
@@ -117,15 +95,15 @@ def find_open_slots(db: sqlite3.Connection, provider_id: str, date: str) -> list
         provider_id: The provider's id.
         date: The date as YYYY-MM-DD.
     """
-    _need(_row(db, "SELECT 1 FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
+    kit.need(kit.row(db, "SELECT 1 FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
     try:
         day = _parse_date(date)
     except ValueError as exc:
         raise ToolError("BAD_VALUE", f"date must be YYYY-MM-DD, got {date!r}") from exc
-    return _rows(
+    return kit.rows(
         db, "SELECT slot_id, start_at, duration_min FROM slots WHERE provider_id = ? AND date(start_at) = ?"
             " AND status = 'open' AND start_at > ? ORDER BY start_at",
-        provider_id, day, _now(db))
+        provider_id, day, kit.now(db))
 
 
 def _parse_date(value: str) -> str:
@@ -136,7 +114,7 @@ def _parse_date(value: str) -> str:
 def list_appointment_types(db: sqlite3.Connection) -> list:
     """List the appointment types: who offers them, full fee (self-pay), late-cancellation
     fee and the age range (in years on the visit date)."""
-    return _rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
+    return kit.rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
 
 
 @tool()
@@ -147,10 +125,10 @@ def get_appointment_details(db: sqlite3.Connection, appointment_id: str) -> dict
     Args:
         appointment_id: The appointment id, e.g. "A0300121".
     """
-    a = _need(_row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
+    a = kit.need(kit.row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
               "appointment", appointment_id)
     a.pop("fee_accepted", None)
-    slot = _row(db, "SELECT s.start_at, s.duration_min, s.provider_id, p.name AS provider_name, p.specialty"
+    slot = kit.row(db, "SELECT s.start_at, s.duration_min, s.provider_id, p.name AS provider_name, p.specialty"
                     " FROM slots s JOIN providers p ON p.provider_id = s.provider_id WHERE s.slot_id = ?",
                 a["slot_id"])
     a.update(slot or {})
@@ -165,16 +143,13 @@ def get_prescription_details(db: sqlite3.Connection, rx_id: str) -> dict:
     Args:
         rx_id: The prescription id, e.g. "RX010032".
     """
-    rx = _need(_row(db, "SELECT * FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
+    rx = kit.need(kit.row(db, "SELECT * FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
     (rx["earliest_refill_date"],) = db.execute(
         "SELECT date(?, '+' || ? || ' days')", (rx["last_fill_date"], rx["days_supply"] - 7)).fetchone()
-    rx["fills"] = _rows(db, "SELECT fill_id, filled_on FROM fills WHERE rx_id = ? ORDER BY fill_id", rx_id)
+    rx["fills"] = kit.rows(db, "SELECT fill_id, filled_on FROM fills WHERE rx_id = ? ORDER BY fill_id", rx_id)
     return rx
 
 
-def _new_id(prefix: str, *parts: object) -> str:
-    """Deterministic in the state: the same request on the same state gets the same id."""
-    return prefix + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:7].upper()
 
 
 @tool(write=True)
@@ -198,22 +173,22 @@ def book_appointment(
         appointment_type: One of annual_physical, sick_visit, well_child, consultation, follow_up.
         referral_id: The patient's referral for the specialty, only when their plan requires one.
     """
-    _need(_row(db, "SELECT 1 FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
-    slot = _need(_row(db, "SELECT s.*, p.specialty FROM slots s JOIN providers p USING (provider_id)"
+    kit.need(kit.row(db, "SELECT 1 FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    slot = kit.need(kit.row(db, "SELECT s.*, p.specialty FROM slots s JOIN providers p USING (provider_id)"
                           " WHERE s.slot_id = ?", slot_id), "slot", slot_id)
-    kind = _need(_row(db, "SELECT * FROM appointment_types WHERE type_code = ?", appointment_type),
+    kind = kit.need(kit.row(db, "SELECT * FROM appointment_types WHERE type_code = ?", appointment_type),
                  "appointment type", appointment_type)
     if not offers(kind, slot["specialty"]):
         raise ToolError("TYPE_NOT_OFFERED", f"a {slot['specialty']} provider does not offer {appointment_type}")
     if referral_id is not None:
-        _need(_row(db, "SELECT 1 FROM referrals WHERE referral_id = ?", referral_id), "referral", referral_id)
-    (n,) = db.execute("SELECT COUNT(*) FROM appointments WHERE patient_id = ?", (patient_id,)).fetchone()
-    aid = _new_id("A", patient_id, slot_id, n)
+        kit.need(kit.row(db, "SELECT 1 FROM referrals WHERE referral_id = ?", referral_id), "referral", referral_id)
+    content = {"patient_id": patient_id, "slot_id": slot_id}  # minted from the content: order-free
+    aid = kit.mint_id("A", content, kit.count(db, "appointments", **content), length=7)
     db.execute(
         "INSERT INTO appointments (appointment_id, patient_id, slot_id, type_code, referral_id, status, fee,"
         " booked_at) VALUES (?, ?, ?, ?, ?, 'scheduled', ?, ?)",
         (aid, patient_id, slot_id, appointment_type, referral_id, visit_fee(db, patient_id, appointment_type),
-         _now(db)),
+         kit.now(db)),
     )
     return get_appointment_details(db, aid)
 
@@ -229,7 +204,7 @@ def cancel_appointment(db: sqlite3.Connection, appointment_id: str, accept_late_
         appointment_id: The appointment to cancel.
         accept_late_fee: The patient agreed to pay the late-cancellation fee if one applies.
     """
-    _need(_row(db, "SELECT 1 FROM appointments WHERE appointment_id = ?", appointment_id),
+    kit.need(kit.row(db, "SELECT 1 FROM appointments WHERE appointment_id = ?", appointment_id),
           "appointment", appointment_id)
     db.execute("UPDATE appointments SET status = 'cancelled', fee_accepted = ? WHERE appointment_id = ?",
                (int(accept_late_fee), appointment_id))
@@ -247,9 +222,9 @@ def reschedule_appointment(db: sqlite3.Connection, appointment_id: str, new_slot
         appointment_id: The appointment to move.
         new_slot_id: The open slot to move it to.
     """
-    appt = _need(_row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
+    appt = kit.need(kit.row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
                  "appointment", appointment_id)
-    _need(_row(db, "SELECT 1 FROM slots WHERE slot_id = ?", new_slot_id), "slot", new_slot_id)
+    kit.need(kit.row(db, "SELECT 1 FROM slots WHERE slot_id = ?", new_slot_id), "slot", new_slot_id)
     if appt["slot_id"] == new_slot_id:
         raise ToolError("NO_CHANGE", "the appointment is already in this slot")
     db.execute("UPDATE appointments SET slot_id = ? WHERE appointment_id = ?", (new_slot_id, appointment_id))
@@ -265,8 +240,8 @@ def refill_prescription(db: sqlite3.Connection, rx_id: str) -> dict:
     Args:
         rx_id: The prescription to refill.
     """
-    _need(_row(db, "SELECT 1 FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
-    today = datetime.fromisoformat(_now(db)).date().isoformat()
+    kit.need(kit.row(db, "SELECT 1 FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
+    today = datetime.fromisoformat(kit.now(db)).date().isoformat()
     (n,) = db.execute("SELECT COUNT(*) FROM fills WHERE rx_id = ?", (rx_id,)).fetchone()
     db.execute("INSERT INTO fills (fill_id, rx_id, filled_on) VALUES (?, ?, ?)",
                (f"{rx_id}-F{n + 1}", rx_id, today))
@@ -282,22 +257,15 @@ def pay_balance(db: sqlite3.Connection, patient_id: str, amount: int) -> dict:
         patient_id: The patient's id.
         amount: The amount to pay (whole currency units).
     """
-    p = _need(_row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    p = kit.need(kit.row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
     if amount <= 0 or amount > p["balance_due"]:
         raise ToolError("BAD_VALUE", f"amount must be between 1 and the balance due ({p['balance_due']})")
-    (n,) = db.execute("SELECT COUNT(*) FROM payments WHERE patient_id = ?", (patient_id,)).fetchone()
+    content = {"patient_id": patient_id, "amount": amount}
     db.execute("INSERT INTO payments (payment_id, patient_id, amount, paid_at) VALUES (?, ?, ?, ?)",
-               (_new_id("PAY", patient_id, n), patient_id, amount, _now(db)))
+               (kit.mint_id("PAY", content, kit.count(db, "payments", **content), length=7), patient_id, amount,
+                kit.now(db)))
     return {"patient_id": patient_id, "paid": amount, "card_last4": p["card_last4"],
             "balance_due": p["balance_due"] - amount}
 
 
-@tool()
-def transfer_to_human_agents(db: sqlite3.Connection, summary: str) -> dict:
-    """Transfer the patient to a human agent, with a short summary of their issue. Use only
-    when the request cannot be handled within the policy and the patient insists.
-
-    Args:
-        summary: What the patient needs and why it cannot be done here.
-    """
-    return {"transferred": True, "summary": summary}
+transfer_to_human_agents = transfer_tool("patient")

@@ -22,6 +22,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import cove
+from envs import sql as kit
 from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
 from envs.design import Goal
 
@@ -38,7 +39,7 @@ WINDOW_DAYS = 30
 
 def _variants(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     out = []
-    for r in cove.rows(conn, "SELECT v.*, p.name AS product FROM variants v JOIN products p USING (product_id)"):
+    for r in kit.rows(conn, "SELECT v.*, p.name AS product FROM variants v JOIN products p USING (product_id)"):
         out.append({**json.loads(r["options"]), "id": r["variant_id"], "product": r["product"],
                     "product_id": r["product_id"], "price": r["price"], "stock": r["stock"]})
     return out
@@ -46,17 +47,17 @@ def _variants(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 def _orders(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     products: dict[str, set[str]] = {}
-    for r in cove.rows(conn, "SELECT i.order_id, p.name FROM order_items i JOIN variants v USING (variant_id)"
+    for r in kit.rows(conn, "SELECT i.order_id, p.name FROM order_items i JOIN variants v USING (variant_id)"
                              " JOIN products p USING (product_id)"):
         products.setdefault(r["order_id"], set()).add(r["name"])
     return [{"id": o["order_id"], "customer_id": o["customer_id"], "status": o["status"],
              "products": sorted(products.get(o["order_id"], ())), "date": o["created_at"][:10]}
-            for o in cove.rows(conn, "SELECT * FROM orders")]
+            for o in kit.rows(conn, "SELECT * FROM orders")]
 
 
 def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     out = []
-    for r in cove.rows(conn, "SELECT i.*, v.options, p.name AS product FROM order_items i"
+    for r in kit.rows(conn, "SELECT i.*, v.options, p.name AS product FROM order_items i"
                              " JOIN variants v USING (variant_id) JOIN products p USING (product_id)"):
         out.append({**json.loads(r["options"]), "id": r["variant_id"], "order_id": r["order_id"],
                     "product": r["product"]})
@@ -64,7 +65,7 @@ def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def _payments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{**p, "id": p["payment_id"]} for p in cove.rows(conn, "SELECT * FROM payment_methods")]
+    return [{**p, "id": p["payment_id"]} for p in kit.rows(conn, "SELECT * FROM payment_methods")]
 
 
 ENTITIES = {"variant": _variants, "order": _orders, "line": _lines, "payment": _payments}
@@ -87,12 +88,12 @@ def _covers(payment: dict[str, Any], amount: int) -> bool:
 
 def _in_window(conn: sqlite3.Connection) -> str:
     """Oldest delivery time still inside the return window (R05)."""
-    return (datetime.fromisoformat(cove.now(conn)) - timedelta(days=WINDOW_DAYS)).strftime("%Y-%m-%d %H:%M:%S")
+    return (datetime.fromisoformat(kit.now(conn)) - timedelta(days=WINDOW_DAYS)).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _open_lines(conn: sqlite3.Connection, customer_id: str) -> list[dict[str, Any]]:
     """Lines of the customer's orders delivered inside the window with units left (R05-R07)."""
-    return cove.rows(conn, "SELECT i.*, v.product_id, v.price, o.payment_id AS order_payment FROM order_items i"
+    return kit.rows(conn, "SELECT i.*, v.product_id, v.price, o.payment_id AS order_payment FROM order_items i"
                            " JOIN orders o USING (order_id) JOIN variants v USING (variant_id)"
                            " WHERE o.customer_id = ? AND o.status = 'delivered' AND o.delivered_at >= ?"
                            " AND i.quantity - i.returned - i.exchanged >= 1 ORDER BY i.order_id, i.variant_id",
@@ -102,7 +103,7 @@ def _open_lines(conn: sqlite3.Connection, customer_id: str) -> list[dict[str, An
 def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
             avoid: set[str]) -> Constraint | None:
     """One constraint of `kind` for customer `cid` on records outside `avoid` (ids)."""
-    pays = cove.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY payment_id", cid)
+    pays = kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY payment_id", cid)
     if kind == "order":
         variants = [v for v in _variants(conn) if v["stock"] >= 1 and v["id"] not in avoid]
         if not variants:
@@ -116,7 +117,7 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
                                                 "payment_id": rng.choice(ok)["payment_id"]})
     if kind in ("cancel", "address"):
         statuses = ("pending",) if kind == "cancel" else ("pending", "processed")
-        orders = [o for o in cove.rows(conn, "SELECT * FROM orders WHERE customer_id = ? ORDER BY order_id", cid)
+        orders = [o for o in kit.rows(conn, "SELECT * FROM orders WHERE customer_id = ? ORDER BY order_id", cid)
                   if o["status"] in statuses and o["order_id"] not in avoid]
         if not orders:
             return None
@@ -139,7 +140,7 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
             return Constraint(kind="return", fields={"customer_id": cid, "order_id": ln["order_id"],
                                                      "variant_id": ln["variant_id"], "quantity": q,
                                                      "refund_payment_id": refund})
-        siblings = cove.rows(conn, "SELECT * FROM variants WHERE product_id = ? AND variant_id <> ? AND stock >= ?"
+        siblings = kit.rows(conn, "SELECT * FROM variants WHERE product_id = ? AND variant_id <> ? AND stock >= ?"
                                    " ORDER BY variant_id", ln["product_id"], ln["variant_id"], q)
         siblings = [s for s in siblings if s["variant_id"] not in avoid]
         if not siblings:
@@ -164,7 +165,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     """A constraint set for one customer, solvable by construction (its writes succeed in
     every order): one request, plus (with probability `p_extra`) a second one on another
     order or variant. Empty when nothing fits."""
-    customers = [r["customer_id"] for r in cove.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
+    customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
     return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra)
 
 
@@ -326,7 +327,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
 
 def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> dict[str, str]:
     """What the customer authenticates with (R13): email, name and zip code."""
-    c = cove.rows(conn, "SELECT * FROM customers WHERE customer_id = ?", constraints[0]["customer_id"])[0]
+    c = kit.rows(conn, "SELECT * FROM customers WHERE customer_id = ?", constraints[0]["customer_id"])[0]
     return {"email": c["email"], "name": f"{c['first_name']} {c['last_name']}", "zip code": c["zip"]}
 
 
@@ -377,7 +378,7 @@ def _new(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table
 
 
 def _order_row(conn: sqlite3.Connection, oid: str) -> dict[str, Any] | None:
-    found = cove.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
+    found = kit.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
     return found[0] if found else None
 
 
@@ -462,7 +463,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
             return [new if call is old else call for call in reference]  # noqa: B023
 
         f = c.fields
-        pays = [p["payment_id"] for p in cove.rows(conn, "SELECT payment_id FROM payment_methods WHERE"
+        pays = [p["payment_id"] for p in kit.rows(conn, "SELECT payment_id FROM payment_methods WHERE"
                                                          " customer_id = ? ORDER BY payment_id", f["customer_id"])]
         if c.kind == "order":
             rec = _one(conn, "variant", f["variant_id"])
@@ -478,7 +479,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                     offer("wrong_quantity", swap(quantities=[q]))
         elif c.kind in ("cancel", "address"):
             statuses = ("pending",) if c.kind == "cancel" else ("pending", "processed")
-            for o in cove.rows(conn, "SELECT order_id, status FROM orders WHERE customer_id = ? ORDER BY order_id",
+            for o in kit.rows(conn, "SELECT order_id, status FROM orders WHERE customer_id = ? ORDER BY order_id",
                                f["customer_id"]):
                 if o["status"] in statuses and o["order_id"] not in touched:
                     offer("wrong_target", swap(order_id=o["order_id"]))
@@ -500,7 +501,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                 for v in _variants(conn):
                     if v["product_id"] == product and v["id"] not in (f["variant_id"], f["new_variant_id"]):
                         offer("wrong_new_variant", swap(new_variant_id=v["id"]))
-    card = next((p["payment_id"] for p in cove.rows(conn, "SELECT payment_id, kind FROM payment_methods WHERE"
+    card = next((p["payment_id"] for p in kit.rows(conn, "SELECT payment_id, kind FROM payment_methods WHERE"
                                                           " customer_id = ? ORDER BY payment_id",
                                                     constraints[0]["customer_id"]) if p["kind"] == "credit_card"), None)
     if card is not None:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
@@ -56,35 +57,9 @@ NOTHING_ELSE = "; if that is not possible, you do not want anything else changed
 REASONS = {"no longer needed": "you no longer need it", "ordered by mistake": "you ordered it by mistake"}
 
 
-def _q(value: Any) -> str:
-    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
-
-
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _one(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any]:
-    rows = _rows(conn, sql, *args)
-    if not rows:
-        raise LookupError(f"no row for {sql!r} {args}")
-    return rows[0]
-
-
-def _now(conn: sqlite3.Connection) -> datetime:
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return datetime.fromisoformat(value)
-
-
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def item_phrase(conn: sqlite3.Connection, variant_id: str) -> str:
     """A variant as a customer names it: product and options, e.g. 'the T-Shirt (color blue, size M)'."""
-    v = _one(conn, "SELECT p.name, v.options FROM variants v JOIN products p USING (product_id)"
+    v = kit.one(conn, "SELECT p.name, v.options FROM variants v JOIN products p USING (product_id)"
                    " WHERE v.variant_id = ?", variant_id)
     return f"the {v['name']} ({options_phrase(v['options'])})"
 
@@ -95,7 +70,7 @@ def options_phrase(options: str) -> str:
 
 def payment_phrase(conn: sqlite3.Connection, payment_id: str, owner: str | None = None) -> str:
     """A payment method without its id: card digits, or the only gift card / PayPal of the account."""
-    p = _one(conn, "SELECT p.*, c.email FROM payment_methods p JOIN customers c USING (customer_id)"
+    p = kit.one(conn, "SELECT p.*, c.email FROM payment_methods p JOIN customers c USING (customer_id)"
                    " WHERE payment_id = ?", payment_id)
     whose = "your" if owner is None or owner == p["customer_id"] else "the"
     text = {"credit_card": f"{whose} credit card ending in {p['last4']}", "gift_card": f"{whose} gift card",
@@ -113,9 +88,9 @@ class _Builder:
     def __init__(self, conn: sqlite3.Connection, rng: random.Random, customer: dict[str, Any]) -> None:
         self.conn, self.rng, self.c = conn, rng, customer
         self.cid = customer["customer_id"]
-        self.now = _now(conn)
+        self.now = kit.now_dt(conn)
         self.patches: list[str] = []
-        self.pms = _rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY payment_id", self.cid)
+        self.pms = kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY payment_id", self.cid)
         self._taken: set[str] = set()
 
     def card(self, k: int = 0) -> dict[str, Any]:
@@ -132,10 +107,10 @@ class _Builder:
         return gift
 
     def set_stock(self, vid: str, stock: int) -> None:
-        self.patches.append(f"UPDATE variants SET stock = {stock} WHERE variant_id = {_q(vid)}")
+        self.patches.append(f"UPDATE variants SET stock = {stock} WHERE variant_id = {kit.q(vid)}")
 
     def set_balance(self, pid: str, balance: int) -> None:
-        self.patches.append(f"UPDATE payment_methods SET balance = {balance} WHERE payment_id = {_q(pid)}")
+        self.patches.append(f"UPDATE payment_methods SET balance = {balance} WHERE payment_id = {kit.q(pid)}")
 
     def new_order_id(self) -> str:
         while True:
@@ -153,19 +128,19 @@ class _Builder:
         created = (delivered or self.now) - timedelta(days=days_ago, hours=2)
         total = sum(v["price"] * q for v, q in lines)
         for v, q in lines:  # the order took these units: make sure it could have
-            self.patches.append(f"UPDATE variants SET stock = MAX(stock, {q}) WHERE variant_id = {_q(v['variant_id'])}")
+            self.patches.append(f"UPDATE variants SET stock = MAX(stock, {q}) WHERE variant_id = {kit.q(v['variant_id'])}")
         db_status = "pending" if status == "cancelled" else status
         self.patches.append(
             "INSERT INTO orders (order_id, customer_id, payment_id, status, address, total, created_at, delivered_at)"
-            f" VALUES ({_q(oid)}, {_q(self.cid)}, {_q(payment)}, {_q(db_status)}, {_q(self.c['address'])}, {total},"
-            f" {_q(_ts(created))}, {_q(_ts(delivered) if delivered else None)})")
+            f" VALUES ({kit.q(oid)}, {kit.q(self.cid)}, {kit.q(payment)}, {kit.q(db_status)}, {kit.q(self.c['address'])}, {total},"
+            f" {kit.q(kit.ts(created))}, {kit.q(kit.ts(delivered) if delivered else None)})")
         for v, q in lines:
             self.patches.append(
                 "INSERT INTO order_items (order_id, variant_id, quantity, unit_price) VALUES"
-                f" ({_q(oid)}, {_q(v['variant_id'])}, {q}, {v['price']})")
+                f" ({kit.q(oid)}, {kit.q(v['variant_id'])}, {q}, {v['price']})")
         if status == "cancelled":
             self.patches.append(
-                f"UPDATE orders SET status = 'cancelled', cancel_reason = 'no longer needed' WHERE order_id = {_q(oid)}")
+                f"UPDATE orders SET status = 'cancelled', cancel_reason = 'no longer needed' WHERE order_id = {kit.q(oid)}")
         return oid
 
     def new_address(self) -> str:
@@ -177,7 +152,7 @@ class _Builder:
 
 def _siblings(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(variant, another variant of the same product, a variant of another product)."""
-    variants = _rows(conn, "SELECT * FROM variants ORDER BY variant_id")
+    variants = kit.rows(conn, "SELECT * FROM variants ORDER BY variant_id")
     by_product: dict[str, list[dict[str, Any]]] = {}
     for v in variants:
         by_product.setdefault(v["product_id"], []).append(v)
@@ -188,7 +163,7 @@ def _siblings(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, A
 
 
 def _customer(conn: sqlite3.Connection, rng: random.Random, where: str = "1") -> dict[str, Any] | None:
-    rows = _rows(conn, f"SELECT * FROM customers c WHERE {where} ORDER BY customer_id")
+    rows = kit.rows(conn, f"SELECT * FROM customers c WHERE {where} ORDER BY customer_id")
     return rng.choice(rows) if rows else None
 
 
@@ -289,7 +264,7 @@ def _make_buy(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Varian
 
 def _make_two_accounts(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
     """The same person holds two accounts; the gift card sits on the other one (R03)."""
-    customers = _rows(conn, "SELECT * FROM customers ORDER BY customer_id")
+    customers = kit.rows(conn, "SELECT * FROM customers ORDER BY customer_id")
     if len(customers) < 2:
         return None
     a, other = rng.sample(customers, 2)
@@ -298,15 +273,15 @@ def _make_two_accounts(kind: str, conn: sqlite3.Connection, rng: random.Random) 
     v, _, _ = _siblings(conn, rng)
     q = rng.choice([1, 2])
     email = f"{a['first_name']}.{a['last_name']}.{other['customer_id'].rsplit('_', 1)[-1]}@example.net".lower()
-    b.patches.append(f"UPDATE customers SET first_name = {_q(a['first_name'])}, last_name = {_q(a['last_name'])},"
-                     f" zip = {_q(a['zip'])}, email = {_q(email)} WHERE customer_id = {_q(other['customer_id'])}")
+    b.patches.append(f"UPDATE customers SET first_name = {kit.q(a['first_name'])}, last_name = {kit.q(a['last_name'])},"
+                     f" zip = {kit.q(a['zip'])}, email = {kit.q(email)} WHERE customer_id = {kit.q(other['customer_id'])}")
     other = {**other, "email": email}
-    gift = next(iter(_rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'",
+    gift = next(iter(kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'",
                            other["customer_id"])), None)
     balance = v["price"] * q + rng.randrange(0, 60, 10)
     if gift is None:
         gid = f"gift_card_x{rng.randrange(16**5):05x}"
-        b.patches.append(f"INSERT INTO payment_methods VALUES ({_q(gid)}, {_q(other['customer_id'])}, 'gift_card',"
+        b.patches.append(f"INSERT INTO payment_methods VALUES ({kit.q(gid)}, {kit.q(other['customer_id'])}, 'gift_card',"
                          f" NULL, {balance})")
     else:
         gid = gift["payment_id"]
@@ -400,8 +375,8 @@ def _make_return(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Var
     if kind in ("return_remaining", "return_over"):
         # One of the 3 units went back already: 2 are left to return.
         assert delivered is not None
-        b.patches.append(f"INSERT INTO returns VALUES ('RT{rng.randrange(16**6):06X}', {_q(oid)}, {_q(vid)}, 1,"
-                         f" {_q(card)}, {v['price']}, {_q(_ts(delivered + timedelta(hours=6)))})")
+        b.patches.append(f"INSERT INTO returns VALUES ('RT{rng.randrange(16**6):06X}', {kit.q(oid)}, {kit.q(vid)}, 1,"
+                         f" {kit.q(card)}, {v['price']}, {kit.q(kit.ts(delivered + timedelta(hours=6)))})")
         focus.update(return_quantities=[1, 2, 3], line_variant_ids=[vid])
         expect = [_expect("returns", order_id=oid, variant_id=vid, quantity=2, refund_payment_id=card)]
         pref = {"claimed_units": 3} if kind == "return_over" else {}
@@ -423,7 +398,7 @@ def _make_return(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Var
         return _variant(kind, b, focus, "exchange within the product",
                         expect=[_expect("exchanges", order_id=oid, variant_id=vid, new_variant_id=sid)])
     # The wanted product is one the order does not hold, so the user can name it unambiguously.
-    target = rng.choice(_rows(conn, "SELECT * FROM variants WHERE product_id NOT IN (?, ?) ORDER BY variant_id",
+    target = rng.choice(kit.rows(conn, "SELECT * FROM variants WHERE product_id NOT IN (?, ?) ORDER BY variant_id",
                               v["product_id"], other["product_id"]))
     b.set_stock(target["variant_id"], max(target["stock"], 2))  # only the product differs
     focus["new_variant_ids"] = [target["variant_id"], sid]
@@ -461,7 +436,7 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
                             "customer_id": cid, "variant_ids": [vid], "quantities": [q], "payment_id": pid}))
     actions = set(focus.get("actions", []))
     for oid in focus.get("order_ids", []):
-        order = _rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
+        order = kit.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
         if not order:
             continue
         if "cancel" in actions:
@@ -470,7 +445,7 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
         if "address" in actions:
             calls.append(ToolCall(name="modify_order_address",
                                   arguments={"order_id": oid, "address": focus["new_address"]}))
-        lines = _rows(conn, "SELECT * FROM order_items WHERE order_id = ? ORDER BY variant_id", oid)
+        lines = kit.rows(conn, "SELECT * FROM order_items WHERE order_id = ? ORDER BY variant_id", oid)
         wanted = focus.get("line_variant_ids")
         for line in lines:
             vid = line["variant_id"]
@@ -541,7 +516,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
             what = " and ".join(f"{_units(r['quantity'])} of {item_phrase(after, r['variant_id'])}" for r in items)
             text = f"order {what}"
             if vals["customer_id"] != focus["customer_id"]:
-                other = _one(after, "SELECT email FROM customers WHERE customer_id = ?", vals["customer_id"])["email"]
+                other = kit.one(after, "SELECT email FROM customers WHERE customer_id = ?", vals["customer_id"])["email"]
                 text += f" on your other account ({other})"
                 known["other account email"] = other
             elif focus.get("other_email"):
@@ -590,7 +565,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
                 if pr and pr != vals["refund_payment_id"]:
                     text += f" (you would rather get it on {payment_phrase(after, pr)} if that is allowed)"
             else:
-                opts = options_phrase(_one(after, "SELECT options FROM variants WHERE variant_id = ?",
+                opts = options_phrase(kit.one(after, "SELECT options FROM variants WHERE variant_id = ?",
                                            vals["new_variant_id"])["options"])
                 text = (f"exchange {_units(vals['quantity'])} of {item} from your order {oid} for the one with"
                         f" {opts}, settling any price difference with {payment_phrase(after, vals['payment_id'])}")

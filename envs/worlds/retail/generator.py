@@ -17,6 +17,8 @@ from collections import Counter
 from datetime import datetime, timedelta
 from functools import lru_cache
 
+from envs import sql as kit
+
 NOW = datetime(2026, 6, 15, 10, 0, 0)
 FIRST = ["mia", "noah", "ava", "liam", "emma", "omar", "yara", "ivan", "sofia", "lucas", "aisha", "chen",
          "raj", "ana", "ethan", "zoe", "kofi", "lena", "mateo", "nina"]
@@ -49,13 +51,9 @@ AGE_DAYS = {"delivered": (5, 70), "shipped": (2, 3), "processed": (1, 2), "pendi
 STATUSES = ["delivered"] * 10 + ["shipped"] * 3 + ["processed"] * 3 + ["pending"] * 3 + ["cancelled"]
 
 
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 @lru_cache(maxsize=8192)
 def _ts_ago(days: int, hours: int) -> str:
-    return _ts(NOW - timedelta(days=days, hours=hours))
+    return kit.ts(NOW - timedelta(days=days, hours=hours))
 
 
 def _order_id(seed: int, i: int) -> str:
@@ -68,7 +66,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 30) -> None:
     if scale < 1:
         raise ValueError(f"scale must be a positive number of customers, got {scale}")
     rng = random.Random(seed)
-    conn.execute("INSERT INTO meta VALUES ('now', ?)", (_ts(NOW),))
+    conn.execute("INSERT INTO meta VALUES ('now', ?)", (kit.ts(NOW),))
 
     # Catalog: products with 3-6 variants each; prices per variant around the base price.
     products: list[tuple[str, str, str]] = []

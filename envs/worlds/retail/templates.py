@@ -10,7 +10,9 @@ import random
 import sqlite3
 from typing import Any
 
-from envs.templating import NOW, Template, pick, rows
+from envs.sql import NOW_SQL as NOW
+from envs.sql import rows
+from envs.templating import Template, pick
 
 CATEGORIES = ["apparel", "footwear", "outdoor", "home", "kitchen", "electronics", "office"]
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane"]

@@ -3,39 +3,15 @@ schema's triggers enforce the policy (a broken rule raises `<RULE_ID>: message`)
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
-import operator
 import sqlite3
 from typing import Literal
 
+from envs import sql as kit
+from envs.stock_tools import calculate_tool, transfer_tool
 from envs.tools import ToolError, tool
 
 CancelReason = Literal["no longer needed", "ordered by mistake"]
-
-
-def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
-    cur = db.execute(sql, args)
-    row = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
-
-
-def _rows(db: sqlite3.Connection, sql: str, *args: object) -> list[dict]:
-    cur = db.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _need(record: dict | None, what: str, key: str) -> dict:
-    if record is None:
-        raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
-    return record
-
-
-def _now(db: sqlite3.Connection) -> str:
-    (now,) = db.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return str(now)
 
 
 def _variant(record: dict) -> dict:
@@ -44,10 +20,12 @@ def _variant(record: dict) -> dict:
     return record
 
 
-def _new_id(prefix: str, *parts: object, digits: bool = False) -> str:
-    """Deterministic in the state: the same request on the same state gets the same id."""
-    h = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
-    return prefix + (f"{int(h[:12], 16) % 9_000_000 + 1_000_000}" if digits else h[:8].upper())
+def _same_orders(db: sqlite3.Connection, customer_id: str, payment_id: str, items: str) -> int:
+    """How many orders of the customer, paid the same way, hold exactly these items."""
+    found = kit.rows(db, "SELECT o.order_id, group_concat(i.variant_id || 'x' || i.quantity, ',') AS items"
+                         " FROM orders o JOIN order_items i USING (order_id)"
+                         " WHERE o.customer_id = ? AND o.payment_id = ? GROUP BY o.order_id", customer_id, payment_id)
+    return sum(",".join(sorted(r["items"].split(","))) == items for r in found)
 
 
 @tool()
@@ -57,8 +35,8 @@ def find_customer_by_email(db: sqlite3.Connection, email: str) -> dict:
     Args:
         email: The customer's email, e.g. "mia.li3@example.com".
     """
-    row = _row(db, "SELECT customer_id FROM customers WHERE email = ?", email.strip().lower())
-    return _need(row, "customer with email", email)
+    row = kit.row(db, "SELECT customer_id FROM customers WHERE email = ?", email.strip().lower())
+    return kit.need(row, "customer with email", email)
 
 
 @tool()
@@ -71,7 +49,7 @@ def find_customer_by_name_zip(db: sqlite3.Connection, first_name: str, last_name
         last_name: The customer's last name, e.g. "Li".
         zip_code: The customer's 5-digit zip code, e.g. "94107".
     """
-    rows = _rows(
+    rows = kit.rows(
         db,
         "SELECT customer_id FROM customers WHERE lower(first_name) = lower(?) AND lower(last_name) = lower(?)"
         " AND zip = ? ORDER BY customer_id",
@@ -89,12 +67,12 @@ def get_customer_details(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The customer's id, e.g. "mia_li_1003".
     """
-    customer = _need(_row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
-    customer["payment_methods"] = _rows(
+    customer = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    customer["payment_methods"] = kit.rows(
         db, "SELECT payment_id, kind, last4, balance FROM payment_methods WHERE customer_id = ? ORDER BY payment_id",
         customer_id,
     )
-    customer["orders"] = _rows(
+    customer["orders"] = kit.rows(
         db, "SELECT order_id, status, created_at FROM orders WHERE customer_id = ? ORDER BY created_at, order_id",
         customer_id,
     )
@@ -110,9 +88,9 @@ def get_order_details(db: sqlite3.Connection, order_id: str) -> dict:
     Args:
         order_id: The order id, e.g. "#W4821934".
     """
-    order = _need(_row(db, "SELECT * FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    order = kit.need(kit.row(db, "SELECT * FROM orders WHERE order_id = ?", order_id), "order", order_id)
     order["items"] = [
-        _variant(r) for r in _rows(
+        _variant(r) for r in kit.rows(
             db,
             "SELECT i.variant_id, v.product_id, p.name AS product_name, v.options, i.quantity, i.unit_price,"
             " i.returned, i.exchanged FROM order_items i JOIN variants v USING (variant_id)"
@@ -120,11 +98,11 @@ def get_order_details(db: sqlite3.Connection, order_id: str) -> dict:
             order_id,
         )
     ]
-    order["returns"] = _rows(db, "SELECT * FROM returns WHERE order_id = ? ORDER BY created_at, return_id", order_id)
-    order["exchanges"] = _rows(
+    order["returns"] = kit.rows(db, "SELECT * FROM returns WHERE order_id = ? ORDER BY created_at, return_id", order_id)
+    order["exchanges"] = kit.rows(
         db, "SELECT * FROM exchanges WHERE order_id = ? ORDER BY created_at, exchange_id", order_id
     )
-    order["transactions"] = _rows(
+    order["transactions"] = kit.rows(
         db, "SELECT source, payment_id, kind, amount, created_at FROM transactions WHERE order_id = ?"
         " ORDER BY created_at, source", order_id,
     )
@@ -138,9 +116,9 @@ def get_product_details(db: sqlite3.Connection, product_id: str) -> dict:
     Args:
         product_id: The product id, e.g. "P00012".
     """
-    product = _need(_row(db, "SELECT * FROM products WHERE product_id = ?", product_id), "product", product_id)
+    product = kit.need(kit.row(db, "SELECT * FROM products WHERE product_id = ?", product_id), "product", product_id)
     product["variants"] = [
-        _variant(r) for r in _rows(
+        _variant(r) for r in kit.rows(
             db, "SELECT variant_id, options, price, stock FROM variants WHERE product_id = ? ORDER BY variant_id",
             product_id,
         )
@@ -157,42 +135,12 @@ def list_products(db: sqlite3.Connection, category: str | None = None) -> list:
             "home", "outdoor" or "office"; omit it to list every product.
     """
     if category is None:
-        return _rows(db, "SELECT * FROM products ORDER BY name")
-    rows = _rows(db, "SELECT * FROM products WHERE category = ? ORDER BY name", category.strip().lower())
+        return kit.rows(db, "SELECT * FROM products ORDER BY name")
+    rows = kit.rows(db, "SELECT * FROM products WHERE category = ? ORDER BY name", category.strip().lower())
     if not rows:
-        known = [r["category"] for r in _rows(db, "SELECT DISTINCT category FROM products ORDER BY category")]
+        known = [r["category"] for r in kit.rows(db, "SELECT DISTINCT category FROM products ORDER BY category")]
         raise ToolError("NOT_FOUND", f"no products in category {category!r}; categories are {known}")
     return rows
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: operator.truediv, ast.USub: operator.neg}
-
-
-@tool()
-def calculate(db: sqlite3.Connection, expression: str) -> dict:
-    """Evaluate an arithmetic expression with + - * / and parentheses, e.g. "3 * 45 - 20".
-
-    Args:
-        expression: The expression to evaluate.
-    """
-
-    def ev(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ToolError("BAD_EXPRESSION", "only numbers, + - * / and parentheses are allowed")
-
-    try:
-        value = ev(ast.parse(expression, mode="eval"))
-    except (SyntaxError, ZeroDivisionError) as exc:
-        raise ToolError("BAD_EXPRESSION", str(exc)) from exc
-    return {"result": round(value, 2)}
 
 
 @tool(write=True)
@@ -210,28 +158,30 @@ def place_order(
         quantities: Units of each variant, in the same order as variant_ids.
         payment_id: The customer's payment method id.
     """
-    customer = _need(
-        _row(db, "SELECT customer_id, address FROM customers WHERE customer_id = ?", customer_id),
+    customer = kit.need(
+        kit.row(db, "SELECT customer_id, address FROM customers WHERE customer_id = ?", customer_id),
         "customer", customer_id,
     )
     if not variant_ids or len(variant_ids) != len(quantities):
         raise ToolError("BAD_VALUE", "variant_ids and quantities must be non-empty lists of the same length")
     if len(set(variant_ids)) != len(variant_ids):
         raise ToolError("BAD_VALUE", "each variant may appear once; put the number of units in quantities")
-    _need(_row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
     prices = [
-        _need(_row(db, "SELECT price FROM variants WHERE variant_id = ?", v), "variant", v)["price"]
+        kit.need(kit.row(db, "SELECT price FROM variants WHERE variant_id = ?", v), "variant", v)["price"]
         for v in variant_ids
     ]
     total = sum(p * q for p, q in zip(prices, quantities, strict=True))
-    (n,) = db.execute("SELECT COUNT(*) FROM orders WHERE customer_id = ?", (customer_id,)).fetchone()
-    order_id = _new_id("#W", customer_id, n, digits=True)
-    while _row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id):
-        order_id = _new_id("#W", order_id, digits=True)
+    # Minted from the content (customer, payment, items), so orders in any order get the same ids.
+    items = ",".join(sorted(f"{v}x{q}" for v, q in zip(variant_ids, quantities, strict=True)))
+    content = {"customer_id": customer_id, "payment_id": payment_id, "items": items}
+    order_id = kit.mint_id("#W", content, _same_orders(db, customer_id, payment_id, items), digits=True)
+    while kit.row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id):
+        order_id = kit.mint_id("#W", {"after": order_id}, digits=True)
     db.execute(
         "INSERT INTO orders (order_id, customer_id, payment_id, status, address, total, created_at)"
         " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
-        (order_id, customer_id, payment_id, customer["address"], total, _now(db)),
+        (order_id, customer_id, payment_id, customer["address"], total, kit.now(db)),
     )
     db.executemany(
         "INSERT INTO order_items (order_id, variant_id, quantity, unit_price) VALUES (?, ?, ?, ?)",
@@ -249,7 +199,7 @@ def cancel_pending_order(db: sqlite3.Connection, order_id: str, reason: CancelRe
         order_id: The order to cancel, e.g. "#W4821934".
         reason: Either "no longer needed" or "ordered by mistake".
     """
-    _need(_row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    kit.need(kit.row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
     db.execute("UPDATE orders SET status = 'cancelled', cancel_reason = ? WHERE order_id = ?", (reason, order_id))
     return get_order_details(db, order_id)
 
@@ -263,7 +213,7 @@ def modify_order_address(db: sqlite3.Connection, order_id: str, address: str) ->
         order_id: The order to change.
         address: The full new address, e.g. "12 Elm Street, Springfield".
     """
-    order = _need(_row(db, "SELECT address FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    order = kit.need(kit.row(db, "SELECT address FROM orders WHERE order_id = ?", order_id), "order", order_id)
     address = " ".join(address.split())
     if not address:
         raise ToolError("BAD_VALUE", "the address cannot be empty")
@@ -274,9 +224,9 @@ def modify_order_address(db: sqlite3.Connection, order_id: str, address: str) ->
 
 
 def _line(db: sqlite3.Connection, order_id: str, variant_id: str) -> dict:
-    _need(_row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
-    return _need(
-        _row(db, "SELECT * FROM order_items WHERE order_id = ? AND variant_id = ?", order_id, variant_id),
+    kit.need(kit.row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    return kit.need(
+        kit.row(db, "SELECT * FROM order_items WHERE order_id = ? AND variant_id = ?", order_id, variant_id),
         f"item of order {order_id} with variant", variant_id,
     )
 
@@ -298,14 +248,13 @@ def return_item(
     line = _line(db, order_id, variant_id)
     if quantity < 1:
         raise ToolError("BAD_VALUE", "quantity must be at least 1")
-    _need(_row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", refund_payment_id),
+    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", refund_payment_id),
           "payment method", refund_payment_id)
-    (n,) = db.execute("SELECT COUNT(*) FROM returns WHERE order_id = ? AND variant_id = ?",
-                      (order_id, variant_id)).fetchone()
-    return_id = _new_id("RT", order_id, variant_id, n)
+    content = {"order_id": order_id, "variant_id": variant_id}
+    return_id = kit.mint_id("RT", content, kit.count(db, "returns", **content), length=8)
     db.execute(
         "INSERT INTO returns VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (return_id, order_id, variant_id, quantity, refund_payment_id, line["unit_price"] * quantity, _now(db)),
+        (return_id, order_id, variant_id, quantity, refund_payment_id, line["unit_price"] * quantity, kit.now(db)),
     )
     return get_order_details(db, order_id)
 
@@ -329,25 +278,17 @@ def exchange_item(
     line = _line(db, order_id, variant_id)
     if quantity < 1:
         raise ToolError("BAD_VALUE", "quantity must be at least 1")
-    new = _need(_row(db, "SELECT price FROM variants WHERE variant_id = ?", new_variant_id), "variant", new_variant_id)
-    _need(_row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
-    (n,) = db.execute("SELECT COUNT(*) FROM exchanges WHERE order_id = ? AND variant_id = ?",
-                      (order_id, variant_id)).fetchone()
-    exchange_id = _new_id("EX", order_id, variant_id, n)
+    new = kit.need(kit.row(db, "SELECT price FROM variants WHERE variant_id = ?", new_variant_id), "variant", new_variant_id)
+    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    content = {"order_id": order_id, "variant_id": variant_id}
+    exchange_id = kit.mint_id("EX", content, kit.count(db, "exchanges", **content), length=8)
     db.execute(
         "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (exchange_id, order_id, variant_id, new_variant_id, quantity, payment_id,
-         (new["price"] - line["unit_price"]) * quantity, _now(db)),
+         (new["price"] - line["unit_price"]) * quantity, kit.now(db)),
     )
     return get_order_details(db, order_id)
 
 
-@tool()
-def transfer_to_human_agents(db: sqlite3.Connection, summary: str) -> dict:
-    """Transfer the customer to a human agent, with a short summary of their issue. Use only
-    when the request cannot be handled within the policy and the customer insists.
-
-    Args:
-        summary: What the customer needs and why it cannot be done here.
-    """
-    return {"transferred": True, "summary": summary}
+calculate = calculate_tool()
+transfer_to_human_agents = transfer_tool("customer")

@@ -20,6 +20,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import cove
+from envs import sql as kit
 from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
 from envs.design import Goal
 
@@ -37,27 +38,27 @@ MB_PER_GB = 1024
 def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": r["line_id"], "customer_id": r["customer_id"], "plan": r["plan_name"], "status": r["status"],
              "ending": r["phone_number"][-4:]}
-            for r in cove.rows(conn, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")]
+            for r in kit.rows(conn, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")]
 
 
 def _plans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": p["plan_id"], "status": p["status"], "data_gb": p["data_gb"], "monthly_fee": p["monthly_fee"],
-             "roaming": p["roaming_included"]} for p in cove.rows(conn, "SELECT * FROM plans")]
+             "roaming": p["roaming_included"]} for p in kit.rows(conn, "SELECT * FROM plans")]
 
 
 def _addons(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": a["addon_id"], "kind": a["kind"], "data_gb": a["data_gb"], "monthly_fee": a["monthly_fee"]}
-            for a in cove.rows(conn, "SELECT * FROM addons")]
+            for a in kit.rows(conn, "SELECT * FROM addons")]
 
 
 def _bills(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": b["bill_id"], "customer_id": b["customer_id"], "period": b["period"], "kind": b["kind"],
-             "status": b["status"]} for b in cove.rows(conn, "SELECT * FROM bills")]
+             "status": b["status"]} for b in kit.rows(conn, "SELECT * FROM bills")]
 
 
 def _methods(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [{"id": m["method_id"], "customer_id": m["customer_id"], "kind": m["kind"], "last4": m["last4"]}
-            for m in cove.rows(conn, "SELECT * FROM payment_methods")]
+            for m in kit.rows(conn, "SELECT * FROM payment_methods")]
 
 
 ENTITIES = {"line": _lines, "plan": _plans, "addon": _addons, "bill": _bills, "method": _methods}
@@ -75,7 +76,7 @@ def _one(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, Any
 # -- sampling ----------------------------------------------------------------------------
 
 def _today(conn: sqlite3.Connection) -> str:
-    return cove.now(conn)[:10]
+    return kit.now(conn)[:10]
 
 
 def _overdue(conn: sqlite3.Connection, cid: str) -> bool:
@@ -91,10 +92,10 @@ def _allowance_mb(conn: sqlite3.Connection, line_id: str, plan_gb: int) -> int:
 
 def _plan_options(conn: sqlite3.Connection, line: dict[str, Any]) -> list[str]:
     """Available plans the line may move to (R01, R11, R12)."""
-    cur = cove.rows(conn, "SELECT * FROM plans WHERE plan_id = ?", line["plan_id"])[0]
+    cur = kit.rows(conn, "SELECT * FROM plans WHERE plan_id = ?", line["plan_id"])[0]
     under_contract = bool(line["contract_end"] and line["contract_end"] > _today(conn))
     out = []
-    for p in cove.rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id"):
+    for p in kit.rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id"):
         if p["plan_id"] == line["plan_id"] or (under_contract and p["monthly_fee"] < cur["monthly_fee"]):
             continue
         if line["data_used_mb"] <= _allowance_mb(conn, line["line_id"], p["data_gb"]):
@@ -107,10 +108,10 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
     """One constraint of `kind` for account `cid` on records outside `avoid` (ids)."""
     base = {"customer_id": cid}
     if kind == "pay":
-        bills = [b for b in cove.rows(conn, "SELECT * FROM bills WHERE customer_id = ? AND status = 'open'"
+        bills = [b for b in kit.rows(conn, "SELECT * FROM bills WHERE customer_id = ? AND status = 'open'"
                                             " ORDER BY bill_id", cid) if b["bill_id"] not in avoid]
         month = _today(conn)[:7]
-        methods = [m["method_id"] for m in cove.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ?"
+        methods = [m["method_id"] for m in kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ?"
                                                            " ORDER BY method_id", cid)
                    if m["expires"] is None or m["expires"] >= month]
         if not bills or not methods:
@@ -118,7 +119,7 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
         b = rng.choice(bills)
         return Constraint(kind="pay", fields={**base, "bill_id": b["bill_id"], "method_id": rng.choice(methods),
                                               "amount": b["amount"] - b["amount_paid"]})
-    lines = [ln for ln in cove.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'active'"
+    lines = [ln for ln in kit.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'active'"
                                           " ORDER BY line_id", cid) if ln["line_id"] not in avoid]
     if not lines or (kind != "suspend" and _overdue(conn, cid)):
         return None
@@ -131,7 +132,7 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
                 return Constraint(kind="plan", fields={**base, "line_id": lid, "plan_id": rng.choice(options)})
         elif kind == "addon":
             have = {r[0] for r in conn.execute("SELECT addon_id FROM line_addons WHERE line_id = ?", (lid,))}
-            options = [a["addon_id"] for a in cove.rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
+            options = [a["addon_id"] for a in kit.rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
                        if a["addon_id"] not in have]
             if len(have) < 3 and options:
                 return Constraint(kind="addon", fields={**base, "line_id": lid, "addon_id": rng.choice(options)})
@@ -155,7 +156,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     """A constraint set for one account, solvable by construction (its writes succeed in
     every order): one request, plus (with probability `p_extra`) a second one on another
     line or bill. Empty when nothing fits."""
-    customers = [r["customer_id"] for r in cove.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
+    customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
     return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra)
 
 
@@ -327,7 +328,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _line(conn: sqlite3.Connection, lid: str) -> dict[str, Any] | None:
-    found = cove.rows(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
+    found = kit.rows(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
     return found[0] if found else None
 
 
@@ -400,7 +401,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
         if name not in out and cove.trial(conn, WORLD, calls):
             out[name] = calls
 
-    lines = [r["line_id"] for r in cove.rows(conn, "SELECT line_id FROM lines WHERE customer_id = ? AND status ="
+    lines = [r["line_id"] for r in kit.rows(conn, "SELECT line_id FROM lines WHERE customer_id = ? AND status ="
                                                    " 'active' ORDER BY line_id", cid) if r["line_id"] not in touched]
     for c in constraints:
         old = next((call for call in reference if call.key() == write_call(c).key()), None)
@@ -431,7 +432,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                     offer("wrong_payment", swap(method_id=m["id"]))
             if f["amount"] > 1:
                 offer("wrong_amount", swap(amount=f["amount"] - 1))
-            for b in cove.rows(conn, "SELECT bill_id, amount - amount_paid AS left FROM bills WHERE customer_id = ?"
+            for b in kit.rows(conn, "SELECT bill_id, amount - amount_paid AS left FROM bills WHERE customer_id = ?"
                                      " AND status = 'open' ORDER BY bill_id", cid):
                 if b["bill_id"] not in touched:
                     offer("wrong_target", swap(bill_id=b["bill_id"], amount=min(b["left"], f["amount"])))

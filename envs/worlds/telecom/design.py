@@ -19,6 +19,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
@@ -54,35 +55,13 @@ Want = tuple[str, dict[str, Any], float]  # (action kind, fields that must match
 UNMATCHED_PENALTY = 0.25  # (ours) per action a goal has beyond what the variant's user wants
 
 
-def _q(value: Any) -> str:
-    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
-
-
-def _rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _one(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any]:
-    rows = _rows(conn, sql, *args)
-    if not rows:
-        raise LookupError(f"no row for {sql!r} {args}")
-    return rows[0]
-
-
-def _today(conn: sqlite3.Connection) -> date:
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return date.fromisoformat(str(value)[:10])
-
-
 OVERDUE_SQL = ("EXISTS (SELECT 1 FROM bills ob WHERE ob.customer_id = {c} AND ob.status = 'open'"
                " AND ob.due_date < date((SELECT value FROM meta WHERE key = 'now')))")
 
 
 def _clean_lines(conn: sqlite3.Connection, where: str = "1") -> list[dict[str, Any]]:
     """Active lines of accounts with nothing overdue, with their plan and add-on count."""
-    return _rows(
+    return kit.rows(
         conn,
         "SELECT l.*, p.name AS plan_name, p.monthly_fee, p.data_gb, p.roaming_included,"
         " (SELECT COUNT(*) FROM line_addons la WHERE la.line_id = l.line_id) AS n_addons,"
@@ -95,14 +74,14 @@ def _clean_lines(conn: sqlite3.Connection, where: str = "1") -> list[dict[str, A
 
 
 def _valid_method(conn: sqlite3.Connection, cid: str, month: str) -> dict[str, Any] | None:
-    rows = _rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND (expires IS NULL OR expires >= ?)"
+    rows = kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND (expires IS NULL OR expires >= ?)"
                        " ORDER BY kind DESC, method_id", cid, month)
     return rows[0] if rows else None
 
 
 def _open_bills(conn: sqlite3.Connection, today: str) -> list[dict[str, Any]]:
     """Open monthly bills, not overdue, of accounts with nothing overdue."""
-    return _rows(
+    return kit.rows(
         conn,
         "SELECT b.* FROM bills b WHERE b.status = 'open' AND b.kind = 'monthly' AND b.due_date >= ?"
         f" AND b.amount - b.amount_paid >= 2 AND NOT {OVERDUE_SQL.format(c='b.customer_id')} ORDER BY b.bill_id",
@@ -133,7 +112,7 @@ def _variant(kind: str, rule: str, patches: list[str], focus: dict[str, Any], wa
 
 
 def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
-    today = _today(conn)
+    today = kit.today(conn)
     t = today.isoformat()
     month = t[:7]
     if kind.startswith("line_limit"):
@@ -150,14 +129,14 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
     line = rng.choice(lines)
     lid, cid = line["line_id"], line["customer_id"]
     base = {"user_id": cid, "phone": line["phone_number"], "line_ids": [lid]}
-    present = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)]
-    addons = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")]
+    present = [r["addon_id"] for r in kit.rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)]
+    addons = [r["addon_id"] for r in kit.rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")]
     if kind.startswith("addons_"):
         k = 2 if kind == "addons_room" else 3
         wish, other, *rest = rng.sample(addons, len(addons))
         keep = rest[:k]
-        patches = [f"DELETE FROM line_addons WHERE line_id = {_q(lid)}"] + [
-            f"INSERT INTO line_addons VALUES ({_q(lid)}, {_q(a)}, '2026-04-01 09:00:00')" for a in keep]
+        patches = [f"DELETE FROM line_addons WHERE line_id = {kit.q(lid)}"] + [
+            f"INSERT INTO line_addons VALUES ({kit.q(lid)}, {kit.q(a)}, '2026-04-01 09:00:00')" for a in keep]
         full = kind == "addons_full"
         return _variant(kind, "addons", patches, {**base, "actions": ["add_addon"], "addon_ids": [wish, other]},
                         [("add_addon", {"line_id": lid, "addon_id": wish}, 2)], f"{lid} carries {k} add-ons",
@@ -165,7 +144,7 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
                         allow_no_change=full)
     if kind.startswith("suspend_"):
         used = 1 if kind == "suspend_one_used" else 2
-        patches = [f"UPDATE lines SET suspensions_ytd = {used} WHERE line_id = {_q(lid)}"]
+        patches = [f"UPDATE lines SET suspensions_ytd = {used} WHERE line_id = {kit.q(lid)}"]
         return _variant(kind, "suspend", patches,
                         {**base, "actions": ["suspend_line"], "reasons": ["travel", "lost_or_stolen"]},
                         [("suspend", {"line_id": lid, "reason": "travel"}, 2)],
@@ -177,11 +156,11 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
     if kind.startswith("roaming_"):
         if line["roaming_included"]:
             return None
-        patches = [f"UPDATE lines SET roaming_enabled = 0 WHERE line_id = {_q(lid)}",
-                   f"DELETE FROM line_addons WHERE line_id = {_q(lid)}"]
+        patches = [f"UPDATE lines SET roaming_enabled = 0 WHERE line_id = {kit.q(lid)}",
+                   f"DELETE FROM line_addons WHERE line_id = {kit.q(lid)}"]
         wanted = rng.choice(ROAMING_PASSES)
         if kind == "roaming_with_pass":
-            patches.append(f"INSERT INTO line_addons VALUES ({_q(lid)}, {_q(wanted)}, '2026-05-02 08:00:00')")
+            patches.append(f"INSERT INTO line_addons VALUES ({kit.q(lid)}, {kit.q(wanted)}, '2026-05-02 08:00:00')")
             return _variant(kind, "roaming", patches, {**base, "actions": ["set_roaming"]},
                             [("roaming_on", {"line_id": lid}, 2)], f"{lid} has a roaming pass, roaming off")
         return _variant(kind, "roaming", patches,
@@ -192,8 +171,8 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
         if line["n_addons"] > 2:
             return None
         wish, other = rng.sample([a for a in addons if a not in present], 2)
-        patches = [f"UPDATE lines SET suspensions_ytd = 0 WHERE line_id = {_q(lid)}",
-                   f"UPDATE lines SET status = 'suspended', suspend_reason = 'travel' WHERE line_id = {_q(lid)}"]
+        patches = [f"UPDATE lines SET suspensions_ytd = 0 WHERE line_id = {kit.q(lid)}",
+                   f"UPDATE lines SET status = 'suspended', suspend_reason = 'travel' WHERE line_id = {kit.q(lid)}"]
         return _variant(kind, "suspended", patches,
                         {**base, "actions": ["resume_line", "add_addon"], "addon_ids": [wish, other]},
                         [("add_addon", {"line_id": lid, "addon_id": wish}, 2), ("resume", {"line_id": lid}, 1)],
@@ -204,15 +183,15 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
 
 
 def _addon_name(conn: sqlite3.Connection, addon_id: str) -> str:
-    return str(_one(conn, "SELECT name FROM addons WHERE addon_id = ?", addon_id)["name"])
+    return str(kit.one(conn, "SELECT name FROM addons WHERE addon_id = ?", addon_id)["name"])
 
 
 def _plan_name(conn: sqlite3.Connection, plan_id: str) -> str:
-    return str(_one(conn, "SELECT name FROM plans WHERE plan_id = ?", plan_id)["name"])
+    return str(kit.one(conn, "SELECT name FROM plans WHERE plan_id = ?", plan_id)["name"])
 
 
 def _line_limit(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
-    customers = _rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
+    customers = kit.rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
                             " AND l.status <> 'terminated') AS n_lines FROM customers c"
                             f" WHERE NOT {OVERDUE_SQL.format(c='c.customer_id')} ORDER BY customer_id")
     if not customers:
@@ -224,7 +203,7 @@ def _line_limit(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Vari
         return None
     cid = c["customer_id"]
     patches = [
-        f"INSERT INTO lines VALUES ({_q(f'lx_{cid}_{i}')}, {_q(cid)}, '557-{int(cid[2:]) % 1000:03d}-{i:04d}',"
+        f"INSERT INTO lines VALUES ({kit.q(f'lx_{cid}_{i}')}, {kit.q(cid)}, '557-{int(cid[2:]) % 1000:03d}-{i:04d}',"
         " 'plan_basic_5', 'active', NULL, 0, 0, 0, NULL, '2026-02-01 10:00:00')"
         for i in range(target - c["n_lines"])
     ]
@@ -251,16 +230,16 @@ def _payment(kind: str, conn: sqlite3.Connection, rng: random.Random, today: str
         pref = {"believed_amount": remaining + 1} if kind == "pay_over" else {}
         return _variant(kind, "pay", [], focus, [("pay", {"bill_id": bid, "amount": remaining}, 2)],
                         f"{bid} has {remaining} left to pay", pref)
-    card = _one(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'card'", cid)
+    card = kit.one(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'card'", cid)
     first = date.fromisoformat(month + "-01")
     expires = month if kind == "card_valid" else (first - timedelta(days=1)).isoformat()[:7]
-    patches = [f"UPDATE payment_methods SET expires = {_q(expires)} WHERE method_id = {_q(card['method_id'])}"]
-    banks = _rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'bank_account'", cid)
+    patches = [f"UPDATE payment_methods SET expires = {kit.q(expires)} WHERE method_id = {kit.q(card['method_id'])}"]
+    banks = kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'bank_account'", cid)
     if banks:
         bank_id = banks[0]["method_id"]
     else:
         bank_id = f"pm_x_{cid}"
-        patches.append(f"INSERT INTO payment_methods VALUES ({_q(bank_id)}, {_q(cid)}, 'bank_account',"
+        patches.append(f"INSERT INTO payment_methods VALUES ({kit.q(bank_id)}, {kit.q(cid)}, 'bank_account',"
                        f" '{rng.randrange(10000):04d}', NULL)")
     focus["method_ids"] = [card["method_id"], bank_id]
     use = card["method_id"] if kind == "card_valid" else bank_id
@@ -280,12 +259,12 @@ def _bill_due(kind: str, conn: sqlite3.Connection, rng: random.Random, today: da
     method = _valid_method(conn, cid, month)
     if method is None:
         return None
-    present = {r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)}
-    free = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
+    present = {r["addon_id"] for r in kit.rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?", lid)}
+    free = [r["addon_id"] for r in kit.rows(conn, "SELECT addon_id FROM addons ORDER BY addon_id")
             if r["addon_id"] not in present]
     wish, other = rng.sample(free, 2)
     due = today if kind == "bill_due_today" else today - timedelta(days=1)
-    patches = [f"UPDATE bills SET due_date = {_q(due.isoformat())} WHERE bill_id = {_q(bill['bill_id'])}"]
+    patches = [f"UPDATE bills SET due_date = {kit.q(due.isoformat())} WHERE bill_id = {kit.q(bill['bill_id'])}"]
     wants: list[Want] = [("add_addon", {"line_id": lid, "addon_id": wish}, 2)]
     overdue = kind == "bill_overdue"
     if overdue:
@@ -298,7 +277,7 @@ def _bill_due(kind: str, conn: sqlite3.Connection, rng: random.Random, today: da
 
 def _terminated(conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
     """A customer asks to reactivate a line they closed long ago (R13); a new line is the way."""
-    customers = _rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
+    customers = kit.rows(conn, "SELECT c.*, (SELECT COUNT(*) FROM lines l WHERE l.customer_id = c.customer_id"
                             " AND l.status <> 'terminated') AS n_lines FROM customers c"
                             f" WHERE NOT {OVERDUE_SQL.format(c='c.customer_id')} ORDER BY customer_id")
     customers = [c for c in customers if c["n_lines"] < (8 if c["segment"] == "business" else 4)]
@@ -306,13 +285,13 @@ def _terminated(conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
         return None
     c = rng.choice(customers)
     cid = c["customer_id"]
-    old = _rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'terminated' ORDER BY line_id", cid)
+    old = kit.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'terminated' ORDER BY line_id", cid)
     patches: list[str] = []
     if old:
         lid, number = old[0]["line_id"], old[0]["phone_number"]
     else:
         lid, number = f"lx_old_{cid}", f"557-{int(cid[2:]) % 1000:03d}-9999"
-        patches.append(f"INSERT INTO lines VALUES ({_q(lid)}, {_q(cid)}, {_q(number)}, 'plan_basic_5', 'terminated',"
+        patches.append(f"INSERT INTO lines VALUES ({kit.q(lid)}, {kit.q(cid)}, {kit.q(number)}, 'plan_basic_5', 'terminated',"
                        " NULL, 0, 0, 0, NULL, '2025-06-01 10:00:00')")
     wish = rng.choice(["plan_lite_2", "plan_basic_5"])
     focus = {"user_id": cid, "phone": number, "line_ids": [lid], "actions": ["resume_line", "add_line"],
@@ -328,7 +307,7 @@ def _allowance_mb(line: dict[str, Any], plan: dict[str, Any]) -> int:
 def _downgrade(kind: str, conn: sqlite3.Connection, rng: random.Random, line: dict[str, Any], base: dict[str, Any],
                today: date) -> Variant | None:
     lid = line["line_id"]
-    plans = _rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
+    plans = kit.rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
     cheaper = [p for p in plans if p["monthly_fee"] < line["monthly_fee"]
                and _allowance_mb(line, p) >= line["data_used_mb"]]
     others = [p for p in plans if p["monthly_fee"] > line["monthly_fee"]]
@@ -340,13 +319,13 @@ def _downgrade(kind: str, conn: sqlite3.Connection, rng: random.Random, line: di
     wish = {"wish": f"switch your line {line['phone_number']} to the {target['name']} plan"}
     if kind.startswith("contract_"):
         end = today if kind == "contract_ends_today" else today + timedelta(days=1)
-        patches = [f"UPDATE lines SET contract_end = {_q(end.isoformat())} WHERE line_id = {_q(lid)}"]
+        patches = [f"UPDATE lines SET contract_end = {kit.q(end.isoformat())} WHERE line_id = {kit.q(lid)}"]
         return _variant(kind, "contract", patches, focus, wants, f"{lid} contract ends {end.isoformat()}", wish,
                         allow_no_change=kind == "contract_ends_tomorrow")
     used = _allowance_mb(line, target) + (1 if kind == "usage_over_allowance" else 0)
-    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {_q(lid)}"]
+    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {kit.q(lid)}"]
     if used > line["data_used_mb"]:
-        patches.append(f"INSERT INTO usage_records VALUES ({_q(lid)}, {_q(today.isoformat())},"
+        patches.append(f"INSERT INTO usage_records VALUES ({kit.q(lid)}, {kit.q(today.isoformat())},"
                        f" {used - line['data_used_mb']})")
     return _variant(kind, "usage", patches, focus, wants,
                     f"{lid} used {used} MB, {target['name']} allows {_allowance_mb(line, target)} MB", wish,
@@ -355,18 +334,18 @@ def _downgrade(kind: str, conn: sqlite3.Connection, rng: random.Random, line: di
 
 def _retired(conn: sqlite3.Connection, rng: random.Random, line: dict[str, Any], base: dict[str, Any]) -> Variant | None:
     lid = line["line_id"]
-    retired = [p for p in _rows(conn, "SELECT * FROM plans WHERE status = 'retired' ORDER BY plan_id")
+    retired = [p for p in kit.rows(conn, "SELECT * FROM plans WHERE status = 'retired' ORDER BY plan_id")
                if p["plan_id"] != line["plan_id"]]
     if not retired:
         return None
     preferred = rng.choice(retired)
-    options = [p for p in _rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
+    options = [p for p in kit.rows(conn, "SELECT * FROM plans WHERE status = 'available' ORDER BY plan_id")
                if p["plan_id"] != line["plan_id"] and _allowance_mb(line, p) >= line["data_used_mb"]]
     if len(options) < 2:
         return None
     options.sort(key=lambda p: (abs(p["monthly_fee"] - preferred["monthly_fee"]), p["plan_id"]))
     fallback, other = options[0], options[1]
-    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {_q(lid)}"]
+    patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {kit.q(lid)}"]
     focus = {**base, "actions": ["change_plan"],
              "plan_ids": [preferred["plan_id"], fallback["plan_id"], other["plan_id"]]}
     return _variant("retired_plan", "retired", patches, focus,
@@ -391,7 +370,7 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
             add("add_line", customer_id=cid, plan_id=pid)
     if "pay_bill" in actions:
         for bid in focus.get("bill_ids", []):
-            bill = _one(conn, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", bid)
+            bill = kit.one(conn, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", bid)
             rem = bill["remaining"]
             if rem <= 0:
                 continue
@@ -399,8 +378,8 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
                 for amount in sorted({rem - 1, rem, rem + 1} - {0}):
                     add("pay_bill", bill_id=bid, method_id=mid, amount=amount)
     for lid in focus.get("line_ids", []):
-        line = _one(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
-        present = [r["addon_id"] for r in _rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?"
+        line = kit.one(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
+        present = [r["addon_id"] for r in kit.rows(conn, "SELECT addon_id FROM line_addons WHERE line_id = ?"
                                                       " ORDER BY addon_id", lid)]
         if "add_addon" in actions:
             for aid in focus.get("addon_ids", []):
@@ -495,17 +474,17 @@ def actions_of(changes: list[CellChange]) -> list[tuple[str, dict[str, Any]]] | 
 
 
 def _number(conn: sqlite3.Connection, lid: str) -> str:
-    return str(_one(conn, "SELECT phone_number FROM lines WHERE line_id = ?", lid)["phone_number"])
+    return str(kit.one(conn, "SELECT phone_number FROM lines WHERE line_id = ?", lid)["phone_number"])
 
 
 def _method_phrase(conn: sqlite3.Connection, mid: str) -> str:
-    m = _one(conn, "SELECT * FROM payment_methods WHERE method_id = ?", mid)
+    m = kit.one(conn, "SELECT * FROM payment_methods WHERE method_id = ?", mid)
     what = "card" if m["kind"] == "card" else "bank account"
     return f"your {what} ending in {m['last4']}"
 
 
 def _bill_phrase(conn: sqlite3.Connection, bid: str) -> str:
-    b = _one(conn, "SELECT * FROM bills WHERE bill_id = ?", bid)
+    b = kit.one(conn, "SELECT * FROM bills WHERE bill_id = ?", bid)
     if b["kind"] == "early_termination":
         return "your early termination fee bill"
     year, month = b["period"].split("-")
@@ -516,7 +495,7 @@ def _phrase(kind: str, f: dict[str, Any], before: sqlite3.Connection, after: sql
             variant: Variant) -> str:
     pref = variant.preference
     if kind == "pay":
-        bill = _one(before, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", f["bill_id"])
+        bill = kit.one(before, "SELECT amount - amount_paid AS remaining FROM bills WHERE bill_id = ?", f["bill_id"])
         how = ("pay off the remaining balance of" if f["amount"] == bill["remaining"]
                else f"pay {f['amount']} towards")
         text = f"{how} {_bill_phrase(before, f['bill_id'])} with {_method_phrase(before, f['method_id'])}"

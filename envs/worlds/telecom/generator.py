@@ -10,6 +10,8 @@ import random
 import sqlite3
 from datetime import date, datetime, timedelta
 
+from envs import sql as kit
+
 NOW = datetime(2026, 5, 10, 12, 0, 0)
 # plan_id, name, monthly fee, data GB, roaming included, contract months, retired
 PLANS = [
@@ -42,10 +44,6 @@ EXPIRIES = ["2026-03", "2026-04", "2026-05", "2026-09", "2027-02", "2027-10", "2
 PERIODS = [("2026-03", "2026-04-05"), ("2026-04", "2026-05-05"), ("2026-05", "2026-05-25")]
 
 
-def _ts(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
 def phone_number(index: int, prefix: str = "555") -> str:
     return f"{prefix}-{index // 10000:03d}-{index % 10000:04d}"
 
@@ -55,7 +53,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 20) -> None:
     if scale < 1:
         raise ValueError(f"scale must be at least 1, got {scale}")
     rng = random.Random(seed)
-    now_s = _ts(NOW)
+    now_s = kit.ts(NOW)
     today = NOW.date()
     month = NOW.strftime("%Y-%m")
     conn.execute("INSERT INTO meta VALUES ('now', ?)", (now_s,))
@@ -99,8 +97,8 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 20) -> None:
             roaming = int(has_pass and rng.random() < 0.5)
             activated = NOW - timedelta(days=rng.randrange(20, 1500))
             lines.append((lid, cid, phone_number(n_line), plan, "active", None, 0, roaming, 0, contract_end,
-                          _ts(activated)))
-            line_addons.extend((lid, a[0], _ts(activated + timedelta(days=rng.randrange(1, 15)))) for a in picks)
+                          kit.ts(activated)))
+            line_addons.extend((lid, a[0], kit.ts(activated + timedelta(days=rng.randrange(1, 15)))) for a in picks)
             for day in sorted(rng.sample(range(1, today.day), k=rng.choice([0, 1, 2, 3]))):
                 usage.append((lid, date(2026, 5, day).isoformat(), rng.randrange(20, 700)))
             fees += PLAN_FEE[plan] + sum(ADDON_FEE[a[0]] for a in picks)
@@ -112,7 +110,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 20) -> None:
         if rng.random() < 0.1:  # an old line the customer already closed
             n_line += 1
             terminated.append((f"ln_{n_line:06d}", cid, phone_number(n_line), "plan_basic_5", "terminated", None, 0,
-                               0, 0, None, _ts(NOW - timedelta(days=rng.randrange(200, 900)))))
+                               0, 0, None, kit.ts(NOW - timedelta(days=rng.randrange(200, 900)))))
         line_fees[cid] = max(fees, 10)
 
     line_sql = "INSERT INTO lines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -147,7 +145,7 @@ def generate(conn: sqlite3.Connection, seed: int, scale: int = 20) -> None:
                 if period == "2026-04":
                     overdue.append(cid)
             if paid:
-                paid_at = _ts(datetime.fromisoformat(due) - timedelta(days=rng.randrange(0, 10)))
+                paid_at = kit.ts(datetime.fromisoformat(due) - timedelta(days=rng.randrange(0, 10)))
                 payments.append((f"py_{bid}_1", bid, valid_method[cid], paid, paid_at))
     conn.executemany("INSERT INTO bills VALUES (?, ?, ?, ?, ?, ?, ?, ?)", bills)
     conn.executemany("INSERT INTO payments VALUES (?, ?, ?, ?, ?)", payments)  # fx_payment settles the bills

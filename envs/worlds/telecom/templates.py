@@ -9,7 +9,8 @@ import random
 import sqlite3
 from typing import Any
 
-from envs.templating import TODAY, Template, pick
+from envs.sql import TODAY_SQL as TODAY
+from envs.templating import Template, pick
 
 Out = tuple[dict[str, Any], str] | None
 _NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"

@@ -7,37 +7,16 @@ import re
 import sqlite3
 from typing import Literal
 
+from envs import sql as kit
+from envs.stock_tools import transfer_tool
 from envs.tools import ToolError, tool
 
 SuspendReason = Literal["lost_or_stolen", "travel"]
 MB_PER_GB = 1024
 
 
-def _row(db: sqlite3.Connection, sql: str, *args: object) -> dict | None:
-    cur = db.execute(sql, args)
-    row = cur.fetchone()
-    return dict(zip([d[0] for d in cur.description], row, strict=True)) if row else None
-
-
-def _rows(db: sqlite3.Connection, sql: str, *args: object) -> list[dict]:
-    cur = db.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def _need(record: dict | None, what: str, key: str) -> dict:
-    if record is None:
-        raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
-    return record
-
-
-def _now(db: sqlite3.Connection) -> str:
-    (now,) = db.execute("SELECT value FROM meta WHERE key = 'now'").fetchone()
-    return str(now)
-
-
 def _line(db: sqlite3.Connection, line_id: str) -> dict:
-    return _need(_row(db, "SELECT * FROM lines WHERE line_id = ?", line_id), "line", line_id)
+    return kit.need(kit.row(db, "SELECT * FROM lines WHERE line_id = ?", line_id), "line", line_id)
 
 
 def data_allowance_mb(db: sqlite3.Connection, line_id: str, plan_id: str | None = None) -> int:
@@ -61,16 +40,16 @@ def get_customer_details(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The account id, e.g. "AC100042".
     """
-    customer = _need(_row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
-    customer["payment_methods"] = _rows(
+    customer = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    customer["payment_methods"] = kit.rows(
         db, "SELECT method_id, kind, last4, expires FROM payment_methods WHERE customer_id = ? ORDER BY method_id",
         customer_id,
     )
-    customer["lines"] = _rows(
+    customer["lines"] = kit.rows(
         db, "SELECT l.line_id, l.phone_number, l.plan_id, p.name AS plan_name, l.status FROM lines l"
         " JOIN plans p USING (plan_id) WHERE l.customer_id = ? ORDER BY l.line_id", customer_id,
     )
-    customer["bills"] = _rows(
+    customer["bills"] = kit.rows(
         db, "SELECT bill_id, period, kind, amount, amount_paid, due_date, status FROM bills"
         " WHERE customer_id = ? ORDER BY due_date, bill_id", customer_id,
     )
@@ -88,11 +67,11 @@ def find_line_by_number(db: sqlite3.Connection, phone_number: str) -> dict:
     digits = re.sub(r"\D", "", phone_number)
     if not digits:
         raise ToolError("BAD_VALUE", "phone_number must contain digits")
-    row = _row(
+    row = kit.row(
         db, "SELECT line_id, customer_id, phone_number, plan_id, status FROM lines"
         " WHERE REPLACE(REPLACE(REPLACE(phone_number, '-', ''), ' ', ''), '+', '') = ?", digits,
     )
-    return _need(row, "line with number", phone_number)
+    return kit.need(row, "line with number", phone_number)
 
 
 @tool()
@@ -104,13 +83,13 @@ def get_line_details(db: sqlite3.Connection, line_id: str) -> dict:
         line_id: The line id, e.g. "ln_000042".
     """
     line = _line(db, line_id)
-    line["plan"] = _row(db, "SELECT * FROM plans WHERE plan_id = ?", line["plan_id"])
-    line["addons"] = _rows(
+    line["plan"] = kit.row(db, "SELECT * FROM plans WHERE plan_id = ?", line["plan_id"])
+    line["addons"] = kit.rows(
         db, "SELECT a.*, la.added_at FROM line_addons la JOIN addons a USING (addon_id) WHERE la.line_id = ?"
         " ORDER BY a.addon_id", line_id,
     )
     line["data_allowance_mb"] = data_allowance_mb(db, line_id)
-    line["under_contract"] = bool(line["contract_end"] and line["contract_end"] > _now(db)[:10])
+    line["under_contract"] = bool(line["contract_end"] and line["contract_end"] > kit.now(db)[:10])
     return line
 
 
@@ -122,7 +101,7 @@ def get_data_usage(db: sqlite3.Connection, line_id: str) -> dict:
         line_id: The line id.
     """
     line = _line(db, line_id)
-    days = _rows(db, "SELECT day, mb FROM usage_records WHERE line_id = ? ORDER BY day", line_id)
+    days = kit.rows(db, "SELECT day, mb FROM usage_records WHERE line_id = ? ORDER BY day", line_id)
     return {"line_id": line_id, "days": days, "data_used_mb": line["data_used_mb"],
             "data_allowance_mb": data_allowance_mb(db, line_id)}
 
@@ -136,13 +115,13 @@ def list_plans(db: sqlite3.Connection, include_retired: bool = False) -> list:
         include_retired: Also list retired plans (which nobody can move to).
     """
     sql = "SELECT * FROM plans" + ("" if include_retired else " WHERE status = 'available'")
-    return _rows(db, sql + " ORDER BY monthly_fee, plan_id")
+    return kit.rows(db, sql + " ORDER BY monthly_fee, plan_id")
 
 
 @tool()
 def list_addons(db: sqlite3.Connection) -> list:
     """List the add-ons with kind (data, roaming, calls, insurance), monthly fee and extra data (GB)."""
-    return _rows(db, "SELECT * FROM addons ORDER BY addon_id")
+    return kit.rows(db, "SELECT * FROM addons ORDER BY addon_id")
 
 
 @tool()
@@ -152,10 +131,10 @@ def get_bill_details(db: sqlite3.Connection, bill_id: str) -> dict:
     Args:
         bill_id: The bill id, e.g. "bill_AC100042_2026-05".
     """
-    bill = _need(_row(db, "SELECT * FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
+    bill = kit.need(kit.row(db, "SELECT * FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
     bill["remaining"] = bill["amount"] - bill["amount_paid"]
-    bill["overdue"] = bill["status"] == "open" and bill["due_date"] < _now(db)[:10]
-    bill["payments"] = _rows(db, "SELECT * FROM payments WHERE bill_id = ? ORDER BY payment_id", bill_id)
+    bill["overdue"] = bill["status"] == "open" and bill["due_date"] < kit.now(db)[:10]
+    bill["payments"] = kit.rows(db, "SELECT * FROM payments WHERE bill_id = ? ORDER BY payment_id", bill_id)
     return bill
 
 
@@ -171,7 +150,7 @@ def change_plan(db: sqlite3.Connection, line_id: str, plan_id: str) -> dict:
         plan_id: The plan to move to, e.g. "plan_plus_15".
     """
     line = _line(db, line_id)
-    _need(_row(db, "SELECT plan_id FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
+    kit.need(kit.row(db, "SELECT plan_id FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
     if line["plan_id"] == plan_id:
         raise ToolError("NO_CHANGE", "the line is already on this plan")
     db.execute("UPDATE lines SET plan_id = ? WHERE line_id = ?", (plan_id, line_id))
@@ -188,10 +167,10 @@ def add_addon(db: sqlite3.Connection, line_id: str, addon_id: str) -> dict:
         addon_id: The add-on, e.g. "ad_data_5".
     """
     _line(db, line_id)
-    _need(_row(db, "SELECT addon_id FROM addons WHERE addon_id = ?", addon_id), "add-on", addon_id)
-    if _row(db, "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?", line_id, addon_id):
+    kit.need(kit.row(db, "SELECT addon_id FROM addons WHERE addon_id = ?", addon_id), "add-on", addon_id)
+    if kit.row(db, "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?", line_id, addon_id):
         raise ToolError("NO_CHANGE", "the line already has this add-on")
-    db.execute("INSERT INTO line_addons (line_id, addon_id, added_at) VALUES (?, ?, ?)", (line_id, addon_id, _now(db)))
+    db.execute("INSERT INTO line_addons (line_id, addon_id, added_at) VALUES (?, ?, ?)", (line_id, addon_id, kit.now(db)))
     return get_line_details(db, line_id)
 
 
@@ -284,12 +263,21 @@ def add_line(db: sqlite3.Connection, customer_id: str, plan_id: str) -> dict:
         customer_id: The account to add the line to.
         plan_id: The plan for the new line.
     """
-    _need(_row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
-    plan = _need(_row(db, "SELECT * FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
-    (n,) = db.execute("SELECT COUNT(*) FROM lines").fetchone()  # lines are never deleted
-    line_id = f"ln_n{n + 1:06d}"
-    number = f"556-{(n + 1) // 10000:03d}-{(n + 1) % 10000:04d}"
-    now = _now(db)
+    kit.need(kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    plan = kit.need(kit.row(db, "SELECT * FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
+    # Minted from the content (customer and plan), so lines added in any order get the same ids.
+    content = {"customer_id": customer_id, "plan_id": plan_id}
+    n = kit.count(db, "lines", **content)
+    line_id = "ln_" + kit.mint_id("n", content, n, length=8).lower()
+    while kit.row(db, "SELECT 1 FROM lines WHERE line_id = ?", line_id):  # a line that changed plan since
+        n += 1
+        line_id = "ln_" + kit.mint_id("n", content, n, length=8).lower()
+    digits = kit.mint_id("", {"line_id": line_id}, digits=True)
+    number = f"556-{digits[:3]}-{digits[3:]}"
+    while kit.row(db, "SELECT 1 FROM lines WHERE phone_number = ?", number):
+        digits = kit.mint_id("", {"after": number}, digits=True)
+        number = f"556-{digits[:3]}-{digits[3:]}"
+    now = kit.now(db)
     contract_end = None
     if plan["contract_months"]:
         (contract_end,) = db.execute("SELECT date(?, ?)", (now, f"+{plan['contract_months']} months")).fetchone()
@@ -312,21 +300,13 @@ def pay_bill(db: sqlite3.Connection, bill_id: str, method_id: str, amount: int) 
         method_id: The account's payment method, e.g. "pm_000042".
         amount: The amount to pay (whole currency units).
     """
-    _need(_row(db, "SELECT 1 FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
-    _need(_row(db, "SELECT 1 FROM payment_methods WHERE method_id = ?", method_id), "payment method", method_id)
-    (n,) = db.execute("SELECT COUNT(*) FROM payments WHERE bill_id = ?", (bill_id,)).fetchone()
-    payment_id = f"py_{bill_id}_{n + 1}"
+    kit.need(kit.row(db, "SELECT 1 FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
+    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE method_id = ?", method_id), "payment method", method_id)
+    content = {"bill_id": bill_id, "method_id": method_id, "amount": amount}
+    payment_id = f"py_{bill_id}_" + kit.mint_id("", content, kit.count(db, "payments", **content)).lower()
     db.execute("INSERT INTO payments (payment_id, bill_id, method_id, amount, paid_at) VALUES (?, ?, ?, ?, ?)",
-               (payment_id, bill_id, method_id, amount, _now(db)))
+               (payment_id, bill_id, method_id, amount, kit.now(db)))
     return get_bill_details(db, bill_id)
 
 
-@tool()
-def transfer_to_human_agents(db: sqlite3.Connection, summary: str) -> dict:
-    """Transfer the customer to a human agent, with a short summary of their issue. Use only
-    when the request cannot be handled within the policy and the customer insists.
-
-    Args:
-        summary: What the customer needs and why it cannot be done here.
-    """
-    return {"transferred": True, "summary": summary}
+transfer_to_human_agents = transfer_tool("customer")

@@ -1,0 +1,103 @@
+"""The world kit's SQL helpers: what every world's tools, design hooks and constraint hooks
+share, so a world folder holds only its domain logic.
+
+- rows and records: `rows`, `row` (None when absent), `one` (LookupError when absent),
+  `need` (a tool's NOT_FOUND error when absent), `count`;
+- SQL text: `q` quotes a value as an SQL literal (for Set Designer patches);
+- time: every world keeps its clock in `meta.now` (`NOW_SQL`); `now`, `now_dt`, `today`, `ts`;
+- ids: `mint_id` makes the ids a world creates from the content of the record (and how
+  many records of that content exist already), so two independent writes get the same ids
+  in either order and a replay reaches the same state hash whatever the order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from datetime import date, datetime
+from typing import Any
+
+from envs.tools import ToolError
+
+NOW_SQL = "(SELECT value FROM meta WHERE key = 'now')"
+TODAY_SQL = f"date({NOW_SQL})"
+
+
+def _params(args: tuple[Any, ...]) -> Any:
+    """Positional parameters, or one mapping of named ones (`:name` placeholders)."""
+    return args[0] if len(args) == 1 and isinstance(args[0], dict) else args
+
+
+def rows(db: sqlite3.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    """Every row of the query as a dict of column -> value (`args`: positional parameters,
+    or one dict of named ones)."""
+    cur = db.execute(sql, _params(args))
+    cols = [d[0] for d in cur.description or []]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def row(db: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any] | None:
+    """The query's first row, or None."""
+    cur = db.execute(sql, _params(args))
+    found = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], found, strict=True)) if found else None
+
+
+def one(db: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any]:
+    """The query's first row; LookupError when there is none (a bug in the caller's data)."""
+    found = row(db, sql, *args)
+    if found is None:
+        raise LookupError(f"no row for {sql!r} {args}")
+    return found
+
+
+def need(record: dict[str, Any] | None, what: str, key: Any) -> dict[str, Any]:
+    """`record`, or the tool error an agent gets for an id that does not exist."""
+    if record is None:
+        raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
+    return record
+
+
+def count(db: sqlite3.Connection, table: str, **where: Any) -> int:
+    """How many rows of `table` have every column of `where` equal to its value."""
+    clause = " AND ".join(f'"{c}" IS ?' for c in where) or "1"
+    (n,) = db.execute(f'SELECT COUNT(*) FROM "{table}" WHERE {clause}', tuple(where.values())).fetchone()
+    return int(n)
+
+
+def q(value: Any) -> str:
+    """`value` as an SQL literal: NULL, or a single-quoted string with quotes doubled."""
+    return "NULL" if value is None else "'" + str(value).replace("'", "''") + "'"
+
+
+def now(db: sqlite3.Connection) -> str:
+    """The world's clock (`meta.now`, 'YYYY-MM-DD HH:MM:SS')."""
+    (value,) = db.execute(f"SELECT {NOW_SQL}").fetchone()
+    return str(value)
+
+
+def now_dt(db: sqlite3.Connection) -> datetime:
+    return datetime.fromisoformat(now(db))
+
+
+def today(db: sqlite3.Connection) -> date:
+    return date.fromisoformat(now(db)[:10])
+
+
+def ts(dt: datetime) -> str:
+    """A datetime in the form the worlds store: 'YYYY-MM-DD HH:MM:SS'."""
+    return dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def mint_id(prefix: str, content: dict[str, Any], n: int = 0, length: int = 6, digits: bool = False) -> str:
+    """A new id for a record from what identifies it (`content`, column -> value) and `n`,
+    the number of records of that same content that exist already (`count` gives it for
+    content held in one table's columns). The id then depends on what the record is, not
+    on how many other records were written before it: independent writes in any order
+    mint the same ids, and doing the same thing twice (book, cancel, book again) mints two.
+
+    `digits=True` gives a seven-digit number after the prefix (order numbers).
+    """
+    body = "|".join([prefix, *(f"{k}={content[k]}" for k in sorted(content)), str(n)])
+    h = hashlib.sha256(body.encode()).hexdigest()
+    return prefix + (f"{int(h[:12], 16) % 9_000_000 + 1_000_000}" if digits else h[:length].upper())
