@@ -39,6 +39,7 @@ from envs.world import World  # noqa: E402
 from synthesis.architect import ReplayModel, compile_domain  # noqa: E402
 from synthesis.base import SynthesisConfig, get_method  # noqa: E402
 
+
 def tool_use_worlds() -> list[str]:
     out = []
     for name in list_worlds():
