@@ -59,7 +59,7 @@ class OutcomeCurator:
                 seen[t.task_id].add(action_key(t))
                 sel.sft.append((t, v))
         # Pass rates measure the policy: reference (gold) trajectories do not count.
-        policy = {t.id for t in trajectories if not t.metadata.get("reference")}
+        policy = {t.id for t in trajectories if not t.reference}
         rates = pass_rates([v for v in verdicts if v.trajectory_id in policy])
         for task in tasks:
             o = rates.get(task.id)

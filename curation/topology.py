@@ -196,7 +196,7 @@ def _build_index(
         except KeyError:
             raise ValueError(f"trajectory {t.id} has no verdict") from None
         traj_task[i] = ti
-        traj_reference[i] = bool(t.metadata.get("reference"))
+        traj_reference[i] = bool(t.reference)
         node = roots[ti]
         depth = 0
         anode = -1 - ti  # action-sequence trie: roots are negative task indices
@@ -423,7 +423,7 @@ class TopologyCurator:
         by_traj = {v.trajectory_id: v for v in verdicts}
         ordered = sorted(
             trajectories,
-            key=lambda t: (t.task_id, bool(t.metadata.get("reference")), t.trial, t.id),
+            key=lambda t: (t.task_id, bool(t.reference), t.trial, t.id),
         )
         verified = []
         for t in ordered:

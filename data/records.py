@@ -11,10 +11,10 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-TASK_SCHEMA_VERSION = 1
-TRAJECTORY_SCHEMA_VERSION = 2  # 2: turn_tokens (token ids and logprobs per assistant turn)
+TASK_SCHEMA_VERSION = 2  # 2: the `verification` block (was metadata keys)
+TRAJECTORY_SCHEMA_VERSION = 3  # 2: turn_tokens (token ids and logprobs per turn); 3: `reference`
 VERDICT_SCHEMA_VERSION = 1
 
 
@@ -65,6 +65,57 @@ class StateRef(Record):
     state_hash: str
 
 
+class Fact(Record):
+    """Something the agent must tell the user (an id it created, an amount charged, the
+    reason a request is refused). It counts as told when any of `any_of` appears in an
+    assistant message, compared after `verifiers.communicate.normalize`."""
+
+    label: str  # what it is, e.g. "new reservation id", "amount charged", "rule R06"
+    any_of: list[str]
+    kind: Literal["id", "amount", "date", "count", "rule", "text"] = "text"
+
+
+ExpectedOutcome = Literal[
+    "change",  # the request is carried out: the world changes
+    "refusal",  # the policy forbids it: nothing changes and the user is told why
+    "answer",  # a question: nothing changes and the user is told the answer
+    "transfer",  # the policy says to hand the user to a human agent
+]
+
+
+class Verification(Record):
+    """How a task is judged: everything verifiers read of a task besides its states.
+
+    `basis` names the checks whose product is the reward (τ²-bench's reward basis; empty:
+    the synthesis method's default); `verifier` is the task's own deciding verifier when it
+    has one (`tests_pass` for workspace tasks); `outcome` is what a good conversation ends
+    in; `communicate` the facts the user must be told; `constraints` a CoVe constraint set;
+    `tests`, `fail_to_pass` and `pass_to_pass` a workspace task's hidden tests;
+    `nl_assertions` statements about the conversation an LLM judge checks.
+    """
+
+    basis: list[str] = Field(default_factory=list)
+    verifier: str | None = None
+    outcome: ExpectedOutcome = "change"
+    communicate: list[Fact] = Field(default_factory=list)
+    constraints: list[dict[str, Any]] | None = None
+    tests: dict[str, Any] | None = None
+    fail_to_pass: list[str] = Field(default_factory=list)
+    pass_to_pass: list[str] = Field(default_factory=list)
+    nl_assertions: list[str] = Field(default_factory=list)
+
+
+# Task metadata keys that schema version 1 used for what `Verification` holds now.
+_V1_VERIFICATION_KEYS = {"reward_basis": "basis", "verifier": "verifier", "constraints": "constraints",
+                         "tests": "tests", "fail_to_pass": "fail_to_pass", "pass_to_pass": "pass_to_pass",
+                         "nl_assertions": "nl_assertions"}
+
+
+def _facts_from_v1(info: Any) -> list[dict[str, Any]]:
+    """Version 1's `communicate_info` (a list of strings) as facts."""
+    return [{"label": str(x), "any_of": [str(x)]} for x in info or []]
+
+
 class Task(Record):
     """A verifiable task in an executable world. `id` is a hash of the content."""
 
@@ -79,8 +130,33 @@ class Task(Record):
     target_state_hash: str
     target_diff: list[dict[str, Any]] = Field(default_factory=list)
     reference_solution: list[ToolCall] = Field(default_factory=list)
+    verification: Verification = Field(default_factory=Verification)
     difficulty: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read schema version 1, which kept the verification block in `metadata`."""
+        if not isinstance(data, dict):
+            return data
+        version = data.get("schema_version") or 1
+        if version > TASK_SCHEMA_VERSION:
+            raise ValueError(f"task schema version {version} is newer than this code's {TASK_SCHEMA_VERSION};"
+                             " upgrade trajforge to read it")
+        if version == 1:
+            data = dict(data)
+            meta = dict(data.get("metadata") or {})
+            block = dict(data.get("verification") or {})
+            for old, new in _V1_VERIFICATION_KEYS.items():
+                if old in meta:
+                    value = meta.pop(old)
+                    if value is not None:
+                        block[new] = value
+            if "communicate_info" in meta:
+                block["communicate"] = _facts_from_v1(meta.pop("communicate_info"))
+            data.update(metadata=meta, verification=block, schema_version=TASK_SCHEMA_VERSION)
+        return data
 
     def compute_id(self) -> str:
         body = self.model_dump(exclude={"id", "split", "metadata"})
@@ -162,6 +238,25 @@ class Trajectory(Record):
     final_state_hash: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
+    reference: bool = False  # a gold trajectory that replays the task's verified reference path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read schema versions 1 and 2 (no `turn_tokens` in 1; `reference` in metadata)."""
+        if not isinstance(data, dict):
+            return data
+        version = data.get("schema_version") or 1
+        if version > TRAJECTORY_SCHEMA_VERSION:
+            raise ValueError(f"trajectory schema version {version} is newer than this code's"
+                             f" {TRAJECTORY_SCHEMA_VERSION}; upgrade trajforge to read it")
+        if version < 3:
+            data = dict(data)
+            meta = dict(data.get("metadata") or {})
+            data["reference"] = bool(meta.pop("reference", data.get("reference", False)))
+            data.update(metadata=meta, turn_tokens=data.get("turn_tokens") or [],
+                        schema_version=TRAJECTORY_SCHEMA_VERSION)
+        return data
 
     @staticmethod
     def make_id(task_id: str, trial: int, model: str, sampling: Sampling) -> str:

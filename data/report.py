@@ -98,9 +98,9 @@ def figures_from_records(
     stats: Mapping[str, Any] | None = None,
 ) -> ReportFigures:
     """Report figures of a run. Pass rates, pass@k and rewards count policy rollouts only
-    (reference trajectories carry `metadata["reference"]`); `verdicts` should be the
+    (reference trajectories have `reference` set); `verdicts` should be the
     deciding verifier's (one per trajectory)."""
-    policy = {t.id for t in trajectories if not t.metadata.get("reference")}
+    policy = {t.id for t in trajectories if not t.reference}
     world_of = {t.id: t.world for t in tasks}
     per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     per_world: dict[str, list[int]] = defaultdict(lambda: [0, 0])

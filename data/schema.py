@@ -14,7 +14,6 @@ from typing import Any
 import pyarrow as pa
 
 from data.records import (
-    TRAJECTORY_SCHEMA_VERSION,
     Step,
     Task,
     ToolCall,
@@ -51,6 +50,7 @@ TASK_SCHEMA = pa.schema(
         ("reference_solution", pa.string()),  # JSON
         ("difficulty", pa.float64()),
         ("metadata", pa.string()),  # JSON
+        ("verification", pa.string()),  # JSON; since schema version 2 (before: metadata keys)
     ]
 )
 
@@ -109,6 +109,7 @@ TRAJECTORY_SCHEMA = pa.schema(
         ("final_state_hash", pa.string()),
         ("metadata", pa.string()),  # JSON
         ("turn_tokens", pa.list_(TURN_TOKENS_TYPE)),  # since schema version 2
+        ("reference", pa.bool_()),  # since schema version 3 (before: metadata["reference"])
     ]
 )
 
@@ -197,17 +198,24 @@ def strip_message(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+TASK_JSON_COLUMNS = ("user", "initial_state", "target_diff", "reference_solution", "metadata", "verification")
+
+
 def task_to_row(task: Task) -> dict[str, Any]:
     d = task.model_dump()
-    for key in ("user", "initial_state", "target_diff", "reference_solution", "metadata"):
+    for key in TASK_JSON_COLUMNS:
         d[key] = _dumps(d[key])
     return d
 
 
 def task_from_row(row: dict[str, Any]) -> Task:
+    """A task from its row; version 1 rows (no `verification` column) are upgraded."""
     d = dict(row)
-    for key in ("user", "initial_state", "target_diff", "reference_solution", "metadata"):
-        d[key] = json.loads(d[key])
+    for key in TASK_JSON_COLUMNS:
+        if d.get(key) is not None:
+            d[key] = json.loads(d[key])
+        else:
+            d.pop(key, None)
     return Task.model_validate(d)
 
 
@@ -235,14 +243,9 @@ def trajectory_to_row(t: Trajectory) -> dict[str, Any]:
 
 
 def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
-    d = dict(row)
-    version = d.get("schema_version") or 1
-    if version > TRAJECTORY_SCHEMA_VERSION:
-        raise ValueError(
-            f"trajectory schema version {version} is newer than this code's"
-            f" {TRAJECTORY_SCHEMA_VERSION}; upgrade trajforge to read it"
-        )
-    d["turn_tokens"] = d.get("turn_tokens") or []  # absent in version 1
+    d = dict(row)  # older versions are upgraded by `Trajectory` itself
+    if d.get("reference") is None:
+        d.pop("reference", None)
     d["messages"] = [strip_message(m) for m in d["messages"]]
     d["tools"] = json.loads(d["tools"])
     steps = []

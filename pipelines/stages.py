@@ -146,7 +146,7 @@ def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
             "agent": cfg.rollout.agent.model_copy(update={"strategy": StrategyConfig()})})
         gold = collect(tasks, ref_cfg, model_for=lambda task: ScriptedPolicy(task, name="reference"))
         for t in gold:
-            t.metadata["reference"] = True
+            t.reference = True
         trajectories += gold
     return trajectories
 
@@ -455,7 +455,7 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage."""
     from data.report import pass_at_k, pass_hat_k
 
-    policy = [t for t in trajectories if not t.metadata.get("reference")]
+    policy = [t for t in trajectories if not t.reference]
     decided = {v.trajectory_id: v for v in deciding_verdicts(cfg, tasks, verdicts)}
     world_of = {t.id: t.world for t in tasks}
     per_task: dict[str, list[int]] = {}
@@ -513,7 +513,7 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
             releases: dict[str, Path], selection: Selection) -> dict[str, Any]:
-    policy = [t for t in trajectories if not t.metadata.get("reference")]
+    policy = [t for t in trajectories if not t.reference]
     ids = {t.id for t in policy}
     pv = [v for v in verdicts if v.trajectory_id in ids]
     return {

@@ -7,7 +7,7 @@ match exactly one record, and states the goal from those descriptions only (an i
 user's text is a drop). The reference (reads + one write per constraint) is replayed on a
 fresh copy of the initial state: every write must succeed and every constraint must hold
 on the result, whose hash and cell diff become the target (so the state verifier applies
-too). C goes to ``metadata["constraints"]`` for the constraint verifier.
+too). C goes to ``verification.constraints`` for the constraint verifier.
 
 Options (``cfg.options``): ``tasks_per_seed`` (6), ``p_extra`` (the world's default share
 of sets with a second constraint).
@@ -21,7 +21,7 @@ from collections import Counter
 from types import ModuleType
 from typing import Any
 
-from data.records import StateRef, Task, ToolCall, UserScenario
+from data.records import StateRef, Task, ToolCall, UserScenario, Verification
 from envs import state as st
 from envs.constraints import (
     Constraint,
@@ -77,7 +77,8 @@ def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connec
                           unknown_info=goal.unknown_info, task_instructions=goal.instruction),
         initial_state=ref, target_state_hash=ref.state_hash, reference_solution=reference,
         difficulty=round(min(1.0, 0.3 * len(constraints) + 0.1 * fuzzy.redraws), 2),  # (ours)
-        metadata={"constraints": dump_constraints(constraints), "fuzzy": fuzzy.texts(),
+        verification=Verification(constraints=dump_constraints(constraints)),
+        metadata={"fuzzy": fuzzy.texts(),
                   "fuzzy_attributes": fuzzy.attributes(), "constraint_kinds": [c.kind for c in constraints],
                   "fuzzy_redraws": fuzzy.redraws},
     )
@@ -109,7 +110,7 @@ def recheck_unique(world: World, task: Task) -> tuple[int, int]:
     module = world_constraints(world)
     ref = task.initial_state
     conn = world.build_state(ref.seed, ref.scale, ref.patches)
-    constraints = task.metadata["constraints"]
+    constraints = task.verification.constraints or []
     try:
         unique = 0
         attrs: dict[str, dict[str, Any]] = task.metadata["fuzzy_attributes"]

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from data.records import Sampling, Task, ToolCall, UserScenario
+from data.records import Sampling, Task, ToolCall, UserScenario, Verification
 from envs.registry import get_world
 from envs.workspace import TaskSpec, WorkspaceEnv, WorkspaceWorld, read_tree
 from envs.world import World
@@ -132,9 +132,9 @@ def _validate_chunk(world: WorkspaceWorld, candidates: list[Candidate], drops: A
                                   task_instructions=spec.instruction),
                 initial_state=ref, target_state_hash=env.state_hash(), reference_solution=list(spec.solution),
                 difficulty=spec.difficulty,
-                metadata={"verifier": "tests_pass", "domain": spec.domain, "seed": spec.name,
-                          "origin": cand.origin, "rng_seed": cand.rng_seed, "skills": list(spec.skills),
-                          "tests": tests_record(tests)},
+                verification=Verification(verifier="tests_pass", tests=tests_record(tests)),
+                metadata={"domain": spec.domain, "seed": spec.name, "origin": cand.origin,
+                          "rng_seed": cand.rng_seed, "skills": list(spec.skills)},
             ).with_id()
             ready.append((cand, task, env, tests))
         jobs = [(world.build(t.initial_state), tests) for _, t, _, tests in ready]
@@ -158,9 +158,9 @@ def _validate_chunk(world: WorkspaceWorld, candidates: list[Candidate], drops: A
         if not f2p:
             drops["no_fail_to_pass"] += 1
             continue
-        task.metadata["fail_to_pass"] = f2p
-        task.metadata["pass_to_pass"] = [t for t in ids if before.passed(t)]
-        out.append((cand, task))
+        task.verification.fail_to_pass = f2p
+        task.verification.pass_to_pass = [t for t in ids if before.passed(t)]
+        out.append((cand, task.with_id()))  # the id covers the verification block
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from data.records import Sampling, Task, Trajectory, Verdict
+from data.records import Fact, Sampling, Task, Trajectory, Verdict, Verification
 from envs.registry import get_world
 from synthesis.base import SynthesisConfig, get_method
 from verifiers.audit import (
@@ -143,12 +143,17 @@ def test_a_task_whose_gold_fails_is_excluded(tasks: list[Task]) -> None:
 # -- communicate, action match, judge, composite ----------------------------------------------
 
 
-def _with(task: Task, **metadata: Any) -> Task:
-    return task.model_copy(update={"metadata": {**task.metadata, **metadata}})
+def _facts(*values: str) -> list[Fact]:
+    return [Fact(label=v, any_of=[v]) for v in values]
+
+
+def _with(task: Task, **verification: Any) -> Task:
+    block = task.verification.model_copy(update=verification)
+    return task.model_copy(update={"verification": Verification.model_validate(block.model_dump())})
 
 
 def test_communicate(tasks: list[Task]) -> None:
-    task = _with(tasks[0], communicate_info=["1,234", "HAT012"])
+    task = _with(tasks[0], communicate=_facts("1,234", "HAT012"))
     v = get_verifier("communicate")
     said = build_trajectory(
         task, task.reference_solution, text="Refunded 1234 dollars for flight hat012."
@@ -158,8 +163,8 @@ def test_communicate(tasks: list[Task]) -> None:
     verdict = v.verify(task, half)
     assert not verdict.passed and verdict.score == 0.5 and "HAT012" in verdict.reasons[0]
     assert not v.applies_to(tasks[0])  # type: ignore[attr-defined]
-    with pytest.raises(ValueError, match="communicate_info"):
-        v.verify(_with(tasks[0], communicate_info="HAT012"), said)
+    with pytest.raises(ValueError, match="any_of"):
+        _with(tasks[0], communicate=[{"label": "HAT012", "any_of": "HAT012"}])
     report = audit([task], ["communicate", "composite"])  # composite adds COMMUNICATE for this task
     for a in report.verifiers.values():
         assert a.mutants["drop_communication"].killed == 1
@@ -178,7 +183,7 @@ def test_composite_by_reward_basis(tasks: list[Task], cg_tasks: list[Task]) -> N
     c = CompositeVerifier()
     task = tasks[0]
     assert c.basis(task) == ["DB"] and c.basis(cg_tasks[0]) == ["CONSTRAINTS"]
-    t2 = _with(task, reward_basis=["db", "COMMUNICATE", "ACTION"], communicate_info=["complete"])
+    t2 = _with(task, basis=["db", "COMMUNICATE", "ACTION"], communicate=_facts("complete"))
     gold = build_trajectory(t2, t2.reference_solution)
     v = c.verify(t2, gold)
     assert v.passed and v.score == 1.0 and v.verifier == "composite" and v.verifier_version
@@ -187,10 +192,10 @@ def test_composite_by_reward_basis(tasks: list[Task], cg_tasks: list[Task]) -> N
     quiet = build_trajectory(t2, t2.reference_solution, text="Bye.")
     q = c.verify(t2, quiet)
     assert not q.passed and q.score == 0.0 and any(r.startswith("COMMUNICATE:") for r in q.reasons)
-    cons = c.verify(_with(task, reward_basis=["CONSTRAINTS"]), gold)
+    cons = c.verify(_with(task, basis=["CONSTRAINTS"]), gold)
     assert not cons.passed and "cannot judge" in cons.reasons[0]
     with pytest.raises(ValueError, match="unknown reward basis"):
-        c.verify(_with(task, reward_basis=["DB", "VIBES"]), gold)
+        c.verify(_with(task, basis=["DB", "VIBES"]), gold)
 
 
 class FakeJudge:

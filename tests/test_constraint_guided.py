@@ -11,7 +11,7 @@ import pytest
 
 import envs.worlds.airline.constraints as ac
 import synthesis.constraint_guided as cg
-from data.records import Step, Task, ToolCall, Trajectory
+from data.records import Step, Task, ToolCall, Trajectory, Verification
 from envs.constraints import Constraint, FuzzifyError, load_constraints, world_constraints
 from envs.world import World
 from rollout.user import ScriptedUser
@@ -64,9 +64,9 @@ def test_registered_and_every_task_validates(airline: World, ctasks: list[Task])
     for task in ctasks:
         assert task.method == "constraint_guided" and task.id == task.compute_id()
         assert replay(airline, task) == task.target_state_hash != task.initial_state.state_hash
-        assert task.target_diff and task.metadata["constraints"] and task.metadata["fuzzy"]
+        assert task.target_diff and task.verification.constraints and task.metadata["fuzzy"]
         assert state.verify(task, traj(task, task.reference_solution)).passed
-        constraints = load_constraints(task.metadata["constraints"])
+        constraints = load_constraints(task.verification.constraints)
         assert len(writes(airline, task)) == len(constraints)
         conn = initial(airline, task)
         env = airline.env(task.initial_state)
@@ -106,7 +106,7 @@ def test_descriptions_are_unique_in_the_database(airline: World, ctasks: list[Ta
     checked = 0
     for task in ctasks:
         conn = initial(airline, task)
-        constraints = task.metadata["constraints"]
+        constraints = task.verification.constraints
         for slot, attrs in task.metadata["fuzzy_attributes"].items():
             index, field = slot.split(".", 1)
             record = constraints[int(index[1:])]["fields"][field]
@@ -119,7 +119,7 @@ def test_descriptions_are_unique_in_the_database(airline: World, ctasks: list[Ta
 
 def test_user_side_never_sees_ids(airline: World, ctasks: list[Task]) -> None:
     for task in ctasks:
-        ids = {str(v) for c in task.metadata["constraints"] for k, v in c["fields"].items()
+        ids = {str(v) for c in task.verification.constraints for k, v in c["fields"].items()
                if k.endswith("_id") and k != "user_id"}
         conn = initial(airline, task)
         ids |= {r[0] for r in conn.execute("SELECT flight_number FROM flights")}
@@ -190,7 +190,7 @@ def test_known_bad_cases_fail(airline: World, ctasks: list[Task]) -> None:
 
 
 def test_partial_satisfaction_gives_partial_score(airline: World, ctasks: list[Task]) -> None:
-    task = next(t for t in ctasks if len(t.metadata["constraints"]) == 2)
+    task = next(t for t in ctasks if len(t.verification.constraints) == 2)
     w = writes(airline, task)
     for dropped in w:
         s = score_constraints(task, [c for c in task.reference_solution if c is not dropped])
@@ -204,7 +204,7 @@ def test_partial_satisfaction_gives_partial_score(airline: World, ctasks: list[T
 
 def test_redundant_writes_definition(airline: World, ctasks: list[Task]) -> None:
     task = next(t for t in ctasks if "bags" in t.metadata["constraint_kinds"])
-    c = next(c for c in load_constraints(task.metadata["constraints"]) if c.kind == "bags")
+    c = next(c for c in load_constraints(task.verification.constraints) if c.kind == "bags")
     gold = task.reference_solution
     conn = initial(airline, task)
     (current,) = conn.execute("SELECT bags FROM reservations WHERE reservation_id = ?",
@@ -227,7 +227,7 @@ def test_unclean_termination_and_missing_constraints(ctasks: list[Task]) -> None
     task = ctasks[0]
     verdict = ConstraintVerifier().verify(task, traj(task, task.reference_solution, termination="max_turns"))
     assert not verdict.passed and verdict.score == 0.0
-    plain = task.model_copy(update={"metadata": {}})
+    plain = task.model_copy(update={"verification": Verification()})
     verdict = ConstraintVerifier().verify(plain, traj(plain, plain.reference_solution))
     assert not verdict.passed and verdict.reasons == ["task carries no constraint set"]
 

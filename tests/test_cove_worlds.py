@@ -68,7 +68,7 @@ def test_every_task_validates_and_replays(case: tuple[World, SynthesisResult]) -
         assert task.world == world.name and task.id == task.compute_id()
         assert replay(world, task) == task.target_state_hash != task.initial_state.state_hash
         assert state.verify(task, traj(task, task.reference_solution)).passed
-        constraints = load_constraints(task.metadata["constraints"])
+        constraints = load_constraints(task.verification.constraints)
         writes = [c for c in task.reference_solution if world.tools[c.name].write]
         assert len(writes) == len(constraints)
         conn, env = initial(world, task), world.env(task.initial_state)
@@ -84,7 +84,7 @@ def test_descriptions_unique_and_minimal(case: tuple[World, SynthesisResult]) ->
     checked = 0
     for task in result.tasks:
         conn = initial(world, task)
-        constraints = task.metadata["constraints"]
+        constraints = task.verification.constraints
         for slot, attrs in task.metadata["fuzzy_attributes"].items():
             index, field = slot.split(".", 1)
             record = constraints[int(index[1:])]["fields"][field]
@@ -104,7 +104,7 @@ def test_user_side_never_sees_ids(case: tuple[World, SynthesisResult]) -> None:
         conn = initial(world, task)
         ids = {str(r[0]) for table, col in ID_COLUMNS[world.name].items()
                for r in conn.execute(f"SELECT {col} FROM {table}")}
-        ids -= {str(c["fields"][k]) for c in task.metadata["constraints"] for k in identity if k in c["fields"]}
+        ids -= {str(c["fields"][k]) for c in task.verification.constraints for k in identity if k in c["fields"]}
         texts = [*cg.user_texts(task), ScriptedUser(task).first_message(), *task.user.known_info.values()]
         for text in texts:
             assert not any(i in text for i in ids if len(i) >= 4), text
@@ -134,7 +134,7 @@ def test_verifier_cases(case: tuple[World, SynthesisResult]) -> None:
 def test_partial_and_redundant_scores(case: tuple[World, SynthesisResult]) -> None:
     world, result = case
     v = ConstraintVerifier()
-    task = next(t for t in result.tasks if len(t.metadata["constraints"]) == 2)
+    task = next(t for t in result.tasks if len(t.verification.constraints) == 2)
     writes = [c for c in task.reference_solution if world.tools[c.name].write]
     verdict = v.verify(task, traj(task, [c for c in task.reference_solution if c is not writes[0]]))
     assert not verdict.passed and verdict.score == pytest.approx(0.5)
@@ -154,7 +154,7 @@ def test_sets_are_solvable_in_any_order(case: tuple[World, SynthesisResult]) -> 
     world, result = case
     module = world_constraints(world)
     for task in result.tasks:
-        constraints = load_constraints(task.metadata["constraints"])
+        constraints = load_constraints(task.verification.constraints)
         conn = initial(world, task)
         writes = [module.write_call(c) for c in constraints]
         assert cove.solvable_in_any_order(conn, world.name, [], writes)

@@ -26,7 +26,7 @@ def test_run_flow_with_embedded_model(tmp_path: Path) -> None:
     # the embedded agent's terminal episodes are judged by the tests, run in the sandbox
     assert len([v for v in verdicts if v.task_id in terminal and v.verifier == "tests_pass"]) == 3
     trajs = store.read_records(store.latest(tmp_path / "datasets", "trajectories"))
-    policy = [t for t in trajs if not t.metadata.get("reference")]
+    policy = [t for t in trajs if not t.reference]
     assert all(t.model == "embedded:SmolLM2-135M-Instruct" for t in policy)
     assert all(t.usage.model_calls >= 1 and t.usage.completion_tokens > 0 for t in policy)
     assert all(t.termination in {"user_stop", "max_turns", "transfer", "agent_stop"} for t in policy)

@@ -117,7 +117,7 @@ def test_constraint_guided_through_the_flow(tmp_path: Path, flows) -> None:
     names = {v.verifier for v in verdicts}
     assert names == {"state_equivalence", "constraint_satisfaction"}
     tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
-    assert all(t.method == "constraint_guided" and t.metadata["constraints"] for t in tasks)
+    assert all(t.method == "constraint_guided" and t.verification.constraints for t in tasks)
     sft = store.read_table(summary["releases"]["sft"]).to_pylist()
     assert sft and all(r["method"] == "constraint_guided" for r in sft)
 
@@ -138,7 +138,7 @@ def test_mixed_worlds_topology_curation_and_report(tmp_path: Path) -> None:
     verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
     assert {v.verifier for v in verdicts if v.task_id in terminal} == {"tests_pass"}
     gold = {t.id for t in store.read_records(store.latest(tmp_path / "datasets", "trajectories"))
-            if t.metadata.get("reference") and t.task_id in terminal}
+            if t.reference and t.task_id in terminal}
     gold_verdicts = [v for v in verdicts if v.trajectory_id in gold]
     assert len(gold_verdicts) == 2 and all(v.passed for v in gold_verdicts), \
         "the reference solutions of terminal tasks must pass in the sandbox"

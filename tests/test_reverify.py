@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data.records import Task, Trajectory, Verdict
+from data.records import Fact, Task, Trajectory, Verdict
 from verifiers.audit import build_trajectory, mutants
 from verifiers.base import get_verifier
 from verifiers.reverify import reverify
@@ -80,7 +80,8 @@ def test_new_version_flips_are_counted_per_task(tasks: list[Task]) -> None:
 def test_another_verifier_against_the_old_one(tasks: list[Task]) -> None:
     """Composite DB+COMMUNICATE against state equivalence: silent gold paths now fail."""
     tasks2 = [
-        t.model_copy(update={"metadata": {**t.metadata, "communicate_info": ["reference number"]}})
+        t.model_copy(update={"verification": t.verification.model_copy(
+            update={"communicate": [Fact(label="reference number", any_of=["reference number"])]})})
         for t in tasks
     ]
     trajs = [build_trajectory(t, t.reference_solution, text="All done.") for t in tasks2]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from data.records import Sampling, Step, Task, ToolCall, Trajectory
+from data.records import Sampling, Step, Task, ToolCall, Trajectory, Verification
 from envs.registry import get_world, list_worlds
 from envs.sandbox.base import Limits
 from envs.workspace import WorkspaceWorld, recipe, workspace_hash
@@ -148,7 +148,7 @@ def test_every_builtin_task_validates(world: WorkspaceWorld) -> None:
     assert len(domains) >= 3 and all(n >= 4 for n in domains.values()), domains
     for t in tasks:
         assert t.world == "terminal" and t.method == "terminal"
-        assert t.metadata["fail_to_pass"], t.metadata["seed"]
+        assert t.verification.fail_to_pass, t.metadata["seed"]
         assert "test_" not in json.dumps(t.initial_state.patches)  # checks never enter the workspace
         for call in t.reference_solution:
             assert call.arguments.get("command", "\0") not in t.instruction
@@ -160,8 +160,8 @@ def test_synth_method_emits_seed_and_skill_tasks(world: WorkspaceWorld) -> None:
     assert len(result.tasks) == 6
     assert result.stats["by_origin"]["seed"] >= 2 and result.stats["by_origin"]["skill"] >= 2
     for t in result.tasks:
-        assert t.world == "terminal" and t.metadata["fail_to_pass"]
-        assert t.metadata["verifier"] == "tests_pass"
+        assert t.world == "terminal" and t.verification.fail_to_pass
+        assert t.verification.verifier == "tests_pass"
     skills = [t for t in result.tasks if t.metadata["origin"] == "skill"]
     assert all(3 <= len(t.metadata["skills"]) <= 5 for t in skills)
     assert len({t.metadata["domain"] for t in skills}) >= 2
@@ -211,7 +211,7 @@ def test_llm_assisted_synthesis_validates_what_the_model_writes(world: Workspace
     cfg = SynthesisConfig(method="terminal", n_tasks=1, seed=2, options={"modes": ["llm"], "batch": 4})
     result = synthesize_terminal(cfg, world, model)
     assert [t.metadata["origin"] for t in result.tasks] == ["llm"]
-    assert result.tasks[0].metadata["fail_to_pass"] == ["test_task.py::test_sum"]
+    assert result.tasks[0].verification.fail_to_pass == ["test_task.py::test_sum"]
     assert result.drops["llm_unparseable"] >= 1
     assert result.drops["no_fail_to_pass"] == 1 and result.drops["reference_fails_tests"] == 1
     assert "example" in model.prompts[0][1]["content"] and "tests" in model.prompts[0][0]["content"]
@@ -239,7 +239,7 @@ def test_verifier_judges_by_the_hidden_tests(world: WorkspaceWorld, median_task:
 def test_verifier_refuses_tampered_or_unsound_tasks(world: WorkspaceWorld, median_task: Task) -> None:
     v = get_verifier("tests_pass")
     tampered = median_task.model_copy(deep=True)
-    tests = tampered.metadata["tests"]["files"]
+    tests = tampered.verification.tests["files"]
     tests["test_task.py"] = tests["test_task.py"].replace("def test_even", "def _off")
     gold = trajectory(tampered, tampered.reference_solution)
     verdict = v.verify(tampered, gold)
@@ -255,7 +255,7 @@ def test_verifier_applies_only_to_workspace_tasks(median_task: Task) -> None:
     v = get_verifier("tests_pass")
     airline_like = median_task.model_copy(update={"world": "airline"})
     assert not applies(v, airline_like)
-    assert not applies(v, median_task.model_copy(update={"metadata": {}}))
+    assert not applies(v, median_task.model_copy(update={"verification": Verification()}))
 
 
 def test_synthesize_stage_writes_terminal_tasks(tmp_path: Path) -> None:
@@ -266,4 +266,4 @@ def test_synthesize_stage_writes_terminal_tasks(tmp_path: Path) -> None:
     cfg = RunConfig(synthesis=SynthesisConfig(method="terminal", n_tasks=2, seed=1))
     tasks = store.read_records(synthesize(cfg, tmp_path))
     assert len(tasks) == 2 and {t.world for t in tasks} == {"terminal"}
-    assert all(t.metadata["tests"]["files"] and t.metadata["fail_to_pass"] for t in tasks)  # survive Parquet
+    assert all(t.verification.tests["files"] and t.verification.fail_to_pass for t in tasks)  # survive Parquet

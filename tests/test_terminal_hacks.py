@@ -75,7 +75,7 @@ def naive_pytest(world: WorkspaceWorld, task: Task, calls: list[ToolCall]) -> in
     stage = Path(tempfile.mkdtemp())
     try:
         shutil.copytree(env.root, stage / "ws", symlinks=True)
-        for name, body in task.metadata["tests"]["files"].items():
+        for name, body in task.verification.tests["files"].items():
             (stage / "ws" / name).write_text(body.replace('HERE.parent / ("ws_" + HERE.name[len("checks_"):])',
                                                           "HERE"))
         with world.open_sandbox(stage / "ws", for_tests=True) as sb:
@@ -156,7 +156,7 @@ os.kill(os.getppid(), signal.SIGKILL)
 
 def test_hidden_tests_are_not_reachable_during_rollout(world: WorkspaceWorld, tasks: dict[str, Task]) -> None:
     task = tasks["sort_unique_words"]
-    expected = task.metadata["tests"]["files"]["test_task.py"].split("== ")[-1].strip()
+    expected = task.verification.tests["files"]["test_task.py"].split("== ")[-1].strip()
     with world.env(task.initial_state) as env:
         obs = env.call(shell("ls -la / /tmp .; env; ls /work /root /home 2>&1; "
                              "find /workspace /tmp -name 'test_*.py' 2>/dev/null | head -20; "

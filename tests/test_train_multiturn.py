@@ -110,7 +110,7 @@ def test_constraint_tasks_are_scored_by_constraint_satisfaction() -> None:
 
     world = get_world("airline")
     task = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=1, seed=3), world).tasks[0]
-    assert "constraints" in task.metadata
+    assert task.verification.constraints is not None
     env = environment_class("airline")()
     env.reset(task=task.model_dump_json())
     _episode(env, task.reference_solution)

@@ -44,7 +44,7 @@ def _traj(i: int, tokens: bool) -> Trajectory:
 
 def test_turn_tokens_roundtrip(tmp_path: Path) -> None:
     trajs = [_traj(0, True), _traj(1, False)]
-    assert trajs[0].schema_version == TRAJECTORY_SCHEMA_VERSION == 2
+    assert trajs[0].schema_version == TRAJECTORY_SCHEMA_VERSION == 3
     path = store.write_records(tmp_path, "trajectories", "trajectories", trajs, LIN)
     back = store.read_records(path, "trajectories")
     assert [t.model_dump() for t in back] == [t.model_dump() for t in trajs]
@@ -53,17 +53,24 @@ def test_turn_tokens_roundtrip(tmp_path: Path) -> None:
     assert table.schema.field("turn_tokens").type == TRAJECTORY_SCHEMA.field("turn_tokens").type
 
 
-def test_version_1_files_still_read(tmp_path: Path) -> None:
-    """A dataset written before schema version 2 (no turn_tokens column) reads back."""
-    v1_schema = pa.schema([f for f in TRAJECTORY_SCHEMA if f.name != "turn_tokens"])
-    row = trajectory_to_row(_traj(3, False))
-    row.pop("turn_tokens")
-    row["schema_version"] = 1
-    with store.DatasetWriter(tmp_path, "old", "trajectories", v1_schema, 1, version="v1") as w:
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_versions_still_read(tmp_path: Path, version: int) -> None:
+    """Datasets written before schema version 3 (no `reference` column: the flag sat in
+    metadata) and before version 2 (no turn_tokens column either) read back, upgraded."""
+    dropped = {"reference", "turn_tokens"} if version == 1 else {"reference"}
+    old_schema = pa.schema([f for f in TRAJECTORY_SCHEMA if f.name not in dropped])
+    row = trajectory_to_row(_traj(3, version == 2))
+    for name in dropped:
+        row.pop(name)
+    row["schema_version"] = version
+    row["metadata"] = '{"reference":true,"strategy":"s"}'
+    with store.DatasetWriter(tmp_path, "old", "trajectories", old_schema, version, version="v1") as w:
         w.write_rows([row])
         path = w.commit(LIN)
     (back,) = store.read_records(path, "trajectories")
-    assert back.schema_version == 1 and back.turn_tokens == [] and back.id == "traj-3"
+    assert back.schema_version == TRAJECTORY_SCHEMA_VERSION and back.id == "traj-3"
+    assert back.reference is True and back.metadata == {"strategy": "s"}
+    assert len(back.turn_tokens) == (2 if version == 2 else 0)
 
 
 def test_newer_version_is_refused() -> None:

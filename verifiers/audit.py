@@ -10,7 +10,7 @@ replaying calls on the task's initial state (`build_trajectory`):
 - `extra_write`: one more successful write after the gold path (a gold write with another
   argument, the same write again, or a write tool with arguments drawn from the database);
 - `stop_early`: the agent stops (cleanly) before one of the gold writes;
-- `drop_communication`: for tasks with `communicate_info`, the final message says nothing.
+- `drop_communication`: for tasks with facts to communicate, the final message says nothing.
 
 A write mutant whose final state hashes to the gold final state is *equivalent* (say a
 repeated write the rules refuse): it is not a verifier failure and is not counted. Each
@@ -36,7 +36,6 @@ from envs.registry import get_world
 from envs.tools import ToolSpec
 from envs.world import World
 from verifiers.base import Verifier, applies, get_verifier
-from verifiers.communicate import INFO_KEY
 from verifiers.state import replayer_for
 
 WRITE_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early")
@@ -163,7 +162,7 @@ class AuditReport(BaseModel):
 
 
 def final_message(task: Task, communicate: bool = True) -> str:
-    info = [str(x) for x in task.metadata.get(INFO_KEY, [])] if communicate else []
+    info = [f.any_of[0] for f in task.verification.communicate if f.any_of] if communicate else []
     return "Your request is complete." + (" Details: " + "; ".join(info) + "." if info else "")
 
 
@@ -370,7 +369,7 @@ def mutants(task: Task, max_per_kind: int = 3) -> list[Mutant]:
     out += picked
     for i in list(reversed(w_idx))[:max_per_kind]:
         out.append(Mutant("stop_early", gold[:i], f"stops before {gold[i].name} #{i}"))
-    if task.metadata.get(INFO_KEY):
+    if task.verification.communicate:
         out.append(
             Mutant(
                 "drop_communication",

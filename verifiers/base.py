@@ -50,9 +50,10 @@ def applies(verifier: Verifier, task: Task) -> bool:
 
 def primary_verifier(task: Task, names: list[str]) -> str:
     """The verifier whose verdict decides curation for `task`: the task's own
-    (`metadata["verifier"]`, or constraint satisfaction for tasks with a constraint set)
+    (`verification.verifier`, or constraint satisfaction for tasks with a constraint set)
     when it is configured, else the first configured one."""
-    own = task.metadata.get("verifier") or ("constraint_satisfaction" if "constraints" in task.metadata else None)
+    v = task.verification
+    own = v.verifier or ("constraint_satisfaction" if v.constraints is not None else None)
     return own if own in names else names[0]
 
 

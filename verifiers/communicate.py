@@ -1,8 +1,8 @@
 """COMMUNICATE (τ²-bench, methods.md §6): the agent told the user what it had to.
 
-`task.metadata["communicate_info"]` lists the strings the agent must say (a refund amount,
-a reservation id, a flight number). Each counts as said when it appears, lower-cased with
-commas stripped, in the text of some assistant message (tool calls and tool results do not
+`task.verification.communicate` lists the facts the agent must tell (a refund amount, a
+reservation id, a flight number). A fact counts as told when one of its spellings appears,
+lower-cased with commas stripped, in the text of some assistant message (tool calls and tool results do not
 count: the user never sees them). Score (ours) = share of the required strings said;
 `passed` = all of them said and a clean termination. A task with an empty list passes (there
 is nothing to communicate), as in τ²-bench.
@@ -14,8 +14,6 @@ from typing import Any
 
 from data.records import Task, Trajectory, Verdict
 from verifiers.base import episode_checks, register
-
-INFO_KEY = "communicate_info"
 
 
 def normalize(text: str) -> str:
@@ -43,12 +41,8 @@ def agent_messages_to_user(trajectory: Trajectory) -> list[str]:
 
 
 def required_info(task: Task) -> list[str]:
-    raw = task.metadata.get(INFO_KEY, [])
-    if not isinstance(raw, list) or not all(isinstance(x, str | int | float) for x in raw):
-        raise ValueError(
-            f"task {task.id}: metadata[{INFO_KEY!r}] must be a list of strings, got {raw!r}"
-        )
-    return [str(x) for x in raw]
+    """The labels of the facts the user must be told."""
+    return [f.label for f in task.verification.communicate]
 
 
 class CommunicateVerifier:
@@ -62,12 +56,13 @@ class CommunicateVerifier:
 
     def applies_to(self, task: Task) -> bool:
         """Only tasks that say what must be communicated."""
-        return INFO_KEY in task.metadata
+        return bool(task.verification.communicate)
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
-        info = required_info(task)
+        facts = task.verification.communicate
+        info = [f.label for f in facts]
         said = [normalize(t) for t in agent_messages_to_user(trajectory)]
-        found = [any(normalize(x) in s for s in said) for x in info]
+        found = [any(normalize(x) in s for x in f.any_of for s in said) for f in facts]
         score = sum(found) / len(found) if found else 1.0
         reasons = [
             f"never told the user {x!r}" for x, ok in zip(info, found, strict=True) if not ok

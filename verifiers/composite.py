@@ -1,10 +1,10 @@
 """Composite verification by reward basis (τ²-bench's `reward_basis`, methods.md §6).
 
-Each task names the checks that decide it in `task.metadata["reward_basis"]`, e.g.
+Each task names the checks that decide it in `task.verification.basis`, e.g.
 ``["DB", "COMMUNICATE", "ACTION"]``; without one it gets the default of its kind: the
-verifier it names itself (`metadata["verifier"]`, e.g. ``tests_pass``), else its synthesis
-method's (`DEFAULT_BASIS`), plus COMMUNICATE when it lists `communicate_info` and
-NL_ASSERTION when it lists `nl_assertions` and a judge model is configured. A basis is one of
+verifier it names itself (`verification.verifier`, e.g. ``tests_pass``), else its synthesis
+method's (`DEFAULT_BASIS`), plus COMMUNICATE when it has facts to communicate and
+NL_ASSERTION when it has `nl_assertions` and a judge model is configured. A basis is one of
 `BASIS_VERIFIERS` or the name of any registered verifier; the composite runs those of the task
 and combines them:
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from data.records import Task, Trajectory, Verdict
 from verifiers.base import VERIFIERS, Verifier, applies, get_verifier, register
-from verifiers.llm_judge import ASSERTIONS_KEY, JudgeModel, LLMJudgeVerifier
+from verifiers.llm_judge import JudgeModel, LLMJudgeVerifier
 
 BASIS_VERIFIERS: dict[str, str] = {
     "DB": "state_equivalence",
@@ -56,27 +56,18 @@ class CompositeVerifier:
 
     def basis(self, task: Task) -> list[str]:
         """The reward basis of `task` (its own, else its kind's default), upper-cased."""
-        own = task.metadata.get("reward_basis")
-        if own is not None:
-            if not isinstance(own, list) or not own or not all(isinstance(b, str) for b in own):
-                raise ValueError(
-                    f"task {task.id}: reward_basis must be a non-empty list of names, got {own!r}"
-                )
-            names = [b.upper() if b.upper() in self.basis_verifiers else b for b in own]
+        v = task.verification
+        if v.basis:
+            names = [b.upper() if b.upper() in self.basis_verifiers else b for b in v.basis]
         else:
-            named = task.metadata.get("verifier")
             names = (
-                [named]
-                if isinstance(named, str) and named != self.name
+                [v.verifier]
+                if v.verifier and v.verifier != self.name
                 else list(self.default_basis.get(task.method, FALLBACK_BASIS))
             )
-            if "communicate_info" in task.metadata and "COMMUNICATE" not in names:
+            if v.communicate and "COMMUNICATE" not in names:
                 names.append("COMMUNICATE")
-            if (
-                self.judge is not None
-                and task.metadata.get(ASSERTIONS_KEY)
-                and "NL_ASSERTION" not in names
-            ):
+            if self.judge is not None and v.nl_assertions and "NL_ASSERTION" not in names:
                 names.append("NL_ASSERTION")
         known = set(VERIFIERS.names()) - {self.name}
         unknown = [b for b in names if b not in self.basis_verifiers and b not in known]

@@ -1,7 +1,7 @@
 """Constraint satisfaction V(τ, C) (CoVe, methods.md §2): outcomes, not a call sequence.
 
 The trajectory's write calls are replayed, in order, on a fresh copy of the task's initial
-state (reads are skipped: they never count); each constraint of `task.metadata["constraints"]`
+state (reads are skipped: they never count); each constraint of `task.verification.constraints`
 is checked on the final state by the world's ``constraints.py``. Score (ours)::
 
     score = satisfied / |C| * 1 / (1 + 0.5 * redundant_writes)
@@ -51,9 +51,9 @@ class ConstraintScore:
 
 def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDANCY_WEIGHT) -> ConstraintScore:
     """Replay `calls`' writes on a fresh initial state and score them against the task's set."""
-    if "constraints" not in task.metadata:
-        raise ValueError(f"task {task.id} carries no constraint set (metadata['constraints'])")
-    constraints = load_constraints(task.metadata["constraints"])
+    if task.verification.constraints is None:
+        raise ValueError(f"task {task.id} carries no constraint set (verification.constraints)")
+    constraints = load_constraints(task.verification.constraints)
     world = get_world(task.world)
     module = world_constraints(world)
     ref = task.initial_state
@@ -109,12 +109,12 @@ class ConstraintVerifier:
 
     def applies_to(self, task: Task) -> bool:
         """Only tasks that carry a constraint set (constraint-guided synthesis) can be judged."""
-        return "constraints" in task.metadata
+        return task.verification.constraints is not None
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         base = {"trajectory_id": trajectory.id, "task_id": task.id, "verifier": self.name,
                 "verifier_version": self.version}
-        if "constraints" not in task.metadata:
+        if task.verification.constraints is None:
             return Verdict(**base, passed=False, score=0.0, reasons=["task carries no constraint set"])
         s = score_constraints(task, trajectory.actions(), self.redundancy_weight)
         reasons = [f"constraint {i} ({d['kind']}) unmet: {d['reason']}"
@@ -166,7 +166,7 @@ def audit_calls(task: Task) -> dict[str, tuple[bool, list[ToolCall]]]:
     ref = task.initial_state
     conn = world.build_state(ref.seed, ref.scale, ref.patches)
     try:
-        constraints = load_constraints(task.metadata["constraints"])
+        constraints = load_constraints(task.verification.constraints)
         for name, calls in world_constraints(world).audit_mutations(conn, constraints, gold).items():
             cases[name] = (False, calls)
     finally:

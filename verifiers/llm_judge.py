@@ -1,6 +1,6 @@
 """NL_ASSERTION (τ²-bench, methods.md §6): a language model judges natural-language assertions.
 
-`task.metadata["nl_assertions"]` lists statements about the conversation ("the agent refused
+`task.verification.nl_assertions` lists statements about the conversation ("the agent refused
 to cancel the basic economy booking"). The judge reads the transcript (user and agent text,
 the agent's tool calls and their results) and answers, for each assertion, whether it holds.
 
@@ -23,7 +23,6 @@ from typing import Any, Protocol, TypeVar
 from data.records import Sampling, Task, Trajectory, Verdict, content_hash
 from verifiers.base import episode_checks, register
 
-ASSERTIONS_KEY = "nl_assertions"
 T = TypeVar("T")
 
 JUDGE_SYSTEM = """You grade a customer-service conversation between a user and an agent that uses
@@ -149,7 +148,7 @@ class LLMJudgeVerifier:
 
     def applies_to(self, task: Task) -> bool:
         """Only tasks that carry natural-language assertions."""
-        return bool(task.metadata.get(ASSERTIONS_KEY))
+        return bool(task.verification.nl_assertions)
 
     async def averify(self, task: Task, trajectory: Trajectory) -> Verdict:
         if self.model is None:
@@ -157,7 +156,7 @@ class LLMJudgeVerifier:
                 "llm_judge has no model: build it as LLMJudgeVerifier(model=...) with any object "
                 "that has an async chat(messages, tools, sampling) (e.g. a rollout ChatModel)"
             )
-        assertions = [str(a) for a in task.metadata.get(ASSERTIONS_KEY) or []]
+        assertions = list(task.verification.nl_assertions)
         model_name = str(getattr(self.model, "name", type(self.model).__name__))
         base = {
             "trajectory_id": trajectory.id,

@@ -187,7 +187,7 @@ class StateVerifier:
 
     def applies_to(self, task: Task) -> bool:
         """Database worlds only: workspace tasks are judged by their tests (`tests_pass`)."""
-        return "tests" not in task.metadata
+        return task.verification.tests is None
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         s = score_calls(task, trajectory.actions())

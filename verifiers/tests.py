@@ -33,7 +33,7 @@ _AUDIT_LOCK = threading.Lock()
 def tests_of(task: Task) -> tuple[dict[str, str], list[str], list[str]]:
     """(test files, FAIL_TO_PASS ids, PASS_TO_PASS ids) of a task; ValueError if the files
     are missing or do not match the hashes recorded at synthesis."""
-    record = task.metadata.get("tests")
+    record = task.verification.tests
     if not isinstance(record, dict) or not isinstance(record.get("files"), dict) or not record["files"]:
         raise ValueError("task has no test files")
     files: dict[str, str] = record["files"]
@@ -43,10 +43,10 @@ def tests_of(task: Task) -> tuple[dict[str, str], list[str], list[str]]:
     for name, body in files.items():
         if hashlib.sha256(body.encode()).hexdigest() != recorded[name]:
             raise ValueError(f"test file {name} does not match its recorded sha256")
-    f2p = list(task.metadata.get("fail_to_pass") or [])
+    f2p = list(task.verification.fail_to_pass)
     if not f2p:
         raise ValueError("task has no FAIL_TO_PASS tests")
-    return files, f2p, list(task.metadata.get("pass_to_pass") or [])
+    return files, f2p, list(task.verification.pass_to_pass)
 
 
 def replay(world: WorkspaceWorld, task: Task, calls: list[ToolCall]) -> WorkspaceEnv:
@@ -88,7 +88,7 @@ class TestsVerifier:
         self.require_clean_termination = require_clean_termination
 
     def applies_to(self, task: Task) -> bool:
-        if "tests" not in task.metadata:
+        if task.verification.tests is None:
             return False
         try:
             return isinstance(get_world(task.world), WorkspaceWorld)
@@ -109,7 +109,7 @@ class TestsVerifier:
             files, f2p, p2p = tests_of(task)
         except ValueError as exc:
             return self._verdict(task, trajectory, False, 0.0, [str(exc)], {})
-        key = (task.id, task.metadata["tests"].get("digest", ""), task.initial_state.state_hash)
+        key = (task.id, task.verification.tests.get("digest", ""), task.initial_state.state_hash)
         with _AUDIT_LOCK:
             audit = _AUDITS.get(key)
         envs = [replay(world, task, trajectory.actions())]
@@ -148,7 +148,7 @@ class TestsVerifier:
                   and (clean or not self.require_clean_termination))
         details = {"final_hash": replay_hash, "fail_to_pass": {t: report.outcomes.get(t, "missing") for t in f2p},
                    "pass_to_pass": {t: report.outcomes.get(t, "missing") for t in p2p}, "audit_ok": audit[0],
-                   "tests_digest": task.metadata["tests"].get("digest"), "test_seconds": round(report.duration_s, 3)}
+                   "tests_digest": (task.verification.tests or {}).get("digest"), "test_seconds": round(report.duration_s, 3)}
         return self._verdict(task, trajectory, passed, score, reasons, details)
 
 

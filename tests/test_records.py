@@ -1,0 +1,63 @@
+"""Typed records across layers: the task's verification block, and readers of older versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from data import store
+from data.records import TASK_SCHEMA_VERSION, Fact, Task, Verification
+from data.schema import TASK_SCHEMA, task_from_row, task_to_row
+
+LIN = store.Lineage(config_hash="c", code_version="v", parents=[])
+
+
+def test_verification_round_trips_through_parquet(tasks: list[Task], tmp_path: Path) -> None:
+    task = tasks[0].model_copy(update={"verification": Verification(
+        basis=["DB", "COMMUNICATE"], outcome="change", nl_assertions=["The agent booked it."],
+        communicate=[Fact(label="new reservation id", any_of=["R1A2B3"], kind="id")])})
+    path = store.write_records(tmp_path, "tasks", "tasks", [task], LIN)
+    (back,) = store.read_records(path, "tasks")
+    assert back == task and back.verification.communicate[0].kind == "id"
+    assert store.read_table(path).schema.field("verification").type == pa.string()
+
+
+def test_version_1_rows_are_upgraded(tasks: list[Task], tmp_path: Path) -> None:
+    """Version 1 kept the verification block in metadata; its rows (no `verification`
+    column) and its task JSON (rl releases) read as version 2."""
+    row = task_to_row(tasks[0])
+    row.pop("verification")
+    row["schema_version"] = 1
+    row["metadata"] = json.dumps({"boundary": "b", "reward_basis": ["DB", "COMMUNICATE"],
+                                  "communicate_info": ["R1A2B3", 520], "verifier": "state_equivalence",
+                                  "constraints": [{"kind": "book", "fields": {"flight_id": "F1"}}],
+                                  "fail_to_pass": ["t::a"], "nl_assertions": ["polite"]})
+    old_schema = pa.schema([f for f in TASK_SCHEMA if f.name != "verification"])
+    with store.DatasetWriter(tmp_path, "old", "tasks", old_schema, 1, version="v1") as w:
+        w.write_rows([row])
+        path = w.commit(LIN)
+    (back,) = store.read_records(path, "tasks")
+    v = back.verification
+    assert back.schema_version == TASK_SCHEMA_VERSION and back.metadata == {"boundary": "b"}
+    assert v.basis == ["DB", "COMMUNICATE"] and v.verifier == "state_equivalence"
+    assert [(f.label, f.any_of) for f in v.communicate] == [("R1A2B3", ["R1A2B3"]), ("520", ["520"])]
+    assert v.constraints == [{"kind": "book", "fields": {"flight_id": "F1"}}]
+    assert v.fail_to_pass == ["t::a"] and v.nl_assertions == ["polite"]
+    as_json = json.loads(json.dumps({**task_to_row(tasks[0]), "schema_version": 1}))
+    as_json.pop("verification")
+    assert task_from_row(as_json).verification == Verification()
+
+
+def test_newer_task_version_is_refused(tasks: list[Task]) -> None:
+    row = task_to_row(tasks[0])
+    row["schema_version"] = TASK_SCHEMA_VERSION + 1
+    with pytest.raises(ValueError, match="newer than this code"):
+        task_from_row(row)
+
+
+def test_unknown_verification_keys_are_errors(tasks: list[Task]) -> None:
+    with pytest.raises(ValueError, match="reward_basis"):
+        Verification.model_validate({"reward_basis": ["DB"]})
