@@ -43,7 +43,7 @@ from synthesis.self_play import (
     synthesize_with,
     validate_on_world,
 )
-from verifiers.constraints import audit_cases
+from verifiers.audit import audit_cases
 
 
 def cove_worlds() -> list[str]:
@@ -65,7 +65,8 @@ def cove(n: int, world_name: str = "airline") -> dict:
                                                              seed=100), world)
     checks = [recheck_unique(world, task) for task in result.tasks]
     unique, total = sum(u for u, _ in checks), sum(n for _, n in checks)
-    cases = [c.expected_pass == c.got_pass for t in result.tasks for c in audit_cases(t)]
+    cases = [c.expected_pass == c.got_pass for t in result.tasks
+             for c in audit_cases(t, "constraint_satisfaction")]
     return {
         "tasks": len(result.tasks),
         "descriptions": total,

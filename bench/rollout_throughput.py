@@ -46,7 +46,7 @@ def main() -> None:
     measure(tasks[:1], cfg.model_copy(update={"trials": 1}), single)
     baseline = measure(tasks, cfg, single)
     candidate = measure(tasks, cfg, batched)
-    scripted_cfg = RolloutConfig(model=ModelConfig(kind="scripted", noise=0.3), trials=8, concurrency=64)
+    scripted_cfg = RolloutConfig(model=ModelConfig(kind="scripted", options={"noise": 0.3}), trials=8, concurrency=64)
     loop = measure(tasks, scripted_cfg)
     figures = {
         "bench": "rollout_throughput", "quick": args.quick, "tasks": len(tasks), "trials": trials,

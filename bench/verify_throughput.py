@@ -78,7 +78,7 @@ def main() -> None:
         seed += 1
     tasks = tasks[:n_tasks]
     cfg = RolloutConfig(
-        model=ModelConfig(kind="scripted", noise=0.3), trials=trials, concurrency=64
+        model=ModelConfig(kind="scripted", options={"noise": 0.3}), trials=trials, concurrency=64
     )
     trajs = collect(tasks, cfg)
     gold = collect(

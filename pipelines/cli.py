@@ -323,13 +323,13 @@ def architect(
 ) -> None:
     """Compile a new world from a policy with the configured model (check → repair → verify)."""
     from pipelines.config import RunConfig
-    from rollout.collector import build_model_for
+    from rollout.backends import build_model
     from synthesis.architect import ArchitectError, compile_domain
 
     cfg = RunConfig.model_validate(_config(config, set_))
-    model_for, _ = build_model_for(cfg.rollout.model)
     try:
-        result = compile_domain(model_for(None), name, policy.read_text(), to)  # type: ignore[arg-type]
+        model, _ = build_model(cfg.rollout.model)
+        result = compile_domain(model, name, policy.read_text(), to)
     except (ArchitectError, OSError, ValueError) as exc:
         _fail(exc)
     console.print(f"world {name!r} written to {result.folder}: {len(result.rules)} rules, {result.rounds} check round(s)")

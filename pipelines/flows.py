@@ -35,7 +35,7 @@ from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
 from pipelines import progress, stages  # noqa: E402
 from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
-from rollout.collector import close_shared_models  # noqa: E402
+from rollout.backends import close_shared_models  # noqa: E402
 
 
 def _run_id() -> str:

@@ -23,11 +23,6 @@ from verifiers.base import get_verifier
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
 
-# ModelConfig fields that choose how requests travel, not what the model answers.
-TRANSPORT_FIELDS = {"base_url", "base_urls", "api_key_env", "timeout_s", "max_batch", "max_in_flight",
-                    "retries", "backoff_s", "breaker_failures", "breaker_cooldown_s"}
-
-
 def _files_digest(folder: Path, patterns: Sequence[str]) -> str:
     """A digest of a folder's files by name, size and mtime (content would re-read GBs)."""
     h = hashlib.sha256()
@@ -59,9 +54,14 @@ def prompt_version(model: ModelConfig) -> str:
 
 
 def model_identity(model: ModelConfig) -> dict[str, Any]:
-    ident = {k: v for k, v in model.model_dump(mode="json").items() if k not in TRANSPORT_FIELDS}
-    if model.path and Path(model.path).expanduser().is_dir():
-        ident["weights"] = _files_digest(Path(model.path).expanduser(), ["*.json", "*.safetensors", "*.gguf"])
+    """What decides the model's answers: its kind, name and the options that are not
+    transport (each backend's `TRANSPORT`), plus a digest of local weights it loads."""
+    opts = model.backend_options()
+    ident: dict[str, Any] = {"kind": model.kind, "name": model.name,
+                             "options": opts.identity() if opts is not None else {}}
+    path = getattr(opts, "path", None)
+    if path and Path(path).expanduser().is_dir():
+        ident["weights"] = _files_digest(Path(path).expanduser(), ["*.json", "*.safetensors", "*.gguf"])
     return ident
 
 

@@ -27,7 +27,7 @@ from envs.registry import get_world
 from pipelines import keys
 from pipelines.config import RunConfig
 from rollout.agent import env_now, opening_messages
-from rollout.collector import UserConfig, collect
+from rollout.collector import ModelConfig, UserConfig, collect
 from rollout.policies import ScriptedPolicy
 from rollout.strategy import StrategyConfig
 from rollout.user import ScriptedUser
@@ -119,8 +119,10 @@ def served_rollout(cfg: RunConfig) -> Iterator[RunConfig]:
 
     v = cfg.vllm
     with launch_replicas(v.server, v.replicas, v.gpus_per_replica, startup_timeout_s=v.startup_timeout_s) as servers:
-        model = cfg.rollout.model.model_copy(update={
-            "kind": "openai", "name": v.server.served_name(), "base_urls": [s.base_url for s in servers]})
+        current = cfg.rollout.model
+        options = dict(current.options) if current.kind == "openai" else {}
+        model = ModelConfig(kind="openai", name=v.server.served_name(),
+                            options={**options, "base_urls": [s.base_url for s in servers]})
         yield cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"model": model}), "vllm": None})
 
 

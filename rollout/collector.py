@@ -4,57 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data.records import Sampling, Task, Trajectory
 from envs.registry import get_world
 from rollout.agent import AgentConfig, run_episode, runtime_contract
+from rollout.backends import ModelConfig, ModelFor, build
 from rollout.model import ChatModel
 from rollout.strategy import EarlierTrial, describe_outcome
 from rollout.user import LLMUser, ScriptedUser, UserSimulator
-
-
-class ModelConfig(BaseModel):
-    """Which backend serves the agent. `embedded` is the CPU default.
-
-    For `openai`: `base_urls` (several data-parallel servers of one model) replaces
-    `base_url` when given; see `rollout.openai_client` for routing, retries and the
-    circuit breaker. The token-exact options (`logprobs`, `top_logprobs`,
-    `return_token_ids`, `prompt_logprobs`; the last two are vLLM's) are stored per
-    assistant turn in `Trajectory.turn_tokens`.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["embedded", "openai", "scripted"] = "embedded"
-    name: str = "SmolLM2-135M-Instruct"  # model name for openai; label otherwise
-    path: str | None = None  # embedded: a model folder (e.g. a trained checkpoint); default the prepared one
-    base_url: str = "http://127.0.0.1:8000/v1"
-    base_urls: list[str] = Field(default_factory=list)
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = Field(60.0, gt=0)  # per HTTP attempt
-    max_retries: int = Field(3, ge=0)
-    max_in_flight: int = Field(64, ge=1)  # per endpoint
-    backoff_base_s: float = Field(0.5, ge=0)
-    backoff_max_s: float = Field(20.0, ge=0)
-    breaker_failures: int = Field(5, ge=1)
-    breaker_cooldown_s: float = Field(10.0, ge=0)
-    logprobs: bool = False
-    top_logprobs: int = Field(0, ge=0)
-    return_token_ids: bool = False
-    prompt_logprobs: int | None = Field(None, ge=0)
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-    max_batch: int = 8
-    noise: float = 0.0  # scripted policies only
-
-    def urls(self) -> list[str]:
-        """The endpoints to use: `base_urls` if set, else `[base_url]`."""
-        return list(self.base_urls) or [self.base_url]
 
 
 class UserConfig(BaseModel):
@@ -99,59 +60,14 @@ class RolloutConfig(BaseModel):
         return self.user.model or self.model
 
 
-ModelFor = Callable[[Task], ChatModel]
-
 log = logging.getLogger(__name__)
 
 
-_SHARED: dict[str, ChatModel] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 def build_model_for(cfg: ModelConfig) -> tuple[ModelFor, ChatModel | None]:
-    """A function from task to model, and a model to close after this collection (if any).
-
-    The embedded model is loaded once per process and shared by every collection (its
-    worker thread serves any event loop); an OpenAI client is bound to one event loop, so
-    each collection gets its own.
-    """
-    if cfg.kind == "scripted":
-        from rollout.policies import ScriptedPolicy
-
-        return (lambda task: ScriptedPolicy(task, noise=cfg.noise)), None
-    if cfg.kind == "openai":
-        import os
-
-        from rollout.openai_client import OpenAICompatibleModel
-
-        client = OpenAICompatibleModel(
-            model=cfg.name, base_urls=cfg.urls(), api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
-            timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, extra_body=cfg.extra_body,
-            max_in_flight=cfg.max_in_flight, backoff_base_s=cfg.backoff_base_s,
-            backoff_max_s=cfg.backoff_max_s, breaker_failures=cfg.breaker_failures,
-            breaker_cooldown_s=cfg.breaker_cooldown_s, logprobs=cfg.logprobs,
-            top_logprobs=cfg.top_logprobs, return_token_ids=cfg.return_token_ids,
-            prompt_logprobs=cfg.prompt_logprobs,
-        )
-        return (lambda task: client), client
-    key = cfg.model_dump_json()
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            from rollout.embedded import EmbeddedModel
-
-            model_dir = Path(cfg.path).expanduser() if cfg.path else None
-            _SHARED[key] = EmbeddedModel(model_dir=model_dir, max_batch=cfg.max_batch)
-        shared = _SHARED[key]
-    return (lambda task: shared), None
-
-
-def close_shared_models() -> None:
-    """Stop the worker threads of process-wide models (call at the end of a run)."""
-    import asyncio as _asyncio
-
-    for model in list(_SHARED.values()):
-        _asyncio.run(model.aclose())
-    _SHARED.clear()
+    """A function from task to model, and a model to close after this collection (if any);
+    see `rollout.backends` for the backends and their options."""
+    built = build(cfg)
+    return built.model_for, built.owned
 
 
 def trial_sampling(base: Sampling, trial: int) -> Sampling:

@@ -1,8 +1,11 @@
 """The synthesis registry: a method is a function from a config to validated tasks.
 
-Register a new method with `@register("name")`; it receives the `SynthesisConfig` and a
-world and returns `SynthesisResult` (tasks plus counted drops). Every method must
-validate what it emits: a task whose reference does not reach its target is a drop.
+Register a new method with ``@register("name", options=OptionsModel, supports=fn)``; it
+receives the `SynthesisConfig` and a world and returns `SynthesisResult` (tasks plus counted
+drops). `options` is the pydantic model of `SynthesisConfig.options` for the method (unknown
+keys are errors when the config is read; `cfg.method_options()` gives them typed);
+`supports(world) -> bool` says which worlds it can synthesize in. Every method must validate
+what it emits: a task whose reference does not reach its target is a drop.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data.records import Task
 from data.registry import Registry
@@ -32,6 +35,15 @@ class SynthesisConfig(BaseModel):
     scale: int = 30
     test_fraction: float = 0.2
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_method(self) -> SynthesisConfig:
+        self.method_options()
+        return self
+
+    def method_options(self) -> Any:
+        """`options` validated against the method's options model (None if it takes none)."""
+        return METHODS.parse_options(canonical_method(self.method), self.options)
 
 
 def split_for(task_id: str, test_fraction: float) -> str:
@@ -70,9 +82,19 @@ ALIASES = {"logic": "logic_driven", "logigen": "logic_driven", "constraint": "co
            "cove": "constraint_guided", "selfplay": "self_play"}
 
 
+def canonical_method(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
 def get_method(name: str) -> Method:
     """A synthesis method by name (short aliases such as `logic` and `cove` accepted)."""
-    return METHODS.get(ALIASES.get(name, name))
+    return METHODS.get(canonical_method(name))
+
+
+def supports(name: str, world: World) -> bool:
+    """Whether method `name` can synthesize tasks in `world` (its registered `supports`)."""
+    check = METHODS.attr(canonical_method(name), "supports")
+    return True if check is None else bool(check(world))
 
 
 def list_methods() -> list[str]:

@@ -21,6 +21,8 @@ from collections import Counter
 from types import ModuleType
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from data.records import StateRef, Task, ToolCall, UserScenario, Verification
 from envs import state as st
 from envs.constraints import (
@@ -123,11 +125,23 @@ def recheck_unique(world: World, task: Task) -> tuple[int, int]:
         conn.close()
 
 
-@register(METHOD)
+class ConstraintGuidedOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tasks_per_seed: int = Field(6, ge=1)  # constraint sets sampled from one seeded state
+    p_extra: float | None = Field(None, ge=0, le=1)  # share of sets with a second constraint (world default)
+
+
+def _supports(world: World) -> bool:
+    return isinstance(world, World) and (world.folder / "constraints.py").exists()
+
+
+@register(METHOD, options=ConstraintGuidedOptions, supports=_supports)
 def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     module = world_constraints(world)
-    per_seed = max(1, int(cfg.options.get("tasks_per_seed", 6)))
-    sample_kw = {"p_extra": float(cfg.options["p_extra"])} if "p_extra" in cfg.options else {}
+    opts: ConstraintGuidedOptions = cfg.method_options()
+    per_seed = opts.tasks_per_seed
+    sample_kw = {"p_extra": opts.p_extra} if opts.p_extra is not None else {}
     rng = random.Random(cfg.seed)
     result = SynthesisResult()
     attempted = described = first_unique = redraws = unique = 0

@@ -22,6 +22,8 @@ import random
 from collections import Counter
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from data.records import StateRef, Task, ToolCall, UserScenario
 from envs import state as st
 from envs.rules import trace_rules
@@ -54,16 +56,46 @@ def replay(world: World, task: Task) -> str:
         env.close()
 
 
-@register(METHOD)
+class LogicOptions(BaseModel):
+    """Options of logic-driven synthesis: the Explorer's search, the Set Designer's haystack
+    and the optional paraphrase (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    max_depth: int = Field(2, ge=1)
+    beam_width: int = Field(6, ge=1)
+    max_expansions: int = Field(2_000, ge=1)
+    step_penalty: float = 0.5
+    substitutes: int = Field(0, ge=0)
+    noise_rows: int = Field(0, ge=0)
+    paraphrase: bool = False
+    paraphrase_model: Any = None  # a ChatModel, or a ModelConfig-shaped dict
+    paraphrase_temperature: float = 0.7
+
+    @model_validator(mode="after")
+    def _paraphrase_has_a_model(self) -> LogicOptions:
+        if self.paraphrase and self.paraphrase_model is None:
+            raise ValueError("options.paraphrase needs options.paraphrase_model (a ChatModel or a model config)")
+        return self
+
+    def explorer(self) -> ExplorerConfig:
+        return ExplorerConfig(max_depth=self.max_depth, beam_width=self.beam_width,
+                              max_expansions=self.max_expansions, step_penalty=self.step_penalty)
+
+
+def _supports(world: World) -> bool:
+    return isinstance(world, World) and (world.folder / "design.py").exists()
+
+
+@register(METHOD, options=LogicOptions, supports=_supports)
 def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
-    ecfg = ExplorerConfig(**{k: v for k, v in cfg.options.items() if k in ExplorerConfig.__dataclass_fields__})
+    opts: LogicOptions = cfg.method_options()
+    ecfg = opts.explorer()
     rng = random.Random(cfg.seed)
-    substitutes, noise_rows = _count_option(cfg, "substitutes"), _count_option(cfg, "noise_rows")
+    substitutes, noise_rows = opts.substitutes, opts.noise_rows
     hay_rng = random.Random(f"{cfg.seed}:haystack")  # its own stream: tasks without a haystack are unchanged
     haystack_skipped: Counter = Counter()
-    para_model = cfg.options.get("paraphrase_model")
-    if cfg.options.get("paraphrase") and para_model is None:
-        raise ValueError("options.paraphrase needs options.paraphrase_model (a ChatModel or a model config)")
+    para_model = opts.paraphrase_model
     result = SynthesisResult()
     attempted = 0
     rejections_total: dict[str, int] = {}
@@ -159,8 +191,8 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if len(result.tasks) >= cfg.n_tasks:
                 break
         seed += 1
-    if cfg.options.get("paraphrase"):
-        result = _paraphrased(result, cfg, world, para_model)
+    if opts.paraphrase:
+        result = _paraphrased(result, cfg, world, para_model, opts.paraphrase_temperature)
     result.stats = {**result.stats,
         "attempted": attempted,
         "emitted": len(result.tasks),
@@ -173,11 +205,6 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     return result
 
 
-def _count_option(cfg: SynthesisConfig, name: str) -> int:
-    value = cfg.options.get(name, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"options.{name} must be a non-negative integer, got {value!r}")
-    return value
 
 
 def _haystack_meta(added: list[AddedRow]) -> dict[str, Any]:
@@ -202,10 +229,11 @@ def _reach(world: World, ref: StateRef, path: list[ToolCall]) -> tuple[str, list
         before.close()
 
 
-def _paraphrased(result: SynthesisResult, cfg: SynthesisConfig, world: World, model: Any) -> SynthesisResult:
+def _paraphrased(result: SynthesisResult, cfg: SynthesisConfig, world: World, model: Any,
+                 temperature: float) -> SynthesisResult:
     """The accepted tasks with their instructions paraphrased where the check allows it."""
     tasks, outcomes = paraphrase_tasks(result.tasks, model, world.tools, seed=cfg.seed,
-                                       temperature=float(cfg.options.get("paraphrase_temperature", 0.7)))
+                                       temperature=temperature)
     out = SynthesisResult(drops=result.drops, stats={"paraphrase": dict(sorted(outcomes.items()))})
     for task in tasks:
         if out.has(task):

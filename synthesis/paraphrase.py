@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from data.records import Sampling, StateRef, Task, UserScenario
+from data.records import Sampling, Task
 from rollout.model import ChatModel, ModelError
 
 SYSTEM = (
@@ -107,23 +107,17 @@ def paraphrase_messages(template: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": template}]
 
 
-# build_model_for maps a task to a model; embedded and OpenAI backends ignore the task.
-_REQUEST_TASK = Task(world="-", method="logic_driven", instruction="paraphrase instructions", user=UserScenario(),
-                     initial_state=StateRef(world="-", seed=0, scale=0, state_hash="-"), target_state_hash="-")
-
-
 async def _generate(model: ChatModel | dict[str, Any], templates: Sequence[str], seed: int, temperature: float,
                     concurrency: int) -> list[str | None]:
-    owned: ChatModel | None = None
+    owned = False
     if isinstance(model, dict):  # a ModelConfig-shaped dict, built inside this event loop
-        from rollout.collector import ModelConfig, build_model_for
+        from rollout.backends import ModelConfig, build_model
 
-        mcfg = ModelConfig(**model)
+        mcfg = ModelConfig.model_validate(model)
         if mcfg.kind == "scripted":
             raise ValueError("paraphrase_model: a scripted policy cannot paraphrase; give a ChatModel "
                              "or an embedded/openai model config")
-        model_for, owned = build_model_for(mcfg)
-        chat_model = model_for(_REQUEST_TASK)
+        chat_model, owned = build_model(mcfg)
     else:
         chat_model = model
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -140,8 +134,8 @@ async def _generate(model: ChatModel | dict[str, Any], templates: Sequence[str],
     try:
         return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(templates))))
     finally:
-        if owned is not None:
-            await owned.aclose()
+        if owned:
+            await chat_model.aclose()
 
 
 def paraphrase(model: ChatModel | dict[str, Any], items: Sequence[tuple[str, dict[str, Any]]],

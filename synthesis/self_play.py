@@ -1032,15 +1032,14 @@ class ModelGenerator:
         return asyncio.run(self._run(prompts, seeds))
 
     async def _run(self, prompts: list[list[dict[str, str]]], seeds: list[int]) -> list[str | None]:
-        model, owned = self.model, None
+        model, owned = self.model, False
         if model is None:
-            from rollout.collector import ModelConfig, build_model_for
+            from rollout.backends import ModelConfig, build_model
 
-            mcfg = ModelConfig(**(self.model_cfg or {}))
+            mcfg = ModelConfig.model_validate(self.model_cfg or {})
             if mcfg.kind == "scripted":
                 raise ValueError("a scripted ChatModel replays tasks; use options.generator = 'scripted'")
-            model_for, owned = build_model_for(mcfg)
-            model = model_for(_REQUEST_TASK)
+            model, owned = build_model(mcfg)
         sem = asyncio.Semaphore(max(1, self.concurrency))
 
         async def one(messages: list[dict[str, str]], seed: int) -> str | None:
@@ -1055,13 +1054,8 @@ class ModelGenerator:
         try:
             return list(await asyncio.gather(*(one(m, s) for m, s in zip(prompts, seeds, strict=True))))
         finally:
-            if owned is not None:
-                await owned.aclose()
-
-
-# build_model_for maps a task to a model; embedded and OpenAI backends ignore the task.
-_REQUEST_TASK = Task(world="-", method=METHOD, instruction="generate self-play tasks", user=UserScenario(),
-                     initial_state=StateRef(world="-", seed=0, scale=0, state_hash="-"), target_state_hash="-")
+            if owned:
+                await model.aclose()
 
 Generator = Callable[[Sequence[Spec], sqlite3.Connection, random.Random], list[str | None]]
 

@@ -20,7 +20,9 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import Sampling, Task, ToolCall, UserScenario, Verification
 from envs.registry import get_world
@@ -281,24 +283,23 @@ def synthesize_terminal(cfg: SynthesisConfig, world: World | WorkspaceWorld | No
     A world that is not a workspace world (the CLI's default) is replaced by "terminal".
     """
     ws = _terminal_world(world)
-    opts = cfg.options
-    modes = list(opts.get("modes") or (["seed", "skill"] + (["llm"] if model else [])))
-    unknown = set(modes) - {"seed", "skill", "llm"}
-    if unknown or not modes:
+    opts = TerminalOptions.model_validate(cfg.options)
+    modes = list(opts.modes or (["seed", "skill"] + (["llm"] if model else [])))
+    if not modes:
         raise ValueError(f"options.modes must be a non-empty subset of seed, skill, llm; got {modes}")
     if "llm" in modes and model is None:
         raise ValueError("mode 'llm' needs a model (options.generator: model, or model=...)")
     seeds = ws.seeds
-    domains = list(opts.get("domains") or sorted({s(random.Random(0)).domain for s in seeds.SEEDS.values()}))
+    domains = list(opts.domains or sorted({s(random.Random(0)).domain for s in seeds.SEEDS.values()}))
     seed_names = [n for n in seeds.SEEDS if seeds.SEEDS[n](random.Random(0)).domain in domains]
     skill_domains = [d for d in domains if d in seeds.SKILLS]
     if not seed_names and not skill_domains:
         raise ValueError(f"no seeds or skills in domains {domains}")
-    sampling = Sampling(temperature=0.8, max_tokens=int(opts.get("max_tokens", 2048)), seed=cfg.seed)
+    sampling = Sampling(temperature=0.8, max_tokens=opts.max_tokens, seed=cfg.seed)
     result = SynthesisResult()
     counts = {"seed": 0, "skill": 0, "llm": 0}
     limit = 4 * cfg.n_tasks + 8
-    batch = int(opts.get("batch", 12))
+    batch = opts.batch
     loop = asyncio.new_event_loop()  # one loop for every model call (clients bind to their loop)
     try:
         _run(cfg, ws, model, modes, seed_names, skill_domains, sampling, result, counts, limit, batch, loop)
@@ -343,17 +344,27 @@ def _run(cfg: SynthesisConfig, ws: WorkspaceWorld, model: ChatModel | None, mode
         result.stats["attempted"] = attempted
 
 
-@register(METHOD)
-def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
-    generator = cfg.options.get("generator", "template")
-    if generator == "template":
-        return synthesize_terminal(cfg, world)
-    if generator != "model":
-        raise ValueError(f"options.generator must be 'template' or 'model', got {generator!r}")
-    from rollout.collector import ModelConfig, build_model_for
+class TerminalOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    mcfg = ModelConfig(**cfg.options.get("model", {}))
-    if mcfg.kind == "scripted":
-        raise ValueError("a scripted policy cannot write tasks; use kind embedded or openai")
-    model_for, owned = build_model_for(mcfg)
-    return synthesize_terminal(cfg, world, model_for(None), close_model=owned is not None)  # type: ignore[arg-type]
+    generator: Literal["template", "model"] = "template"
+    model: dict[str, Any] = Field(default_factory=dict)  # a ModelConfig, for generator: model
+    modes: list[Literal["seed", "skill", "llm"]] | None = None  # default seed+skill, plus llm with a model
+    domains: list[str] | None = None  # restrict seeds and skills
+    batch: int = Field(12, ge=1)  # candidates per sandboxed test run
+    max_tokens: int = Field(2048, ge=1)  # per model-written candidate
+
+
+def _supports(world: World | WorkspaceWorld) -> bool:
+    return isinstance(world, WorkspaceWorld)
+
+
+@register(METHOD, options=TerminalOptions, supports=_supports)
+def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
+    opts: TerminalOptions = cfg.method_options()
+    if opts.generator == "template":
+        return synthesize_terminal(cfg, world)
+    from rollout.backends import ModelConfig, build_model
+
+    model, owned = build_model(ModelConfig.model_validate(opts.model))
+    return synthesize_terminal(cfg, world, model, close_model=owned)

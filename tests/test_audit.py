@@ -148,8 +148,8 @@ def _facts(*values: str) -> list[Fact]:
 
 
 def _with(task: Task, **verification: Any) -> Task:
-    block = task.verification.model_copy(update=verification)
-    return task.model_copy(update={"verification": Verification.model_validate(block.model_dump())})
+    block = Verification.model_validate({**task.verification.model_dump(), **verification})
+    return task.model_copy(update={"verification": block})
 
 
 def test_communicate(tasks: list[Task]) -> None:
@@ -238,7 +238,7 @@ def test_llm_judge_through_any_chat_model(tasks: list[Task]) -> None:
     with pytest.raises(RuntimeError, match="has no model"):
         LLMJudgeVerifier().verify(task, traj)
     composite = CompositeVerifier(
-        judge=FakeJudge('{"results": [{"id": 1, "met": true}, {"id": 2, "met": true}]}')
+        model=FakeJudge('{"results": [{"id": 1, "met": true}, {"id": 2, "met": true}]}')
     )
     assert composite.basis(task) == ["DB", "NL_ASSERTION"] and composite.verify(task, traj).passed
     assert "llm_judge" in audit([task], [v]).skipped_verifiers

@@ -17,12 +17,10 @@ from envs.world import World
 from rollout.user import ScriptedUser
 from synthesis.base import SynthesisConfig, SynthesisResult, get_method
 from synthesis.logic_driven import replay
+from verifiers.audit import audit, audit_cases, cases, counted, mutants
 from verifiers.base import get_verifier
 from verifiers.constraints import (
     ConstraintVerifier,
-    audit_calls,
-    audit_cases,
-    case_accuracy,
     constraint_score,
     score_constraints,
 )
@@ -177,16 +175,16 @@ def test_known_bad_cases_fail(airline: World, ctasks: list[Task]) -> None:
     v = ConstraintVerifier()
     seen: set[str] = set()
     for task in ctasks:
-        for name, (expected, calls) in audit_calls(task).items():
-            verdict = v.verify(task, traj(task, calls))
-            assert verdict.passed == expected, (name, verdict.reasons)
-            if not expected:
+        for c in counted(v, task, cases(task)):
+            verdict = v.verify(task, c.trajectory)
+            assert verdict.passed == c.expected_pass, (c.kind, c.note, verdict.reasons)
+            if not c.expected_pass:
                 assert verdict.score < 1.0
-                if name != "write_dropped":  # mutants are valid calls: they fail on outcome, not on error
-                    assert verdict.details["failed_writes"] == 0, (name, verdict.reasons)
-            seen.add(name)
+                if c.kind == "world_mutation":  # valid calls: they fail on outcome, not on error
+                    assert verdict.details["failed_writes"] == 0, (c.note, verdict.reasons)
+            seen.add(c.note if c.kind == "world_mutation" else c.kind)
     assert {"wrong_flight", "wrong_cabin", "wrong_payment", "extra_write", "wrong_bag_count",
-            "write_dropped", "writes_reordered"} <= seen
+            "drop_write", "reorder_writes", "reorder_reads", "skip_reads"} <= seen
 
 
 def test_partial_satisfaction_gives_partial_score(airline: World, ctasks: list[Task]) -> None:
@@ -196,7 +194,7 @@ def test_partial_satisfaction_gives_partial_score(airline: World, ctasks: list[T
         s = score_constraints(task, [c for c in task.reference_solution if c is not dropped])
         assert sum(s.satisfied) == 1 and s.redundant_writes == 0 and s.score == pytest.approx(0.5)
     # A wrong booking beside a right second write: half satisfied, and the wrong write is redundant.
-    bad = audit_calls(task)["wrong_flight"][1]
+    bad = next(m.calls for m in mutants(task) if m.kind == "world_mutation" and m.note == "wrong_flight")
     s = score_constraints(task, bad)
     assert s.satisfied == [False, True] and s.redundant_writes == 1
     assert s.score == pytest.approx(0.5 / 1.5)
@@ -233,9 +231,12 @@ def test_unclean_termination_and_missing_constraints(ctasks: list[Task]) -> None
 
 
 def test_audit_agreement(ctasks: list[Task]) -> None:
-    cases = audit_cases(ctasks[0])
-    assert cases and all(c.expected_pass == c.got_pass for c in cases)
-    assert case_accuracy(ctasks) == 1.0
+    found = audit_cases(ctasks[0], "constraint_satisfaction")
+    assert found and all(c.expected_pass == c.got_pass for c in found)
+    report = audit(ctasks, ["constraint_satisfaction"])
+    a = report.verifiers["constraint_satisfaction"]
+    assert not report.excluded_tasks and a.mutants["world_mutation"].killed > 0
+    assert a.alternatives["reorder_writes"].passed > 0 and a.alternatives["skip_reads"].failed == 0
 
 
 def test_synthesis_is_deterministic(airline: World, ctasks: list[Task]) -> None:

@@ -19,16 +19,17 @@ from envs.world import World
 from rollout.user import ScriptedUser
 from synthesis.base import SynthesisConfig, SynthesisResult
 from synthesis.logic_driven import replay
+from verifiers.audit import audit_cases, cases, counted, mutants
 from verifiers.base import get_verifier
-from verifiers.constraints import ConstraintVerifier, audit_calls, case_accuracy
+from verifiers.constraints import ConstraintVerifier
 
 WORLDS = ["retail", "telecom", "clinic"]
 N = 12
 # Known-bad cases each world must produce somewhere in its N tasks.
 MUST_FAIL = {
-    "retail": {"wrong_item", "wrong_payment", "wrong_quantity", "extra_write", "write_dropped"},
-    "telecom": {"wrong_item", "wrong_target", "extra_write", "write_dropped"},
-    "clinic": {"wrong_item", "extra_write", "write_dropped"},
+    "retail": {"wrong_item", "wrong_payment", "wrong_quantity", "extra_write", "drop_write"},
+    "telecom": {"wrong_item", "wrong_target", "extra_write", "drop_write"},
+    "clinic": {"wrong_item", "extra_write", "drop_write"},
 }
 # Every table of ids the user must never see, per world (column of each table).
 ID_COLUMNS = {
@@ -116,19 +117,19 @@ def test_verifier_cases(case: tuple[World, SynthesisResult]) -> None:
     v = ConstraintVerifier()
     seen: set[str] = set()
     for task in result.tasks:
-        for name, (expected, calls) in audit_calls(task).items():
-            verdict = v.verify(task, traj(task, calls))
-            assert verdict.passed == expected, (name, verdict.reasons)
-            if expected:
+        for c in counted(v, task, cases(task)):
+            verdict = v.verify(task, c.trajectory)
+            assert verdict.passed == c.expected_pass, (c.kind, c.note, verdict.reasons)
+            if c.expected_pass:
                 assert verdict.score == 1.0 and verdict.details["redundant_writes"] == 0
             else:
                 assert verdict.score < 1.0
-                if name != "write_dropped":
-                    assert verdict.details["failed_writes"] == 0, (name, verdict.reasons)
-            seen.add(name)
-    assert {"gold", "reads_reordered", "reads_skipped", "writes_reordered"} <= seen
+                if c.kind == "world_mutation":
+                    assert verdict.details["failed_writes"] == 0, (c.note, verdict.reasons)
+            seen.add(c.note if c.kind == "world_mutation" else c.kind)
+    assert {"gold", "reorder_reads", "skip_reads", "reorder_writes"} <= seen
     assert MUST_FAIL[world.name] <= seen, seen
-    assert case_accuracy(result.tasks[:3]) == 1.0
+    assert all(c.expected_pass == c.got_pass for t in result.tasks[:3] for c in audit_cases(t, v))
 
 
 def test_partial_and_redundant_scores(case: tuple[World, SynthesisResult]) -> None:
@@ -138,9 +139,9 @@ def test_partial_and_redundant_scores(case: tuple[World, SynthesisResult]) -> No
     writes = [c for c in task.reference_solution if world.tools[c.name].write]
     verdict = v.verify(task, traj(task, [c for c in task.reference_solution if c is not writes[0]]))
     assert not verdict.passed and verdict.score == pytest.approx(0.5)
-    extra = audit_calls(task).get("extra_write")
+    extra = next((m.calls for m in mutants(task) if m.kind == "world_mutation" and m.note == "extra_write"), None)
     if extra is not None:
-        verdict = v.verify(task, traj(task, extra[1]))
+        verdict = v.verify(task, traj(task, extra))
         assert verdict.details["redundant_writes"] == 1 and verdict.score == pytest.approx(1 / 1.5)
 
 

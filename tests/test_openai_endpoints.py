@@ -402,14 +402,21 @@ def test_trajectories_carry_turn_tokens_through_the_store(tasks: list[Any], tmp_
 
 
 def test_model_config_is_backward_compatible() -> None:
+    """Options may be written flat next to `kind` (as before backends had their own
+    options models); they are validated against the kind's options."""
     old = ModelConfig(kind="openai", name="q", base_url="http://h:1/v1", timeout_s=60)
-    assert old.urls() == ["http://h:1/v1"]
+    assert old.backend_options().urls() == ["http://h:1/v1"]
+    assert old == ModelConfig(kind="openai", name="q", options={"base_url": "http://h:1/v1", "timeout_s": 60})
     new = ModelConfig(kind="openai", name="q", base_urls=["http://a:1/v1", "http://b:1/v1"])
-    assert new.urls() == ["http://a:1/v1", "http://b:1/v1"]
+    assert new.backend_options().urls() == ["http://a:1/v1", "http://b:1/v1"]
     _, client = build_model_for(new)
     assert isinstance(client, OpenAICompatibleModel) and len(client.endpoints) == 2
     with pytest.raises(ValueError):
         ModelConfig(kind="openai", timeout_s=0)
+    with pytest.raises(ValueError, match="model backend 'embedded'"):
+        ModelConfig(kind="embedded", base_url="http://h:1/v1")  # not an option of the embedded backend
+    with pytest.raises(KeyError, match="unknown model backend"):
+        ModelConfig(kind="llamafile")
 
 
 def test_bad_client_settings_are_refused() -> None:

@@ -23,7 +23,8 @@ from typing import Any
 from data import store
 from data.records import Sampling, Task, Trajectory, Verdict
 from rollout.agent import AgentConfig
-from rollout.collector import ModelConfig, RolloutConfig, close_shared_models, collect
+from rollout.backends import close_shared_models
+from rollout.collector import ModelConfig, RolloutConfig, collect
 from train.environments import as_task
 from train.lineage import read_run, refresh_release_card
 from verifiers.base import get_verifier, primary_verifier
@@ -86,8 +87,8 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
     if model_path is not None and not Path(model_path).expanduser().is_dir():
         raise FileNotFoundError(f"model folder {model_path} does not exist")
     cfg = RolloutConfig(
-        model=ModelConfig(kind="embedded", path=str(Path(model_path).expanduser()) if model_path else None,
-                          max_batch=max_batch),
+        model=ModelConfig(kind="embedded", options={
+            "path": str(Path(model_path).expanduser()) if model_path else None, "max_batch": max_batch}),
         trials=trials, sampling=sampling or Sampling(temperature=0.0, max_tokens=128, seed=0),
         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()

@@ -16,7 +16,13 @@ from typing import Any
 from data.records import Task, ToolCall, Trajectory, Verdict, canonical_json
 from envs.registry import get_world
 from envs.tools import ToolArgumentError, ToolSpec
-from verifiers.base import episode_checks, register
+from verifiers.base import (
+    ALTERNATIVE_KINDS,
+    BaseVerifier,
+    VerifierOptions,
+    episode_checks,
+    register,
+)
 
 
 def _key(spec: ToolSpec | None, call: ToolCall) -> str:
@@ -27,11 +33,14 @@ def _key(spec: ToolSpec | None, call: ToolCall) -> str:
     return canonical_json({"name": call.name, "arguments": args})
 
 
-class ActionVerifier:
+class ActionVerifier(BaseVerifier):
     """All gold write calls appear among the trajectory's successful calls."""
 
     name = "action_match"
     version = "1.0.0"
+    basis_name = "ACTION"
+    audit_kinds = frozenset({"drop_write", "change_argument", "stop_early"})
+    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
@@ -72,4 +81,4 @@ class ActionVerifier:
         )
 
 
-register(ActionVerifier.name)(ActionVerifier)
+register(ActionVerifier.name, options=VerifierOptions)(ActionVerifier)

@@ -10,16 +10,25 @@ replaying calls on the task's initial state (`build_trajectory`):
 - `extra_write`: one more successful write after the gold path (a gold write with another
   argument, the same write again, or a write tool with arguments drawn from the database);
 - `stop_early`: the agent stops (cleanly) before one of the gold writes;
-- `drop_communication`: for tasks with facts to communicate, the final message says nothing.
+- `drop_communication`: for tasks with facts to communicate, the final message says nothing;
+- `world_mutation`: the world's own known-bad variants of a constraint-guided reference
+  (its ``constraints.py`` ``audit_mutations`` hook: a wrong item, payment or bag count).
+
+and, the other way round, good variants of the gold that must still pass (*alternatives*):
+
+- `reorder_writes`: the gold's writes in reverse order (when there are two or more and they
+  reach the gold's final state that way: independent writes);
+- `reorder_reads`: the reads moved after the writes, reversed;
+- `skip_reads`: the reads left out.
 
 A write mutant whose final state hashes to the gold final state is *equivalent* (say a
 repeated write the rules refuse): it is not a verifier failure and is not counted. Each
-verifier is held to the mutation kinds it can see (its `audit_kinds`, else `EXPECTED_KILLS`,
-else every write kind; a composite to the union over its task's basis). A task fails a
-verifier's audit when the gold does not pass or
-a counted mutant passes; it is then excluded (with the reason). A verifier whose share of
-failed tasks exceeds `max_failure_rate` raises `VerifierAuditError`, which must block the release.
-Verifiers that need a model (`needs_model`) are not audited here.
+verifier is held to the kinds it declares (`audit_kinds`, `alternative_kinds`; a composite
+to those of its task's basis, see `verifiers.base.audit_kinds_for`). A task fails a
+verifier's audit when the gold does not pass, a counted mutant passes or an alternative
+fails; it is then excluded (with the reason). A verifier whose share of failed tasks exceeds
+`max_failure_rate` raises `VerifierAuditError`, which must block the release. Verifiers that
+need a model (`needs_model`) are not audited here.
 """
 
 from __future__ import annotations
@@ -27,25 +36,26 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from data.records import Step, Task, ToolCall, Trajectory
+from envs.constraints import load_constraints, world_constraints
 from envs.registry import get_world
 from envs.tools import ToolSpec
 from envs.world import World
-from verifiers.base import Verifier, applies, get_verifier
+from verifiers.base import (
+    ALTERNATIVE_KINDS,
+    MUTATION_KINDS,
+    WRITE_KINDS,
+    Verifier,
+    applies,
+    audit_kinds_for,
+    get_verifier,
+)
 from verifiers.state import replayer_for
 
-WRITE_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early")
-MUTATION_KINDS = (*WRITE_KINDS, "drop_communication")
-EXPECTED_KILLS: dict[str, frozenset[str]] = {
-    "state_equivalence": frozenset(WRITE_KINDS),
-    "constraint_satisfaction": frozenset(WRITE_KINDS),
-    "action_match": frozenset({"drop_write", "change_argument", "stop_early"}),
-    "communicate": frozenset({"drop_communication"}),
-}
 DEFAULT_MAX_FAILURE_RATE = 0.1  # ours
 
 
@@ -73,12 +83,23 @@ class KindStats(BaseModel):
         return round(self.killed / counted, 4) if counted else None
 
 
+class AlternativeStats(BaseModel):
+    generated: int = 0
+    passed: int = 0
+    failed: int = 0
+
+    @property
+    def pass_rate(self) -> float | None:
+        return round(self.passed / self.generated, 4) if self.generated else None
+
+
 class VerifierAudit(BaseModel):
     verifier: str
     version: str
     tasks_audited: int = 0
     gold_passed: int = 0
     mutants: dict[str, KindStats] = Field(default_factory=dict)
+    alternatives: dict[str, AlternativeStats] = Field(default_factory=dict)
     excluded: dict[str, str] = Field(default_factory=dict)  # task id -> reason
     survivors: list[dict[str, Any]] = Field(default_factory=list)  # a few examples
 
@@ -99,6 +120,8 @@ class VerifierAudit(BaseModel):
             "failure_rate": self.failure_rate,
             "mutant_kill_rate": {k: s.kill_rate for k, s in sorted(self.mutants.items())},
             "mutants": {k: s.model_dump() for k, s in sorted(self.mutants.items())},
+            "alternative_pass_rate": {k: s.pass_rate for k, s in sorted(self.alternatives.items())},
+            "alternatives": {k: s.model_dump() for k, s in sorted(self.alternatives.items())},
             "excluded_tasks": sorted(self.excluded),
         }
 
@@ -125,7 +148,7 @@ class AuditReport(BaseModel):
 
         def kind(reason: str) -> str:
             _, what, rest = (reason.split(":", 2) + ["", ""])[:3]
-            return what if what == "gold_failed" else f"{what}:{rest.split(' ')[0]}"
+            return what if what == "gold_failed" else f"{what}:{rest.split(' ')[0]}"  # mutant_survived / alternative_failed
 
         return dict(
             Counter(k for rs in self.excluded_tasks.values() for k in {kind(r) for r in rs})
@@ -378,23 +401,96 @@ def mutants(task: Task, max_per_kind: int = 3) -> list[Mutant]:
                 communicate=False,
             )
         )
+    out += _world_mutations(task, world, gold)[:max_per_kind]
+    return out
+
+
+def _world_mutations(task: Task, world: World, gold: list[ToolCall]) -> list[Mutant]:
+    """The world's known-bad variants of a constraint-guided reference (its ``audit_mutations``)."""
+    if task.verification.constraints is None:
+        return []
+    try:
+        module = world_constraints(world)
+    except LookupError:
+        return []
+    hook = getattr(module, "audit_mutations", None)
+    if hook is None:
+        return []
+    ref = task.initial_state
+    conn = world.build_state(ref.seed, ref.scale, ref.patches)
+    try:
+        found = hook(conn, load_constraints(task.verification.constraints), gold)
+    finally:
+        conn.close()
+    return [Mutant("world_mutation", calls, name) for name, calls in sorted(found.items())]
+
+
+def alternatives(task: Task) -> list[Mutant]:
+    """Good variants of the gold that a verifier of outcomes must pass (module docstring)."""
+    world = get_world(task.world)
+    gold = list(task.reference_solution)
+    reads = [c for c in gold if not _is_write(world, c)]
+    writes = [c for c in gold if _is_write(world, c)]
+    out: list[Mutant] = []
+    if len(writes) >= 2:
+        swapped = [*reads, *reversed(writes)]
+        if replay_hash(task, swapped) == replay_hash(task, gold):  # independent writes only
+            out.append(Mutant("reorder_writes", swapped, "writes in reverse order"))
+    if reads and writes:
+        out.append(Mutant("reorder_reads", [*writes, *reversed(reads)], "reads after the writes"))
+        out.append(Mutant("skip_reads", writes, "no reads"))
     return out
 
 
 # -- the audit -------------------------------------------------------------------------------
 
 
-def expected_kills(verifier: Verifier, task: Task) -> frozenset[str]:
-    """The mutation kinds `verifier` must kill on `task`."""
-    own = getattr(verifier, "audit_kinds", None)
-    if own is not None:
-        return frozenset(own)
-    if verifier.name == "composite":
-        kinds: set[str] = set()
-        for basis in verifier.basis(task):  # type: ignore[attr-defined]
-            kinds |= expected_kills(verifier.component(basis), task)  # type: ignore[attr-defined]
-        return frozenset(kinds)
-    return EXPECTED_KILLS.get(verifier.name, frozenset(WRITE_KINDS))
+@dataclass
+class Case:
+    """One audit case of a task: the gold, a mutant (expected to fail) or an alternative
+    (expected to pass), as a model-free trajectory."""
+
+    kind: str  # "gold", a mutation kind or an alternative kind
+    note: str
+    expected_pass: bool
+    trajectory: Trajectory
+    equivalent: bool = False  # a write mutant that reaches the gold's final state: not counted
+
+
+class AuditCase(NamedTuple):
+    kind: str
+    note: str
+    expected_pass: bool
+    got_pass: bool
+
+
+def cases(task: Task, max_per_kind: int = 3) -> list[Case]:
+    """The gold, its mutants and its alternatives (module docstring), built once per task."""
+    gold_calls = list(task.reference_solution)
+    gold_hash, _ = replay_hash(task, gold_calls)
+    out = [Case("gold", "the reference", True, build_trajectory(task, gold_calls))]
+    for i, m in enumerate(mutants(task, max_per_kind)):
+        equivalent = m.kind in WRITE_KINDS and replay_hash(task, m.calls)[0] == gold_hash
+        traj = build_trajectory(task, m.calls, name=f"{m.kind}-{i}", text=final_message(task, m.communicate))
+        out.append(Case(m.kind, m.note, False, traj, equivalent))
+    for i, alt in enumerate(alternatives(task)):
+        out.append(Case(alt.kind, alt.note, True, build_trajectory(task, alt.calls, name=f"{alt.kind}-{i}")))
+    return out
+
+
+def counted(verifier: Verifier, task: Task, built: list[Case]) -> list[Case]:
+    """The cases `verifier` is held to on `task`: the gold, the mutants of the kinds it must
+    kill (equivalent ones left out) and the alternatives it must pass."""
+    kills, goods = audit_kinds_for(verifier, task)
+    return [c for c in built if c.kind == "gold" or (not c.expected_pass and c.kind in kills and not c.equivalent)
+            or (c.expected_pass and c.kind in goods)]
+
+
+def audit_cases(task: Task, verifier: str | Verifier, max_per_kind: int = 3) -> list[AuditCase]:
+    """Each case `verifier` is held to on `task`, with the verdict it gave."""
+    v = get_verifier(verifier) if isinstance(verifier, str) else verifier
+    return [AuditCase(c.kind, c.note, c.expected_pass, v.verify(task, c.trajectory).passed)
+            for c in counted(v, task, cases(task, max_per_kind))]
 
 
 def audit(
@@ -417,7 +513,8 @@ def audit(
         else:
             active.append(v)
             report.verifiers[v.name] = VerifierAudit(
-                verifier=v.name, version=v.version, mutants={k: KindStats() for k in MUTATION_KINDS}
+                verifier=v.name, version=v.version, mutants={k: KindStats() for k in MUTATION_KINDS},
+                alternatives={k: AlternativeStats() for k in ALTERNATIVE_KINDS},
             )
     for task in tasks:
         targets = [v for v in active if applies(v, task)]
@@ -428,44 +525,40 @@ def audit(
                 f"world {task.world!r} cannot be replayed here (not a SQLite world)"
             )
             continue
-        gold_calls = list(task.reference_solution)
-        gold_hash, _ = replay_hash(task, gold_calls)
-        gold = build_trajectory(task, gold_calls)
-        built_mutants = []
-        for m in mutants(task, max_per_kind):
-            equivalent = m.kind in WRITE_KINDS and replay_hash(task, m.calls)[0] == gold_hash
-            traj = build_trajectory(
-                task,
-                m.calls,
-                name=f"{m.kind}-{len(built_mutants)}",
-                text=final_message(task, m.communicate),
-            )
-            built_mutants.append((m, equivalent, traj))
+        task_cases = cases(task, max_per_kind)
         for v in targets:
             a = report.verifiers[v.name]
             a.tasks_audited += 1
             reasons: list[str] = []
-            g = v.verify(task, gold)
-            if g.passed:
-                a.gold_passed += 1
-            else:
-                reasons.append(f"{v.name}:gold_failed:{'; '.join(g.reasons)[:300]}")
-            kinds = expected_kills(v, task)
-            for m, equivalent, traj in built_mutants:
-                if m.kind not in kinds:
-                    continue
-                stats = a.mutants[m.kind]
-                stats.generated += 1
-                if equivalent:
-                    stats.equivalent += 1
-                    continue
-                if v.verify(task, traj).passed:
-                    stats.survived += 1
-                    reasons.append(f"{v.name}:mutant_survived:{m.kind} ({m.note})")
-                    if len(a.survivors) < max_examples:
-                        a.survivors.append({"task_id": task.id, "kind": m.kind, "note": m.note})
+            kills, _ = audit_kinds_for(v, task)
+            for c in task_cases:  # equivalent mutants are generated and counted as such
+                if c.equivalent and c.kind in kills:
+                    a.mutants[c.kind].generated += 1
+                    a.mutants[c.kind].equivalent += 1
+            for c in counted(v, task, task_cases):
+                verdict = v.verify(task, c.trajectory)
+                if c.kind == "gold":
+                    if verdict.passed:
+                        a.gold_passed += 1
+                    else:
+                        reasons.append(f"{v.name}:gold_failed:{'; '.join(verdict.reasons)[:300]}")
+                elif c.expected_pass:
+                    alt = a.alternatives[c.kind]
+                    alt.generated += 1
+                    alt.passed += verdict.passed
+                    alt.failed += not verdict.passed
+                    if not verdict.passed:
+                        reasons.append(f"{v.name}:alternative_failed:{c.kind} ({c.note})")
                 else:
-                    stats.killed += 1
+                    stats = a.mutants[c.kind]
+                    stats.generated += 1
+                    if verdict.passed:
+                        stats.survived += 1
+                        reasons.append(f"{v.name}:mutant_survived:{c.kind} ({c.note})")
+                        if len(a.survivors) < max_examples:
+                            a.survivors.append({"task_id": task.id, "kind": c.kind, "note": c.note})
+                    else:
+                        stats.killed += 1
             if reasons:
                 a.excluded[task.id] = reasons[0]
                 report.excluded_tasks.setdefault(task.id, []).extend(reasons)

@@ -1,24 +1,74 @@
 """The verifier contract and registry.
 
 A verifier judges one trajectory of one task and returns a `Verdict` carrying its name and
-version. Verifiers execute; they never ask a model unless they say so in their name.
-Register a new one with `@register`; `get_verifier(name)` builds it.
+version. Verifiers execute; they never ask a model unless they say so (`needs_model`).
+What the rest of the pipeline needs to know of a verifier is an attribute of it:
+
+- `applies_to(task)`: whether it can judge the task (verifiers without one judge any task);
+- `basis_name`: the reward-basis name a task's `verification.basis` calls it by ("DB", ...);
+- `audit_kinds`: the mutation kinds its self-audit must see it kill (`verifiers/audit.py`),
+  and `alternative_kinds`: the good variants of the gold it must pass;
+- `needs_model` / `takes_model`: it is built with a model (`model=`), which it needs or may use.
+
+Register one with ``@register("name", options=OptionsModel)`` (the options model forbids
+unknown keys; `RunConfig.verifier_options[name]` is validated against it) and list its
+module in `VERIFIERS`' built-ins (or name it in a ``trajforge.verifiers`` entry point).
+`get_verifier(name, options, model=...)` builds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from data.records import Task, Trajectory, Verdict
 from data.registry import Registry
+
+# Mutation kinds of the self-audit (verifiers/audit.py): known-bad variants of the gold.
+WRITE_KINDS = frozenset({"drop_write", "change_argument", "extra_write", "stop_early"})
+MUTATION_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early", "drop_communication",
+                  "world_mutation")
+# Good variants of the gold that a verifier of outcomes must still pass.
+ALTERNATIVE_KINDS = ("reorder_writes", "reorder_reads", "skip_reads")
 
 
 class Verifier(Protocol):
     name: str
     version: str
+    basis_name: str | None
+    needs_model: bool
+    audit_kinds: frozenset[str]
+    alternative_kinds: frozenset[str]
+
+    def applies_to(self, task: Task) -> bool: ...
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict: ...
+
+
+class VerifierOptions(BaseModel):
+    """Options every execution verifier takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Any termination other than the agent or the user stopping scores 0 (τ²-bench).
+    require_clean_termination: bool = True
+
+
+class BaseVerifier:
+    """Defaults of the contract: judges every task, held to the write mutations."""
+
+    name = ""
+    version = "0"
+    basis_name: str | None = None
+    needs_model = False
+    takes_model = False
+    audit_kinds: frozenset[str] = WRITE_KINDS
+    alternative_kinds: frozenset[str] = frozenset()
+
+    def applies_to(self, task: Task) -> bool:
+        return True
 
 
 CLEAN_TERMINATIONS = {"user_stop", "agent_stop", "transfer", "out_of_scope"}
@@ -48,6 +98,16 @@ def applies(verifier: Verifier, task: Task) -> bool:
     return True if check is None else bool(check(task))
 
 
+def audit_kinds_for(verifier: Verifier, task: Task) -> tuple[frozenset[str], frozenset[str]]:
+    """(mutation kinds it must kill, alternative kinds it must pass) on `task`: its own
+    `audit_kinds_for(task)` when it has one (the composite's depend on the task's basis)."""
+    own = getattr(verifier, "audit_kinds_for", None)
+    if callable(own):
+        return own(task)
+    return (frozenset(getattr(verifier, "audit_kinds", WRITE_KINDS)),
+            frozenset(getattr(verifier, "alternative_kinds", frozenset())))
+
+
 def primary_verifier(task: Task, names: list[str]) -> str:
     """The verifier whose verdict decides curation for `task`: the task's own
     (`verification.verifier`, or constraint satisfaction for tasks with a constraint set)
@@ -57,11 +117,28 @@ def primary_verifier(task: Task, names: list[str]) -> str:
     return own if own in names else names[0]
 
 
-VERIFIERS: Registry[Callable[[], Verifier]] = Registry("verifier", [
+VERIFIERS: Registry[Callable[..., Verifier]] = Registry("verifier", [
     "verifiers.state", "verifiers.constraints", "verifiers.communicate", "verifiers.actions",
-    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests"])
+    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests"], group="verifiers")
 register = VERIFIERS.register
 
 
-def get_verifier(name: str) -> Verifier:
-    return VERIFIERS.get(name)()
+def get_verifier(name: str, options: Mapping[str, Any] | BaseModel | None = None, model: Any = None) -> Verifier:
+    """The verifier `name` built with its options and, when it takes one, a model."""
+    cls = VERIFIERS.get(name)
+    if model is None and getattr(cls, "needs_model", False):
+        # built without a model it can still be audited-skipped or named; it fails when asked to judge
+        return VERIFIERS.build(name, options)
+    if getattr(cls, "takes_model", False) or getattr(cls, "needs_model", False):
+        return VERIFIERS.build(name, options, model=model)
+    return VERIFIERS.build(name, options)
+
+
+def basis_names() -> dict[str, str]:
+    """Reward-basis name -> verifier name, for every registered verifier with a basis."""
+    out: dict[str, str] = {}
+    for name in VERIFIERS.names():
+        basis = getattr(VERIFIERS.get(name), "basis_name", None)
+        if basis:
+            out[basis] = name
+    return out

@@ -13,7 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from data.records import Task, Trajectory, Verdict
-from verifiers.base import episode_checks, register
+from verifiers.base import (
+    ALTERNATIVE_KINDS,
+    BaseVerifier,
+    VerifierOptions,
+    episode_checks,
+    register,
+)
 
 
 def normalize(text: str) -> str:
@@ -45,11 +51,14 @@ def required_info(task: Task) -> list[str]:
     return [f.label for f in task.verification.communicate]
 
 
-class CommunicateVerifier:
-    """Each required string appears in some assistant message to the user."""
+class CommunicateVerifier(BaseVerifier):
+    """Each required fact appears in some assistant message to the user."""
 
     name = "communicate"
     version = "1.0.0"
+    basis_name = "COMMUNICATE"
+    audit_kinds = frozenset({"drop_communication"})
+    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
@@ -84,4 +93,4 @@ class CommunicateVerifier:
         )
 
 
-register(CommunicateVerifier.name)(CommunicateVerifier)
+register(CommunicateVerifier.name, options=VerifierOptions)(CommunicateVerifier)

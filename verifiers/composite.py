@@ -5,7 +5,7 @@ Each task names the checks that decide it in `task.verification.basis`, e.g.
 verifier it names itself (`verification.verifier`, e.g. ``tests_pass``), else its synthesis
 method's (`DEFAULT_BASIS`), plus COMMUNICATE when it has facts to communicate and
 NL_ASSERTION when it has `nl_assertions` and a judge model is configured. A basis is one of
-`BASIS_VERIFIERS` or the name of any registered verifier; the composite runs those of the task
+the basis names verifiers declare (`Verifier.basis_name`) or the name of any registered verifier; the composite runs those of the task
 and combines them:
 
     passed = every component passed;  score = product of the component scores (τ²-bench)
@@ -18,17 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from data.records import Task, Trajectory, Verdict
-from verifiers.base import VERIFIERS, Verifier, applies, get_verifier, register
-from verifiers.llm_judge import JudgeModel, LLMJudgeVerifier
+from pydantic import BaseModel, ConfigDict, Field
 
-BASIS_VERIFIERS: dict[str, str] = {
-    "DB": "state_equivalence",
-    "CONSTRAINTS": "constraint_satisfaction",
-    "COMMUNICATE": "communicate",
-    "ACTION": "action_match",
-    "NL_ASSERTION": "llm_judge",
-}
+from data.records import Task, Trajectory, Verdict
+from verifiers.base import (
+    VERIFIERS,
+    BaseVerifier,
+    Verifier,
+    applies,
+    audit_kinds_for,
+    basis_names,
+    get_verifier,
+    register,
+)
+
 DEFAULT_BASIS: dict[str, list[str]] = {
     "logic_driven": ["DB"],
     "constraint_guided": ["CONSTRAINTS"],
@@ -37,21 +40,35 @@ DEFAULT_BASIS: dict[str, list[str]] = {
 FALLBACK_BASIS = ["DB"]
 
 
-class CompositeVerifier:
+class CompositeOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # synthesis method -> basis, for tasks that name none (merged over DEFAULT_BASIS)
+    default_basis: dict[str, list[str]] = Field(default_factory=dict)
+    # basis name -> verifier name, over the basis names verifiers declare (`Verifier.basis_name`)
+    basis_verifiers: dict[str, str] = Field(default_factory=dict)
+    # options of the component verifiers, by verifier name
+    components: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class CompositeVerifier(BaseVerifier):
     """The task's reward basis, each basis judged by its verifier, combined by product."""
 
     name = "composite"
     version = "1.0.0"
+    takes_model = True  # handed to components that need one (the LLM judge)
 
     def __init__(
         self,
-        judge: JudgeModel | None = None,
+        model: Any = None,
         default_basis: dict[str, list[str]] | None = None,
         basis_verifiers: dict[str, str] | None = None,
+        components: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        self.judge = judge
+        self.model = model
         self.default_basis = {**DEFAULT_BASIS, **(default_basis or {})}
-        self.basis_verifiers = {**BASIS_VERIFIERS, **(basis_verifiers or {})}
+        self.basis_verifiers = {**basis_names(), **(basis_verifiers or {})}
+        self.component_options = dict(components or {})
         self._built: dict[str, Verifier] = {}
 
     def basis(self, task: Task) -> list[str]:
@@ -67,7 +84,7 @@ class CompositeVerifier:
             )
             if v.communicate and "COMMUNICATE" not in names:
                 names.append("COMMUNICATE")
-            if self.judge is not None and v.nl_assertions and "NL_ASSERTION" not in names:
+            if self.model is not None and v.nl_assertions and "NL_ASSERTION" not in names:
                 names.append("NL_ASSERTION")
         known = set(VERIFIERS.names()) - {self.name}
         unknown = [b for b in names if b not in self.basis_verifiers and b not in known]
@@ -81,12 +98,18 @@ class CompositeVerifier:
     def component(self, basis: str) -> Verifier:
         name = self.basis_verifiers.get(basis, basis)
         if name not in self._built:
-            self._built[name] = (
-                LLMJudgeVerifier(self.judge)
-                if name == LLMJudgeVerifier.name
-                else get_verifier(name)
-            )
+            self._built[name] = get_verifier(name, self.component_options.get(name), model=self.model)
         return self._built[name]
+
+    def audit_kinds_for(self, task: Task) -> tuple[frozenset[str], frozenset[str]]:
+        """Every kind a component must kill; the alternatives every component must pass."""
+        kills: set[str] = set()
+        alternatives: set[str] | None = None
+        for b in self.basis(task):
+            k, a = audit_kinds_for(self.component(b), task)
+            kills |= k
+            alternatives = set(a) if alternatives is None else alternatives & a
+        return frozenset(kills), frozenset(alternatives or ())
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         basis = self.basis(task)
@@ -130,4 +153,4 @@ class CompositeVerifier:
         )
 
 
-register(CompositeVerifier.name)(CompositeVerifier)
+register(CompositeVerifier.name, options=CompositeOptions)(CompositeVerifier)

@@ -18,13 +18,20 @@ termination (as for the state verifier).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from data.records import Step, Task, ToolCall, Trajectory, Verdict
+from data.records import Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.constraints import load_constraints, world_constraints
 from envs.registry import get_world
-from verifiers.base import episode_checks, register
+from verifiers.base import (
+    ALTERNATIVE_KINDS,
+    WRITE_KINDS,
+    BaseVerifier,
+    VerifierOptions,
+    episode_checks,
+    register,
+)
 
 REDUNDANCY_WEIGHT = 0.5
 
@@ -97,11 +104,18 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
                            score, sorted(effective[j][0] for j in claimed))
 
 
-class ConstraintVerifier:
+class ConstraintOptions(VerifierOptions):
+    redundancy_weight: float = REDUNDANCY_WEIGHT  # (ours) penalty per redundant write
+
+
+class ConstraintVerifier(BaseVerifier):
     """V(τ, C): every constraint satisfied on the final state and no redundant writes."""
 
     name = "constraint_satisfaction"
     version = "1.0.0"
+    basis_name = "CONSTRAINTS"
+    audit_kinds = WRITE_KINDS | {"world_mutation"}
+    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, redundancy_weight: float = REDUNDANCY_WEIGHT, require_clean_termination: bool = True) -> None:
         self.redundancy_weight = redundancy_weight
@@ -132,61 +146,4 @@ class ConstraintVerifier:
         return Verdict(**base, passed=passed, score=round(score, 6), reasons=reasons, details=details)
 
 
-register(ConstraintVerifier.name)(ConstraintVerifier)
-
-
-# -- audit: the verifier's agreement on known cases (methods.md §2 small-scale check) ------------
-
-class AuditCase(NamedTuple):
-    case: str
-    expected_pass: bool
-    got_pass: bool
-
-
-def audit_calls(task: Task) -> dict[str, tuple[bool, list[ToolCall]]]:
-    """Known cases built from the reference: name -> (expected to pass, calls).
-
-    Pass: the reference; reads reordered (after the writes, reversed); reads skipped; writes
-    reordered (when there are two). Fail: a write dropped; the world's mutations (wrong
-    flight, cabin, payment or bag count; an extra successful write)."""
-    world = get_world(task.world)
-    tools = world.tools
-    gold = list(task.reference_solution)
-    reads = [c for c in gold if not (c.name in tools and tools[c.name].write)]
-    writes = [c for c in gold if c.name in tools and tools[c.name].write]
-    cases: dict[str, tuple[bool, list[ToolCall]]] = {
-        "gold": (True, gold),
-        "reads_reordered": (True, [*writes, *reversed(reads)]),
-        "reads_skipped": (True, writes),
-    }
-    if len(writes) >= 2:
-        cases["writes_reordered"] = (True, [*reads, *reversed(writes)])
-    if writes:
-        cases["write_dropped"] = (False, [c for c in gold if c is not writes[-1]])
-    ref = task.initial_state
-    conn = world.build_state(ref.seed, ref.scale, ref.patches)
-    try:
-        constraints = load_constraints(task.verification.constraints)
-        for name, calls in world_constraints(world).audit_mutations(conn, constraints, gold).items():
-            cases[name] = (False, calls)
-    finally:
-        conn.close()
-    return cases
-
-
-def audit_cases(task: Task, verifier: ConstraintVerifier | None = None) -> list[AuditCase]:
-    """(case, expected_pass, got_pass) for each known case of `task` (see `audit_calls`)."""
-    v = verifier or ConstraintVerifier()
-    out = []
-    for name, (expected, calls) in audit_calls(task).items():
-        steps = [Step(index=i, turn=i + 1, action=c) for i, c in enumerate(calls)]
-        traj = Trajectory(id=f"audit-{task.id}-{name}", task_id=task.id, trial=0, model="audit", steps=steps,
-                          termination="user_stop")
-        out.append(AuditCase(name, expected, v.verify(task, traj).passed))
-    return out
-
-
-def case_accuracy(tasks: list[Task], verifier: ConstraintVerifier | None = None) -> float:
-    """Share of audit cases, over `tasks`, where the verdict agrees with the expectation."""
-    results = [c.expected_pass == c.got_pass for t in tasks for c in audit_cases(t, verifier)]
-    return sum(results) / len(results) if results else 0.0
+register(ConstraintVerifier.name, options=ConstraintOptions)(ConstraintVerifier)

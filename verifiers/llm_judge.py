@@ -20,8 +20,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
+from pydantic import Field
+
 from data.records import Sampling, Task, Trajectory, Verdict, content_hash
-from verifiers.base import episode_checks, register
+from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
 
 T = TypeVar("T")
 
@@ -127,12 +129,18 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
-class LLMJudgeVerifier:
+class JudgeOptions(VerifierOptions):
+    sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=512, seed=0))
+
+
+class LLMJudgeVerifier(BaseVerifier):
     """Natural-language assertions judged by a model (`JudgeModel`)."""
 
     name = "llm_judge"
     version = "1.0.0"
+    basis_name = "NL_ASSERTION"
     needs_model = True
+    audit_kinds = frozenset()  # a judge needs a model: not audited here
     prompt_version = content_hash(JUDGE_SYSTEM, 8)
 
     def __init__(
@@ -209,4 +217,4 @@ class LLMJudgeVerifier:
         return self._loop.run(self.averify(task, trajectory))
 
 
-register(LLMJudgeVerifier.name)(LLMJudgeVerifier)
+register(LLMJudgeVerifier.name, options=JudgeOptions)(LLMJudgeVerifier)

@@ -21,7 +21,13 @@ from data.records import StateRef, Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.registry import get_world
 from envs.world import Env, World
-from verifiers.base import episode_checks, register
+from verifiers.base import (
+    ALTERNATIVE_KINDS,
+    BaseVerifier,
+    VerifierOptions,
+    episode_checks,
+    register,
+)
 
 _MISSING = object()
 
@@ -176,11 +182,13 @@ def _forget(world: str, ref: StateRef) -> None:
         r.close()
 
 
-class StateVerifier:
+class StateVerifier(BaseVerifier):
     """Final-state equivalence against the task's target hash, with the dense reward."""
 
     name = "state_equivalence"
     version = "1.0.0"
+    basis_name = "DB"
+    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
@@ -208,4 +216,4 @@ class StateVerifier:
         )
 
 
-register(StateVerifier.name)(StateVerifier)
+register(StateVerifier.name, options=VerifierOptions)(StateVerifier)

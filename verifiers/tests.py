@@ -24,7 +24,7 @@ from typing import Any
 from data.records import Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
 from envs.workspace import TestReport, WorkspaceEnv, WorkspaceWorld
-from verifiers.base import episode_checks, register
+from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
 
 _AUDITS: dict[tuple[str, str, str], tuple[bool, list[str]]] = {}
 _AUDIT_LOCK = threading.Lock()
@@ -77,12 +77,14 @@ def audit_reasons(before: TestReport, after: TestReport, f2p: list[str], p2p: li
     return reasons
 
 
-class TestsVerifier:
+class TestsVerifier(BaseVerifier):
     """Runs a workspace task's hidden tests on the trajectory's final workspace."""
 
     __test__ = False  # not a pytest test class, whatever its name
     name = "tests_pass"
     version = "1.0.0"
+    basis_name = "TESTS"
+    audit_kinds = frozenset()  # audits itself per task (untouched workspace fails, reference passes)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
@@ -152,4 +154,4 @@ class TestsVerifier:
         return self._verdict(task, trajectory, passed, score, reasons, details)
 
 
-register(TestsVerifier.name)(TestsVerifier)
+register(TestsVerifier.name, options=VerifierOptions)(TestsVerifier)
