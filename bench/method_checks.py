@@ -27,18 +27,20 @@ import json
 import random
 import time
 
+from bench.self_play_stubs import (
+    bandpass_curve,
+    expected_r_diff,
+    grounding_rejection_rate,
+    plant_hallucination,
+)
 from envs.constraints import world_constraints
 from envs.registry import get_world, list_worlds
+from rollout.generation import parse_generation
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.constraint_guided import recheck_unique
 from synthesis.self_play import (
     ScriptedGenerator,
-    bandpass_curve,
-    expected_r_diff,
     generic_template,
-    grounding_rejection_rate,
-    parse_generation,
-    plant_hallucination,
     sample_spec,
     synthesize_with,
     validate_on_world,

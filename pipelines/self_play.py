@@ -26,6 +26,7 @@ from typing import Any
 
 from data import store
 from data.records import Task
+from data.self_play import Candidate, Generation, Solve, Spec
 from envs.registry import get_world
 from pipelines.config import RunConfig, SelfPlayLoopConfig
 from pipelines.stages import lineage, releases_dir
@@ -33,24 +34,19 @@ from rollout.embedded import EmbeddedModel
 from synthesis.base import SynthesisConfig, SynthesisResult
 from synthesis.self_play import (
     SOLVER_SYSTEM,
-    Candidate,
-    Generation,
     ModelGenerator,
     ScriptedGenerator,
-    Solve,
-    Spec,
     chat_solver,
     curriculum,
     difficulty_band,
     generator_prompt,
-    make_generator_reward,
     max_mix_size,
     sample_spec,
-    solver_reward,
     synthesize_with,
     world_context,
 )
 from train.grpo import grpo_steps
+from train.rewards import make_generator_reward, solver_reward
 from train.sft import resolve_model, step_logs
 
 RELEASE = "selfplay_tasks"

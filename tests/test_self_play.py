@@ -10,55 +10,58 @@ from typing import Any
 
 import pytest
 
+from bench.self_play_stubs import (
+    StubSolver,
+    bandpass_curve,
+    expected_r_diff,
+    grounding_rejection_rate,
+    plant_hallucination,
+)
 from data.records import Sampling, ToolCall
+from data.self_play import Candidate, Generation, ParseError, Spec
 from envs.world import World
+from rollout.generation import (
+    check_format,
+    is_placeholder,
+    parse_generation,
+    r_format,
+    r_valid,
+    solver_pass_rate,
+    validity,
+    value_in_question,
+)
 from rollout.model import ChatResponse
 from rollout.parsing import parse_tool_calls
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import replay
 from synthesis.self_play import (
-    Candidate,
-    Generation,
     ModelGenerator,
-    ParseError,
     ScriptedGenerator,
-    Spec,
-    StubSolver,
-    bandpass_curve,
-    call_score,
     chat_solver,
-    check_format,
     cluster,
     curriculum,
     dedup,
     difficulty_band,
-    expected_r_diff,
     filter_candidates,
     generator_prompt,
-    generator_reward,
     generic_template,
-    grounding_rejection_rate,
-    is_placeholder,
-    make_generator_reward,
-    parse_generation,
-    plant_hallucination,
-    r_curr,
-    r_diff,
-    r_format,
-    r_judge,
-    r_valid,
     response_text,
     sample_spec,
+    synthesize_with,
+    validate_on_world,
+    world_context,
+)
+from train.rewards import (
+    call_score,
+    generator_reward,
+    make_generator_reward,
+    r_curr,
+    r_diff,
+    r_judge,
     score_generation,
     solver_accuracy,
     solver_format_score,
-    solver_pass_rate,
     solver_reward,
-    synthesize_with,
-    validate_on_world,
-    validity,
-    value_in_question,
-    world_context,
 )
 
 TOOLS = [

@@ -24,9 +24,10 @@ from data import store
 from data.records import Sampling, StateRef, Task, ToolCall, UserScenario
 from envs.registry import get_world
 from pipelines.config import SelfPlayLoopConfig, SolverServeConfig, load_config
+from rollout.generation import parse_generation
 from rollout.model import ChatResponse
 from rollout.vllm_server import VLLMServerConfig
-from synthesis.self_play import SOLVER_SYSTEM, ScriptedGenerator, max_mix_size, parse_generation
+from synthesis.self_play import SOLVER_SYSTEM, ScriptedGenerator, max_mix_size
 
 pytestmark = pytest.mark.timeout(120)
 FAKES = Path(__file__).parent / "fakes"

@@ -12,18 +12,14 @@ import pytest
 
 from data import store
 from data.records import ToolCall
+from data.self_play import Generation
 from envs.registry import get_world
 from envs.world import World
 from pipelines import stages
 from pipelines.config import load_config
+from rollout.generation import validity
 from synthesis.base import SynthesisConfig
-from synthesis.self_play import (
-    Generation,
-    ScriptedGenerator,
-    synthesize,
-    validate_on_world,
-    validity,
-)
+from synthesis.self_play import ScriptedGenerator, synthesize, validate_on_world
 
 WORLDS = ["airline", "retail", "telecom", "clinic"]
 

@@ -1,0 +1,181 @@
+"""The registered `self_play` synthesis method: sampled specs → a generator's outputs →
+parsed, valid, grounded in the world, optionally filtered by a solver → `Task`s."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from data.records import StateRef, Task, ToolCall, UserScenario
+from data.self_play import Candidate, Generation, ParseError, Solve
+from envs.world import World
+from rollout.generation import (
+    grounding_values,
+    is_placeholder,
+    parse_generation,
+    r_format,
+    r_valid,
+    solver_pass_rate,
+    validity,
+)
+from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.self_play.generators import Generator, ModelGenerator, ScriptedGenerator
+from synthesis.self_play.prompts import sample_spec
+from synthesis.self_play.selection import char_ngrams, jaccard
+from synthesis.self_play.world_check import WorldCheck, validate_on_world
+
+METHOD = "self_play"
+
+
+class SelfPlayOptions(BaseModel):
+    """Options of self-play synthesis (see `synthesize_with` and `synthesize`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    generator: Literal["scripted", "model"] = "scripted"
+    model: dict[str, Any] = Field(default_factory=dict)  # a ModelConfig, for generator: model
+    temperature: float = Field(1.0, ge=0)
+    max_tokens: int = Field(768, ge=1)
+    concurrency: int = Field(8, ge=1)
+    batch_size: int = Field(8, ge=1)  # specs sampled per generator call
+    max_attempts: int | None = Field(None, ge=0)  # candidates tried at most (default 4·n + 8)
+    filter_k: int = Field(10, ge=1)  # solver answers per candidate in the filter
+    min_agreement: float = Field(0.2, ge=0, le=1)
+    dedup_threshold: float | None = Field(None, ge=0, le=1)  # Jaccard distance; None: no dedup
+
+
+def _drop_reason(text: str | None, world: World, ref: StateRef) -> tuple[str, Generation | None, WorldCheck | None]:
+    """("", generation, check) for a candidate passing format, validity and the world, else a reason."""
+    if text is None:
+        return "no_generation", None, None
+    gen = parse_generation(text)
+    if isinstance(gen, ParseError):
+        return f"format_{gen.reason}", None, None
+    if is_placeholder(gen.question):
+        return "placeholder_question", None, None
+    v = validity(gen)
+    if not v.in_menu:
+        return "gold_not_in_menu", None, None
+    if not v.required:
+        return "missing_required_args", None, None
+    if not v.grounded:
+        return "ungrounded_value", None, None
+    check = validate_on_world(world, gen, ref=ref)
+    if not check.ok:
+        return f"world_{check.reason}", None, None
+    return "", gen, check
+
+
+def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, solve: Solve | None = None
+                    ) -> SynthesisResult:
+    """Self-play synthesis with a given generator (and, optionally, a solver for the filter).
+
+    Specs are sampled in batches (`options.batch_size`, 8) until `n_tasks` tasks are emitted
+    or `options.max_attempts` (4·n + 8) candidates were tried. A candidate becomes a task
+    only if it parses, its question is no placeholder, r_valid is 1 and its gold calls run on
+    the base state (seed, scale); with `solve`, also if the solver agrees on ≥
+    `options.min_agreement` (0.2) of `options.filter_k` (10) answers. `options.dedup_threshold`
+    (off by default) drops near-duplicate questions. Every drop is counted by reason.
+    """
+    opts: SelfPlayOptions = cfg.method_options()
+    rng = random.Random(cfg.seed)
+    ref = world.state_ref(cfg.seed, cfg.scale)
+    conn = world.build_state(cfg.seed, cfg.scale)
+    batch = opts.batch_size
+    max_attempts = opts.max_attempts if opts.max_attempts is not None else 4 * cfg.n_tasks + 8
+    k, min_agree = opts.filter_k, opts.min_agreement
+    dedup_threshold = opts.dedup_threshold
+    result = SynthesisResult()
+    leaders: list[frozenset[str]] = []
+    attempted = 0
+    try:
+        while len(result.tasks) < cfg.n_tasks and attempted < max_attempts:
+            specs = [sample_spec(world, rng) for _ in range(min(batch, max_attempts - attempted))]
+            for spec, text in zip(specs, generator(specs, conn, rng), strict=True):
+                attempted += 1
+                reason, gen, check = _drop_reason(text, world, ref)
+                if gen is None or check is None:
+                    result.drops[reason] += 1
+                    continue
+                cand = Candidate(spec=spec, generation=gen)
+                if solve is not None:
+                    cand = replace(cand, p_hat=solver_pass_rate(cand, solve(cand, k)))
+                    if cand.p_hat is not None and cand.p_hat < min_agree:
+                        result.drops["low_agreement"] += 1
+                        continue
+                if dedup_threshold is not None:
+                    grams = char_ngrams(gen.question)
+                    if any(1 - jaccard(grams, lead) < float(dedup_threshold) for lead in leaders):
+                        result.drops["near_duplicate"] += 1
+                        continue
+                    leaders.append(grams)
+                task = _task(world, cand, check, generator_name=getattr(generator, "name", "custom"))
+                if result.has(task):
+                    result.drops["duplicate"] += 1
+                    continue
+                result.accept(task, cfg.test_fraction)
+                if len(result.tasks) >= cfg.n_tasks:
+                    break
+    finally:
+        conn.close()
+    result.stats = {
+        "generator": getattr(generator, "name", "custom"),
+        "attempted": attempted,
+        "emitted": len(result.tasks),
+        "yield": round(len(result.tasks) / attempted, 3) if attempted else 0.0,
+        "calls_per_task": {str(n): sum(len(t.reference_solution) == n for t in result.tasks) for n in (1, 2)},
+        "tools": sorted({c.name for t in result.tasks for c in t.reference_solution}),
+    }
+    return result
+
+
+def _task(world: World, cand: Candidate, check: WorldCheck, generator_name: str) -> Task:
+    gen = cand.generation
+    assert check.initial_state is not None and check.target_state_hash is not None
+    known: dict[str, str] = {}
+    for i, (path, v) in enumerate(grounding_values(gen.calls)):
+        key = path.split(".", 1)[1]
+        known[key if known.get(key, str(v)) == str(v) else f"{key}_{i}"] = str(v)
+    metadata: dict[str, Any] = {
+        "spec": {"world": cand.spec.world, "n_calls": cand.spec.n_calls, "tools": cand.spec.tools,
+                 "menu": cand.spec.menu_names},
+        "menu": gen.menu_names,
+        "r_valid": r_valid(gen),
+        "r_format": r_format(gen.raw) if gen.raw else 1.0,
+        "generator": generator_name,
+        "follows_spec": [c.name for c in gen.calls] == cand.spec.tools,
+    }
+    if cand.p_hat is not None:
+        metadata["p_hat"] = cand.p_hat
+    return Task(
+        world=world.name,
+        method=METHOD,
+        instruction=gen.question,
+        user=UserScenario(reason=gen.question, known_info=known, task_instructions=gen.question),
+        initial_state=check.initial_state,
+        target_state_hash=check.target_state_hash,
+        target_diff=check.target_diff,
+        reference_solution=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in gen.calls],
+        difficulty=round(1 - cand.p_hat, 3) if cand.p_hat is not None else 0.0,
+        metadata=metadata,
+    ).with_id()
+
+
+def _supports(world: World) -> bool:
+    return isinstance(world, World)  # any SQLite world: templates fall back to `generic_template`
+
+
+@register(METHOD, options=SelfPlayOptions, supports=_supports)
+def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
+    """Self-play tasks from the scripted generator (default; model-free templates over
+    database records) or a model one (`options.generator: model`, from `options.model`)."""
+    opts: SelfPlayOptions = cfg.method_options()
+    if opts.generator == "scripted":
+        generator: Generator = ScriptedGenerator(world)
+    else:
+        generator = ModelGenerator(model_cfg=dict(opts.model), temperature=opts.temperature,
+                                   max_tokens=opts.max_tokens, concurrency=opts.concurrency)
+    return synthesize_with(cfg, world, generator)
