@@ -25,27 +25,31 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
+from pathlib import Path
 
-from bench.self_play_stubs import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.self_play_stubs import (  # noqa: E402
     bandpass_curve,
     expected_r_diff,
     grounding_rejection_rate,
     plant_hallucination,
 )
-from envs.constraints import world_constraints
-from envs.registry import get_world, list_worlds
-from rollout.generation import parse_generation
-from synthesis.base import SynthesisConfig, get_method
-from synthesis.constraint_guided import recheck_unique
-from synthesis.self_play import (
+from envs.constraints import world_constraints  # noqa: E402
+from envs.registry import get_world, list_worlds  # noqa: E402
+from rollout.generation import parse_generation  # noqa: E402
+from synthesis.base import SynthesisConfig, get_method  # noqa: E402
+from synthesis.constraint_guided import recheck_unique  # noqa: E402
+from synthesis.self_play import (  # noqa: E402
     ScriptedGenerator,
     generic_template,
     sample_spec,
     synthesize_with,
     validate_on_world,
 )
-from verifiers.audit import audit_cases
+from verifiers.audit import audit_cases  # noqa: E402
 
 
 def cove_worlds() -> list[str]:
