@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.atomic import atomic_open
 from data.records import Task, Trajectory, Verdict
 
 KINDS: dict[str, type] = {"tasks": Task, "trajectories": Trajectory, "verdicts": Verdict}
@@ -79,15 +78,10 @@ class ShardCache:
             return
         path = self._path(stage, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "wb") as raw:
-            with gzip.open(raw, "wt", encoding="utf-8", compresslevel=1) as f:
-                f.write(json.dumps({"kind": kind, "n": len(records), "meta": meta or {}}, default=str) + "\n")
-                for r in records:
-                    f.write(r.model_dump_json() + "\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
+        with atomic_open(path, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8", compresslevel=1) as f:
+            f.write(json.dumps({"kind": kind, "n": len(records), "meta": meta or {}}, default=str) + "\n")
+            for r in records:
+                f.write(r.model_dump_json() + "\n")
 
     def entries(self, stage: str | None = None) -> int:
         base = self.root / stage if stage else self.root

@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 import io
 import math
-import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.atomic import write_atomic
 from data.records import Task, Trajectory, Verdict
 
 REPORT_NAME = "report.html"
@@ -384,7 +384,5 @@ def write_report(directory: Path | str, figures: ReportFigures) -> Path:
         raise FileNotFoundError(f"no directory {directory} to write {REPORT_NAME} into")
     text = render_report(figures)
     target = directory / REPORT_NAME
-    tmp = directory / f".{REPORT_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, text)
     return target

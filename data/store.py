@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from data.atomic import write_atomic, write_json_atomic
 from data.crash import crashpoint
 from data.schema import CODECS
 
@@ -249,15 +250,7 @@ def rewrite_card(path: Path | str, text: str) -> Path:
     path = Path(path)
     read_manifest(path, verify=False)  # refuses an incomplete dataset
     card = path / "README.md"
-    tmp = card.with_name(f".README.md.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, card)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(card, text)
     _fsync_dir(path)
     return card
 
@@ -324,17 +317,11 @@ POINTER = "LATEST.json"
 def write_pointer(root: Path | str, payload: dict[str, Any]) -> Path:
     """Atomically replace `root/LATEST.json` (tmp file, fsync, rename): readers see the old
     pointer or the new one, never a torn file."""
-    import json
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     target = root / POINTER
-    tmp = root / f".{POINTER}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "w") as f:
-        f.write(json.dumps(payload, indent=2, default=str))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    write_json_atomic(target, payload, indent=2)
     _fsync_dir(root)
     return target
 

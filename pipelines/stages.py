@@ -8,7 +8,6 @@ versioned dataset with lineage pointing at its inputs.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 from curation.base import Selection, get_curator
 from curation.release import rl_rows, sft_rows
 from data import store
+from data.atomic import write_json_atomic
 from data.cache import ShardCache
 from data.card import render_card, run_sections
 from data.crash import crashpoint
@@ -375,7 +375,7 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
     pending = root / ".pending.json"
     intent = json.loads(pending.read_text()) if pending.exists() else {}
     version = intent["version"] if intent.get("fingerprint") == fingerprint else store.new_version()
-    _atomic_json(pending, {"fingerprint": fingerprint, "version": version, "run_id": run_id})
+    write_json_atomic(pending, {"fingerprint": fingerprint, "version": version, "run_id": run_id})
     previous = store.read_pointer(root)
     paths: dict[str, Path] = {}
     for name, src in curated.items():
@@ -412,10 +412,6 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
     return paths
 
 
-def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
 
 
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],

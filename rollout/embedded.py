@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data.atomic import write_atomic
 from data.records import Sampling
 from rollout.model import ChatResponse, ModelError
 from rollout.parsing import parse_tool_calls
@@ -238,19 +239,15 @@ def _refresh_template(target: Path) -> None:
     if info.get("template_sha256") == sha:
         return
     log.info("updating the chat template in %s", target)
-    _atomic_write(target / "chat_template.jinja", chat_template())
+    write_atomic(target / "chat_template.jinja", chat_template())
     config_path = target / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     config.pop("chat_template", None)
     config["response_template"] = RESPONSE_TEMPLATE
-    _atomic_write(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-    _atomic_write(ready, json.dumps({**info, "template_sha256": sha}, indent=2) + "\n")
+    write_atomic(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(ready, json.dumps({**info, "template_sha256": sha}, indent=2) + "\n")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- serving

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from data import store
+from data.atomic import write_json_atomic
 from data.card import set_section
 
 RUN_FILE = "run.json"
@@ -52,9 +53,7 @@ def write_run_record(out: Path | str, stage: str, dataset_path: Path | str, mani
         "code_version": store.code_version(), "started_at": previous.get("started_at", now),
         **({"finished_at": now} if status != "running" else {}), **fields,
     }
-    tmp = path.with_name(f".{RUN_FILE}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, record, indent=2)
     if status != "running":
         refresh_release_card(dataset_path, [out.parent])
     return record
