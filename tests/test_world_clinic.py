@@ -8,11 +8,13 @@ from __future__ import annotations
 import random
 import re
 import time
+from typing import Any
 
 import pytest
 
 from data.records import Task, ToolCall
 from envs import state as st
+from envs.design import Variant
 from envs.registry import get_world, list_worlds
 from envs.world import Env, World
 
@@ -224,6 +226,25 @@ def test_generator_reaches_100k_rows(clinic: World) -> None:
     _consistent(conn)
 
 
+def _naive_call(variant: Variant) -> ToolCall:
+    """The call a naive agent makes for the variant's request as first stated (preferred slot,
+    provider or type; no late fee accepted): on a one-past kind a rule rejects it, on an
+    at-the-limit kind it succeeds."""
+    f, pref = variant.focus, variant.preference
+    if f.get("target_rx"):
+        return ToolCall(name="refill_prescription", arguments={"rx_id": f["target_rx"]})
+    if f["move_slots"]:
+        return ToolCall(name="reschedule_appointment",
+                        arguments={"appointment_id": f["appointment_ids"][0], "new_slot_id": f["move_slots"][0]})
+    if f["slot_ids"]:
+        args: dict[str, Any] = {"patient_id": f["patient_id"], "slot_id": f["slot_ids"][0],
+                                "appointment_type": pref.get("wanted_type", f["type_codes"][0])}
+        if f["referral_ids"]:
+            args["referral_id"] = f["referral_ids"][0]
+        return ToolCall(name="book_appointment", arguments=args)
+    return ToolCall(name="cancel_appointment", arguments={"appointment_id": f["appointment_ids"][0]})
+
+
 def test_every_kind_sits_one_step_either_side_of_its_rule(clinic: World) -> None:
     """At the limit the naive request succeeds; one step past it its rule rejects it."""
     design = clinic.design
@@ -235,7 +256,7 @@ def test_every_kind_sits_one_step_either_side_of_its_rule(clinic: World) -> None
             (variant,) = design.variants(base, random.Random(seed), 1, kinds=[kind])
             assert variant.kind == kind and variant.rules == [rule] and variant.persona == persona
             env = clinic.env(clinic.state_ref(seed, 30, variant.patches))
-            obs = env.call(design.naive_call(variant))
+            obs = env.call(_naive_call(variant))
             if kind in rejected_kinds:
                 assert obs.code == rule, (kind, obs.content)
             else:

@@ -573,23 +573,6 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
     return calls
 
 
-def naive_call(variant: Variant) -> ToolCall:
-    """The call a naive agent makes for the variant's request as first stated (preferred slot,
-    provider or type; no late fee accepted): on a one-past kind a rule rejects it, on an
-    at-the-limit kind it succeeds."""
-    f, pref = variant.focus, variant.preference
-    if f.get("target_rx"):
-        return ToolCall(name="refill_prescription", arguments={"rx_id": f["target_rx"]})
-    if f["move_slots"]:
-        return ToolCall(name="reschedule_appointment",
-                        arguments={"appointment_id": f["appointment_ids"][0], "new_slot_id": f["move_slots"][0]})
-    if f["slot_ids"]:
-        args: dict[str, Any] = {"patient_id": f["patient_id"], "slot_id": f["slot_ids"][0],
-                                "appointment_type": pref.get("wanted_type", f["type_codes"][0])}
-        if f["referral_ids"]:
-            args["referral_id"] = f["referral_ids"][0]
-        return ToolCall(name="book_appointment", arguments=args)
-    return ToolCall(name="cancel_appointment", arguments={"appointment_id": f["appointment_ids"][0]})
 
 
 def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
