@@ -1,16 +1,19 @@
 """Curation strategies: which trajectories become SFT data and which tasks RL data.
 
-A strategy is registered by name and receives plain records; it returns selections with
-a reason for every pick and a counted reason for every drop. `outcome` (pass rates) is
-the built-in; topology-based curation (methods.md §4) registers beside it.
+A strategy is registered by name, with the pydantic model of its options
+(``@register("name", options=OptionsModel)``; `RunConfig.curation_options` is validated
+against it), and listed in `CURATORS`' built-ins or a ``trajforge.curators`` entry point.
+It receives plain records and returns selections with a reason for every pick and a
+counted reason for every drop. `outcome` (pass rates) is the default; topology-based
+curation (methods.md §4) registers beside it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from data.records import Task, Trajectory, Verdict
 from data.registry import Registry
@@ -38,9 +41,11 @@ class Curator(Protocol):
     def select(self, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection: ...
 
 
-CURATORS: Registry[Callable[[], Curator]] = Registry("curation strategy", ["curation.outcome", "curation.topology"])
+CURATORS: Registry[Callable[..., Curator]] = Registry("curation strategy", ["curation.outcome", "curation.topology"],
+                                                    group="curators")
 register = CURATORS.register
 
 
-def get_curator(name: str) -> Curator:
-    return CURATORS.get(name)()
+def get_curator(name: str, options: Mapping[str, Any] | None = None) -> Curator:
+    """The strategy `name` built with its options (validated against its options model)."""
+    return CURATORS.build(name, options)

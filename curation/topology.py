@@ -35,10 +35,11 @@ from __future__ import annotations
 import gc
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from curation.base import RLPick, Selection, register
 from data.records import Task, Trajectory, Verdict, content_hash
@@ -47,9 +48,10 @@ MESSAGE = "<message>"  # a turn with no tool call (a reply to the user)
 MALFORMED = "<malformed>"  # a tool call that did not parse
 
 
-@dataclass(frozen=True)
-class TopoConfig:
-    """Knobs of TopoCurate; the defaults are the project's own choices (ours)."""
+class TopoConfig(BaseModel):
+    """Knobs of TopoCurate (its `curation_options`); the defaults are the project's own choices (ours)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     delta: float = 0.1  # a Φ drop larger than this counts as a setback
     w_recovery: float = 1.0
@@ -61,7 +63,8 @@ class TopoConfig:
     seed: int = 0  # for RL sampling
     normalize: Literal["json", "exact"] = "json"  # how observations are normalised for the key
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> TopoConfig:
         if self.delta < 0:
             raise ValueError(f"delta must be >= 0, got {self.delta}")
         ws = (self.w_recovery, self.w_efficiency, self.w_diversity)
@@ -73,6 +76,7 @@ class TopoConfig:
             raise ValueError(f"rl_budget must be >= 0 or None, got {self.rl_budget}")
         if self.normalize not in ("json", "exact"):
             raise ValueError(f"normalize must be 'json' or 'exact', got {self.normalize!r}")
+        return self
 
 
 @dataclass
@@ -411,8 +415,8 @@ class TopologyCurator:
 
     name = "topology"
 
-    def __init__(self, config: TopoConfig | None = None) -> None:
-        self.config = config or TopoConfig()
+    def __init__(self, config: TopoConfig | None = None, **options: Any) -> None:
+        self.config = config or TopoConfig(**options)
         self.result: TopoResult | None = None
 
     def select(
@@ -567,7 +571,7 @@ class TopologyCurator:
             "sft_recovery_rate_all_successes": mean((sc.recoveries[ok] > 0).astype(float)),
             "sft_mean_len_picked": mean(ix.traj_len[picked].astype(float)),
             "sft_mean_len_all_successes": mean(ix.traj_len[ok].astype(float)),
-            "config": asdict(self.config),
+            "config": self.config.model_dump(),
         }
 
 
@@ -610,4 +614,4 @@ def ebr_sh_scores(ix: QuotientIndex) -> dict[str, float]:
     return {tid: float(topo.ebr[i] * topo.sh[i]) for i, tid in enumerate(ix.task_ids)}
 
 
-register(TopologyCurator.name)(TopologyCurator)
+register(TopologyCurator.name, options=TopoConfig)(TopologyCurator)

@@ -52,7 +52,7 @@ class Constraint(BaseModel):
 
 
 def dump_constraints(constraints: list[Constraint]) -> list[dict[str, Any]]:
-    """JSON-able form, as stored in `task.metadata["constraints"]`."""
+    """JSON-able form, as stored in `task.verification.constraints`."""
     return [c.model_dump() for c in constraints]
 
 

@@ -9,11 +9,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from curation.base import CURATORS
 from data.records import content_hash
-from rollout.collector import RolloutConfig
+from rollout.collector import ModelConfig, RolloutConfig
 from rollout.vllm_server import VLLMServerConfig
 from synthesis.base import SynthesisConfig
 from train.config import GRPOStageConfig, SFTStageConfig
+from verifiers.base import VERIFIERS
 
 
 class SolverServeConfig(BaseModel):
@@ -153,6 +155,10 @@ class RunConfig(BaseModel):
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.
     verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction", "tests_pass"])
+    # Options of each verifier by name, validated against its options model.
+    verifier_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The model verifiers that take one are built with (the LLM judge; the composite's judge).
+    judge: ModelConfig | None = None
     curation: str = "outcome"
     curation_options: dict[str, Any] = Field(default_factory=dict)  # e.g. topology: {sft_per_task: 2}
     report: bool = True  # write report.html (funnel, pass rates, topology graphs) into each release
@@ -168,6 +174,22 @@ class RunConfig(BaseModel):
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
+
+    @model_validator(mode="after")
+    def _plugins_and_their_options(self) -> RunConfig:
+        """Every named plugin exists and its options fit its options model."""
+        for name in self.verifiers:
+            VERIFIERS.plugin(name)
+        stray = sorted(set(self.verifier_options) - set(self.verifiers))
+        if stray:
+            raise ValueError(f"verifier_options for {stray}, which are not in verifiers {self.verifiers}")
+        for name, options in self.verifier_options.items():
+            VERIFIERS.parse_options(name, options)
+        needs = [n for n in self.verifiers if getattr(VERIFIERS.get(n), "needs_model", False)]
+        if needs and self.judge is None:
+            raise ValueError(f"verifiers {needs} need a model: set judge (a model config, e.g. kind: openai)")
+        CURATORS.parse_options(self.curation, self.curation_options)
+        return self
 
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))

@@ -97,9 +97,9 @@ def rollout_task(shard: list[Task], cfg: RunConfig, out: Path, index: int) -> tu
 
 
 @task(name="verify-shard", cache_policy=NO_CACHE)
-def verify_task(tasks: dict[str, Task], shard: list[Trajectory], names: list[str], cfg: RunConfig, out: Path,
+def verify_task(tasks: dict[str, Task], shard: list[Trajectory], cfg: RunConfig, out: Path,
                 index: int) -> tuple[list[Verdict], bool]:
-    verdicts, cached = stages.verify_shard_cached(tasks, shard, names, stages.shard_cache(cfg, out))
+    verdicts, cached = stages.verify_shard_cached(tasks, shard, cfg, stages.shard_cache(cfg, out))
     get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s",
                           index, len(shard), len(verdicts), cached)
     return verdicts, cached
@@ -155,7 +155,7 @@ def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], o
         groups.setdefault(t.task_id, []).append(t)
     shards = [[t for g in chunk for t in g] for chunk in stages.shards(list(groups.values()), cfg.shard_size)]
     q = _quote_for(cfg)
-    futures = [verify_task.submit(q(by_id), q(shard), cfg.verifiers, cfg, out, i) for i, shard in enumerate(shards)]
+    futures = [verify_task.submit(q(by_id), q(shard), cfg, out, i) for i, shard in enumerate(shards)]
     results = gather(futures, "verify", cfg.runner.stall_timeout_s)
     counts["verify"] = {"shards": len(results), "cached": sum(c for _, c in results)}
     return [v for vs, _ in results for v in vs]

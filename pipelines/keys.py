@@ -19,7 +19,7 @@ from envs.registry import get_world
 from pipelines.config import RunConfig
 from rollout import agent, strategy, user
 from rollout.collector import ModelConfig, RolloutConfig
-from verifiers.base import get_verifier
+from verifiers.base import VERIFIERS, get_verifier
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
 
@@ -109,10 +109,20 @@ def verifier_versions(names: Sequence[str]) -> dict[str, str]:
     return {n: get_verifier(n).version for n in names}
 
 
-def verify_key(names: Sequence[str], tasks: dict[str, Task], shard: Sequence[Trajectory]) -> str:
+def verifier_identity(cfg: RunConfig) -> dict[str, Any]:
+    """What decides the verdicts besides the records: each verifier's version and options,
+    and the judge model when one is configured."""
+    ident: dict[str, Any] = {n: {"version": VERIFIERS.get(n).version, "options": cfg.verifier_options.get(n, {})}
+                             for n in cfg.verifiers}
+    if cfg.judge is not None:
+        ident["judge"] = model_identity(cfg.judge)
+    return ident
+
+
+def verify_key(cfg: RunConfig, tasks: dict[str, Task], shard: Sequence[Trajectory]) -> str:
     task_ids = sorted({t.task_id for t in shard})
     return content_hash({
-        "stage": "verify", "v": KEY_VERSION, "verifiers": verifier_versions(names),
+        "stage": "verify", "v": KEY_VERSION, "verifiers": verifier_identity(cfg),
         "tasks": [content_hash(tasks[i].model_dump(mode="json"), length=32) for i in task_ids],
         "trajectories": [content_hash(t.model_dump(mode="json"), length=32) for t in shard],
     }, length=32)

@@ -27,12 +27,13 @@ from envs.registry import get_world
 from pipelines import keys
 from pipelines.config import RunConfig
 from rollout.agent import env_now, opening_messages
+from rollout.backends import build_model
 from rollout.collector import ModelConfig, UserConfig, collect
 from rollout.policies import ScriptedPolicy
 from rollout.strategy import StrategyConfig
 from rollout.user import ScriptedUser
 from synthesis.base import get_method
-from verifiers.base import applies, get_verifier, primary_verifier
+from verifiers.base import VERIFIERS, applies, get_verifier, primary_verifier
 
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
@@ -101,8 +102,9 @@ def audit_tasks(cfg: RunConfig, tasks: list[Task]) -> tuple[list[Task], dict[str
         return tasks, {"enabled": False}
     from verifiers.audit import audit
 
-    names = [n for n in cfg.verifiers if n != "llm_judge"]  # a judge needs a model: not audited
-    report = audit(tasks, names, max_failure_rate=cfg.audit.max_failure_rate, max_per_kind=cfg.audit.max_per_kind)
+    # built without a model: those that need one (the judge) are reported as skipped
+    verifiers = [get_verifier(n, cfg.verifier_options.get(n)) for n in cfg.verifiers]
+    report = audit(tasks, verifiers, max_failure_rate=cfg.audit.max_failure_rate, max_per_kind=cfg.audit.max_per_kind)
     return report.kept(tasks), report.card()
 
 
@@ -168,22 +170,38 @@ def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path
 
 # -- verification ----------------------------------------------------------------------
 
-def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str],
+def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], cfg: RunConfig,
                         cache: ShardCache) -> tuple[list[Verdict], bool]:
-    """`verify_shard` through the shard cache: (verdicts, whether they came from it)."""
-    key = keys.verify_key(verifier_names, tasks, trajectories)
+    """`verify_shard` with the run's verifiers through the shard cache: (verdicts, whether
+    they came from it)."""
+    key = keys.verify_key(cfg, tasks, trajectories)
     hit = cache.get("verify", key, "verdicts")
     if hit is not None:
         return hit, True
-    verdicts = verify_shard(tasks, trajectories, verifier_names)
+    verdicts = verify_shard(tasks, trajectories, cfg.verifiers, cfg.verifier_options, cfg.judge)
     cache.put("verify", key, "verdicts", verdicts)
     crashpoint("verify.shard_done")
     return verdicts, False
 
 
-def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str]) -> list[Verdict]:
-    verifiers = [get_verifier(n) for n in verifier_names]
-    return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers if applies(v, tasks[t.task_id])]
+def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifier_names: list[str],
+                 options: dict[str, dict[str, Any]] | None = None, judge: ModelConfig | None = None) -> list[Verdict]:
+    """Every verifier's verdict on every trajectory of a task it applies to. Verifiers are
+    built with their `options`; those that take a model get one built from `judge`."""
+    options = options or {}
+    model, owned = (None, False)
+    if judge is not None and any(getattr(VERIFIERS.get(n), "takes_model", False)
+                                 or getattr(VERIFIERS.get(n), "needs_model", False) for n in verifier_names):
+        model, owned = build_model(judge)
+    verifiers = [get_verifier(n, options.get(n), model=model) for n in verifier_names]
+    try:
+        return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers if applies(v, tasks[t.task_id])]
+    finally:
+        if owned:
+            for v in verifiers:
+                close = getattr(v, "close", None)
+                if callable(close):
+                    close()
 
 
 def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: Sequence[Path], run_id: str = "") -> Path:
@@ -244,14 +262,8 @@ def deciding_verdicts(cfg: RunConfig, tasks: list[Task], verdicts: list[Verdict]
 
 
 def curator_for(cfg: RunConfig) -> Any:
-    """The configured curation strategy, built with `curation_options` when it takes any."""
-    if cfg.curation == "topology":
-        from curation.topology import TopoConfig, TopologyCurator
-
-        return TopologyCurator(TopoConfig(**cfg.curation_options))
-    if cfg.curation_options:
-        raise ValueError(f"curation {cfg.curation!r} takes no curation_options")
-    return get_curator(cfg.curation)
+    """The configured curation strategy, built with its `curation_options`."""
+    return get_curator(cfg.curation, cfg.curation_options)
 
 
 def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict[str, Any]]]:

@@ -314,6 +314,8 @@ def test_solver_accuracy_hand_computed() -> None:
                       ToolCall(name="get_user_details", arguments={"user_id": "u1", "x": 1})) == pytest.approx(0.7)
     assert call_score(c, c) == 1.0
     assert call_score(ToolCall(name="update_baggage", arguments={"total_bags": 2.0, "reservation_id": "R1"}), b) == 1.0
+    flag = ToolCall(name="book", arguments={"insurance": True})
+    assert call_score(ToolCall(name="book", arguments={"insurance": 1}), flag) == pytest.approx(0.5)  # True != 1
     # out of order, one wrong value and one extra call: mean(1, 0.75) / (1 + 0.25)
     assert solver_accuracy([b_wrong, a, c], [a, b]) == pytest.approx(0.875 / 1.25)
     assert solver_accuracy([a, b], [a, b]) == 1.0

@@ -253,7 +253,10 @@ def _solver_calls(completion: Completion) -> tuple[list[ToolCall], bool, int]:
 
 
 def _norm_value(v: Any) -> Any:
-    if isinstance(v, bool) or v is None or isinstance(v, str):
+    """A value in a form where ``2 == 2.0`` but ``True != 1`` (booleans keep a type tag)."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if v is None or isinstance(v, str):
         return v
     if isinstance(v, (int, float)):
         return float(v)

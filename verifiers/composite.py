@@ -101,6 +101,12 @@ class CompositeVerifier(BaseVerifier):
             self._built[name] = get_verifier(name, self.component_options.get(name), model=self.model)
         return self._built[name]
 
+    def close(self) -> None:
+        for v in self._built.values():
+            close = getattr(v, "close", None)
+            if callable(close):
+                close()
+
     def audit_kinds_for(self, task: Task) -> tuple[frozenset[str], frozenset[str]]:
         """Every kind a component must kill; the alternatives every component must pass."""
         kills: set[str] = set()

@@ -216,5 +216,11 @@ class LLMJudgeVerifier(BaseVerifier):
             self._loop = _LoopThread()
         return self._loop.run(self.averify(task, trajectory))
 
+    def close(self) -> None:
+        """Close the judge model on the loop its calls ran on (when the caller owns it)."""
+        close = getattr(self.model, "aclose", None)
+        if self._loop is not None and callable(close):
+            self._loop.run(close())
+
 
 register(LLMJudgeVerifier.name, options=JudgeOptions)(LLMJudgeVerifier)
