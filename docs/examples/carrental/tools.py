@@ -9,11 +9,6 @@ from envs import sql as kit
 from envs.tools import ToolError, tool
 
 
-def _today(db: sqlite3.Connection) -> str:
-    (now,) = db.execute("SELECT date(value) FROM meta WHERE key = 'now'").fetchone()
-    return str(now)
-
-
 @tool()
 def get_customer(db: sqlite3.Connection, customer_id: str) -> dict:
     """Get a customer: name, licence expiry date and their rentals.
@@ -21,19 +16,15 @@ def get_customer(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The customer's id, e.g. "cu_007".
     """
-    c = kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id)
-    if c is None:
-        raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
-    cur = db.execute("SELECT * FROM rentals WHERE customer_id = ? ORDER BY rental_id", (customer_id,))
-    c["rentals"] = [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall()]
+    c = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    c["rentals"] = kit.rows(db, "SELECT * FROM rentals WHERE customer_id = ? ORDER BY rental_id", customer_id)
     return c
 
 
 @tool()
 def list_cars(db: sqlite3.Connection) -> list:
     """List every car with its model, daily rate and status (available, rented, maintenance)."""
-    cur = db.execute("SELECT * FROM cars ORDER BY car_id")
-    return [dict(zip([d[0] for d in cur.description], r, strict=True)) for r in cur.fetchall()]
+    return kit.rows(db, "SELECT * FROM cars ORDER BY car_id")
 
 
 @tool(write=True)
@@ -47,15 +38,12 @@ def rent_car(db: sqlite3.Connection, customer_id: str, car_id: str, days: int) -
         car_id: The car to rent (from list_cars).
         days: Number of days, 1 to 14.
     """
-    car = kit.row(db, "SELECT * FROM cars WHERE car_id = ?", car_id)
-    if car is None:
-        raise ToolError("NOT_FOUND", f"car {car_id!r} not found")
-    if kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id) is None:
-        raise ToolError("NOT_FOUND", f"customer {customer_id!r} not found")
-    (n,) = db.execute("SELECT COUNT(*) FROM rentals").fetchone()
-    rental_id = f"RN{n + 1:04d}"
+    car = kit.need(kit.row(db, "SELECT * FROM cars WHERE car_id = ?", car_id), "car", car_id)
+    kit.need(kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    content = {"customer_id": customer_id, "car_id": car_id}  # the id is minted from what the rental is
+    rental_id = kit.mint_id("RN", content, kit.count(db, "rentals", **content))
     db.execute("INSERT INTO rentals VALUES (?, ?, ?, ?, ?, ?, 'active')",
-               (rental_id, customer_id, car_id, _today(db), days, days * car["daily_rate"]))
+               (rental_id, customer_id, car_id, kit.today(db).isoformat(), days, days * car["daily_rate"]))
     return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
 
 
@@ -70,8 +58,7 @@ def extend_rental(db: sqlite3.Connection, rental_id: str, extra_days: int) -> di
     """
     if extra_days < 1:
         raise ToolError("BAD_VALUE", "extra_days must be at least 1")
-    if kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
-        raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
+    kit.need(kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id), "rental", rental_id)
     db.execute("UPDATE rentals SET days = days + ?, total = total + ? * (SELECT daily_rate FROM cars"
                " WHERE cars.car_id = rentals.car_id) WHERE rental_id = ?", (extra_days, extra_days, rental_id))
     return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
@@ -85,7 +72,6 @@ def return_car(db: sqlite3.Connection, rental_id: str) -> dict:
     Args:
         rental_id: The rental to close.
     """
-    if kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id) is None:
-        raise ToolError("NOT_FOUND", f"rental {rental_id!r} not found")
+    kit.need(kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id), "rental", rental_id)
     db.execute("UPDATE rentals SET status = 'returned' WHERE rental_id = ?", (rental_id,))
     return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
