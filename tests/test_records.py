@@ -61,3 +61,19 @@ def test_newer_task_version_is_refused(tasks: list[Task]) -> None:
 def test_unknown_verification_keys_are_errors(tasks: list[Task]) -> None:
     with pytest.raises(ValueError, match="reward_basis"):
         Verification.model_validate({"reward_basis": ["DB"]})
+
+
+def test_rollout_key_leaves_transport_out(tasks: list[Task]) -> None:
+    """Retry, timeout and endpoint settings change how requests travel, not what the model
+    answers: cached rollouts survive them. The model, its sampling and its options do not."""
+    from pipelines.config import load_config
+    from pipelines.keys import rollout_key
+
+    def key(**options: object) -> str:
+        return rollout_key(load_config(None, {"rollout.model": {"kind": "openai", "name": "q", "options": options}}),
+                           tasks[:2])
+
+    base = key()
+    assert key(max_retries=9, backoff_base_s=2.0, backoff_max_s=60.0, timeout_s=5.0,
+               base_urls=["http://a:1/v1", "http://b:1/v1"], breaker_failures=2) == base
+    assert key(logprobs=True) != base and key(extra_body={"top_k": 5}) != base

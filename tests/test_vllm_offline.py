@@ -141,3 +141,35 @@ async def test_without_vllm_installed_the_error_is_clear() -> None:
             await model.chat([{"role": "user", "content": "x"}], [], Sampling())
     else:  # pragma: no cover - a machine with vLLM
         pytest.skip("vLLM is installed here")
+
+
+ENGINES: list[StandInLLM] = []
+
+
+def make_engine(model: str, **engine_kw: Any) -> StandInLLM:
+    """An `engine_factory` for the `vllm_offline` backend: a stand-in engine per call."""
+    ENGINES.append(StandInLLM())
+    return ENGINES[-1]
+
+
+def test_selectable_from_a_config_and_collects(tasks: list) -> None:
+    """`rollout.model.kind: vllm_offline` builds the backend (engine loaded once per process,
+    a batching front per collection) and a collection runs through it."""
+    from rollout.backends import close_shared_models
+    from rollout.collector import ModelConfig, RolloutConfig, collect
+
+    cfg = RolloutConfig(model=ModelConfig(kind="vllm_offline", name="policy", options={
+        "engine_factory": "tests.test_vllm_offline:make_engine", "max_batch": 4}), trials=2)
+    try:
+        first = collect(tasks[:2], cfg)
+        again = collect(tasks[:1], cfg)
+    finally:
+        close_shared_models()
+    import importlib
+
+    engines = importlib.import_module("tests.test_vllm_offline").ENGINES  # the module the factory named
+    assert len(engines) == 1 and engines[0].calls  # one engine served both collections
+    assert all(t.model == "vllm:policy" and t.termination != "model_error" for t in first + again)
+    assert all(t.turn_tokens for t in first)  # token ids and logprobs from the engine
+    with pytest.raises(ValueError, match="model backend 'vllm_offline'"):
+        ModelConfig(kind="vllm_offline", options={"engine_kwargs": {}})
