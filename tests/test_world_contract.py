@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from envs import state as st
-from envs.probes import load_probes, run_probes
+from envs.probes import fixture_env, load_probes, run_probes
 from envs.registry import get_world, list_worlds
-from envs.world import World
+from envs.world import Env, World
 from synthesis.base import SynthesisConfig, get_method, list_methods, supports
 from verifiers.state import score_calls
 
@@ -29,6 +29,43 @@ def test_every_compiled_rule_is_probed_and_holds(name: str) -> None:
     assert not report.uncovered, f"compiled rules without a probe: {report.uncovered}"
     assert report.ok, [r.detail for r in report.failures()]
     assert report.rejection_rate == 1.0 and report.valid_rate == 1.0
+
+
+def _ledger(env: Env) -> list[tuple]:
+    return env.conn.execute("SELECT * FROM ledger ORDER BY ref, event, amount, detail, n").fetchall()
+
+
+@pytest.mark.parametrize("name", SQL_WORLDS)
+def test_every_valid_write_probe_grows_the_ledger(name: str) -> None:
+    """Each write's valid probe appends to the world's ledger (what happened), only appends,
+    and its violating probe leaves the ledger as it was; no tool mentions the ledger."""
+    world = get_world(name)
+    probes = load_probes(world)
+    assert probes is not None
+    base = fixture_env(world, probes.fixture)
+    assert "ledger" in st.tables(base.conn), f"{name} keeps no ledger"
+    before = set(_ledger(base))
+    written: set[str] = set()
+    try:
+        for probe in probes.probes:
+            for call, valid in ((probe.violating, False), (probe.valid, True)):
+                if call is None or not world.tools[call.name].write:
+                    continue
+                env = base.fork()
+                ok = env.call(call).ok
+                after = _ledger(env)
+                env.close()
+                assert set(after) >= before, f"{call.name} removed ledger rows"
+                if valid:
+                    assert ok and len(after) > len(before), f"{probe.rule}: valid {call.name} left no ledger row"
+                    written.add(call.name)
+                elif not ok:
+                    assert set(after) == before, f"{probe.rule}: a rejected {call.name} left ledger rows"
+    finally:
+        base.close()
+    assert written, f"{name}: no valid write probe"
+    for spec in world.tools.values():
+        assert "ledger" not in spec.schema()["function"]["description"].lower(), spec.name
 
 
 @pytest.mark.parametrize("name", WORLDS)

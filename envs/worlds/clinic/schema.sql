@@ -299,3 +299,67 @@ CREATE TRIGGER fx_payment AFTER INSERT ON payments
 BEGIN
     UPDATE patients SET balance_due = balance_due - NEW.amount WHERE patient_id = NEW.patient_id;
 END;
+
+-- The ledger: what happened, one row per event ------------------------------------------
+-- Every appointment booked, cancelled (or closed), rescheduled, every late-cancellation fee,
+-- refill and payment appends a row, with the money it moved (amount > 0: a fee charged to
+-- the patient or a payment made by them). A detour that ends where it started (cancelled and
+-- booked again) leaves its rows, so it no longer reaches the target's state hash. Rows have
+-- no sequence number: `n` counts the identical rows before it, so independent writes in
+-- either order give the same rows, and the same event twice gives two. No tool reads or
+-- writes the ledger; triggers append through the `ledger_append` view, which numbers the row.
+
+CREATE TABLE ledger (
+    ref    TEXT NOT NULL,               -- the record the event is about (an appointment, rx or patient id)
+    event  TEXT NOT NULL,               -- booked, cancelled, rescheduled, late_fee, refilled, paid, ...
+    amount INTEGER NOT NULL DEFAULT 0,  -- money: a fee charged (> 0) or a payment made (> 0)
+    detail TEXT NOT NULL DEFAULT '',
+    n      INTEGER NOT NULL,            -- identical rows before this one
+    PRIMARY KEY (ref, event, amount, detail, n)
+);
+
+CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
+
+CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
+BEGIN
+    INSERT INTO ledger (ref, event, amount, detail, n)
+    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
+        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
+          AND detail = ifnull(NEW.detail, '');
+END;
+
+CREATE TRIGGER log_book AFTER INSERT ON appointments
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'booked', 0,
+        printf('%s %s, %s', NEW.slot_id, NEW.type_code, NEW.patient_id));
+END;
+
+CREATE TRIGGER log_appointment_status AFTER UPDATE OF status ON appointments
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.appointment_id, NEW.status, 0,
+        printf('%s -> %s', OLD.status, NEW.status));
+END;
+
+CREATE TRIGGER log_late_fee AFTER UPDATE OF late_fee ON appointments
+WHEN NEW.late_fee <> OLD.late_fee
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'late_fee', NEW.late_fee - OLD.late_fee, NEW.patient_id);
+END;
+
+CREATE TRIGGER log_reschedule AFTER UPDATE OF slot_id ON appointments
+WHEN NEW.slot_id IS NOT OLD.slot_id
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'rescheduled', 0,
+        printf('%s -> %s', OLD.slot_id, NEW.slot_id));
+END;
+
+CREATE TRIGGER log_fill AFTER INSERT ON fills
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.rx_id, 'refilled', 0, NEW.filled_on);
+END;
+
+CREATE TRIGGER log_payment AFTER INSERT ON payments
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.patient_id, 'paid', NEW.amount, '');
+END;

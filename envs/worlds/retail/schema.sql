@@ -261,3 +261,65 @@ BEGIN
     UPDATE payment_methods SET balance = balance - NEW.price_difference
         WHERE payment_id = NEW.payment_id AND balance IS NOT NULL;
 END;
+
+-- The ledger: what happened, one row per event ------------------------------------------
+-- Every order placed, cancelled or re-addressed, every return and exchange (and any other
+-- status change) appends a row, with the money it moved (amount > 0: charged to the
+-- customer, < 0: refunded). A detour that ends where it started (a wrong address, then the
+-- right one) leaves its rows, so it no longer reaches the target's state hash. Rows have no
+-- sequence number: `n` counts the identical rows before it, so independent writes in either
+-- order give the same rows, and the same event twice gives two. No tool reads or writes the
+-- ledger (`transactions` is the money record the customer sees); triggers append through
+-- the `ledger_append` view, which numbers the row.
+
+CREATE TABLE ledger (
+    ref    TEXT NOT NULL,               -- the record the event is about (an order id)
+    event  TEXT NOT NULL,               -- placed, cancelled, address_changed, returned, exchanged, ...
+    amount INTEGER NOT NULL DEFAULT 0,  -- money moved: > 0 charged, < 0 refunded
+    detail TEXT NOT NULL DEFAULT '',
+    n      INTEGER NOT NULL,            -- identical rows before this one
+    PRIMARY KEY (ref, event, amount, detail, n)
+);
+
+CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
+
+CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
+BEGIN
+    INSERT INTO ledger (ref, event, amount, detail, n)
+    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
+        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
+          AND detail = ifnull(NEW.detail, '');
+END;
+
+CREATE TRIGGER log_order AFTER INSERT ON orders
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.order_id, 'placed', NEW.total, NEW.payment_id);
+END;
+
+CREATE TRIGGER log_status AFTER UPDATE OF status ON orders
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.order_id, NEW.status,
+        CASE WHEN NEW.status = 'cancelled' AND OLD.status = 'pending' THEN -OLD.total ELSE 0 END,
+        printf('%s -> %s%s', OLD.status, NEW.status,
+               CASE WHEN NEW.cancel_reason IS NOT NULL THEN ': ' || NEW.cancel_reason ELSE '' END));
+END;
+
+CREATE TRIGGER log_address AFTER UPDATE OF address ON orders
+WHEN NEW.address IS NOT OLD.address
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.order_id, 'address_changed', 0,
+        printf('%s -> %s', OLD.address, NEW.address));
+END;
+
+CREATE TRIGGER log_return AFTER INSERT ON returns
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.order_id, 'returned', -NEW.amount,
+        printf('%s x%d, %s', NEW.variant_id, NEW.quantity, NEW.refund_payment_id));
+END;
+
+CREATE TRIGGER log_exchange AFTER INSERT ON exchanges
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.order_id, 'exchanged', NEW.price_difference,
+        printf('%s -> %s x%d, %s', NEW.variant_id, NEW.new_variant_id, NEW.quantity, NEW.payment_id));
+END;

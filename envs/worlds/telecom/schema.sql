@@ -287,3 +287,83 @@ CREATE TRIGGER fx_usage AFTER INSERT ON usage_records
 BEGIN
     UPDATE lines SET data_used_mb = data_used_mb + NEW.mb WHERE line_id = NEW.line_id;
 END;
+
+-- The ledger: what happened, one row per event ------------------------------------------------
+-- Every line added, plan change, add-on added or removed, roaming switch, suspension,
+-- resumption (reconnections included) and termination appends a row, and so does every bill
+-- issued (early termination fees included) and every payment, with its amount (bills and
+-- payments: the amount billed or paid). A detour that ends where it started (an add-on added
+-- and removed, roaming on and off again) leaves its rows, so it no longer reaches the
+-- target's state hash. Rows have no sequence number: `n` counts the identical rows before
+-- it, so independent writes in either order give the same rows, and the same event twice
+-- gives two. No tool reads or writes the ledger; triggers append through the `ledger_append`
+-- view, which numbers the row.
+
+CREATE TABLE ledger (
+    ref    TEXT NOT NULL,               -- the record the event is about (a line or bill id)
+    event  TEXT NOT NULL,               -- line_added, plan_changed, addon_added, roaming_on, billed, paid, ...
+    amount INTEGER NOT NULL DEFAULT 0,  -- money: billed (> 0) or paid (> 0); 0 for changes without money
+    detail TEXT NOT NULL DEFAULT '',
+    n      INTEGER NOT NULL,            -- identical rows before this one
+    PRIMARY KEY (ref, event, amount, detail, n)
+);
+
+CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
+
+CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
+BEGIN
+    INSERT INTO ledger (ref, event, amount, detail, n)
+    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
+        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
+          AND detail = ifnull(NEW.detail, '');
+END;
+
+CREATE TRIGGER log_line AFTER INSERT ON lines
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.line_id, 'line_added', 0,
+        printf('%s %s, %s', NEW.phone_number, NEW.plan_id, NEW.customer_id));
+END;
+
+CREATE TRIGGER log_plan AFTER UPDATE OF plan_id ON lines
+WHEN NEW.plan_id <> OLD.plan_id
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.line_id, 'plan_changed', 0, printf('%s -> %s', OLD.plan_id, NEW.plan_id));
+END;
+
+CREATE TRIGGER log_line_status AFTER UPDATE OF status ON lines
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.line_id,
+        CASE NEW.status WHEN 'suspended' THEN 'suspended' WHEN 'active' THEN 'resumed' ELSE 'terminated' END, 0,
+        printf('%s -> %s%s', OLD.status, NEW.status,
+               CASE WHEN ifnull(NEW.suspend_reason, OLD.suspend_reason) IS NOT NULL
+                    THEN ': ' || ifnull(NEW.suspend_reason, OLD.suspend_reason) ELSE '' END));
+END;
+
+CREATE TRIGGER log_roaming AFTER UPDATE OF roaming_enabled ON lines
+WHEN NEW.roaming_enabled <> OLD.roaming_enabled
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.line_id,
+        CASE WHEN NEW.roaming_enabled = 1 THEN 'roaming_on' ELSE 'roaming_off' END, 0, '');
+END;
+
+CREATE TRIGGER log_addon_added AFTER INSERT ON line_addons
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.line_id, 'addon_added', 0, NEW.addon_id);
+END;
+
+CREATE TRIGGER log_addon_removed AFTER DELETE ON line_addons
+BEGIN
+    INSERT INTO ledger_append VALUES (OLD.line_id, 'addon_removed', 0, OLD.addon_id);
+END;
+
+CREATE TRIGGER log_bill AFTER INSERT ON bills
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.bill_id, 'billed', NEW.amount,
+        printf('%s %s, %s', NEW.kind, NEW.period, NEW.customer_id));
+END;
+
+CREATE TRIGGER log_payment AFTER INSERT ON payments
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.bill_id, 'paid', NEW.amount, NEW.method_id);
+END;
