@@ -429,6 +429,8 @@ def actions_of(changes: list[CellChange]) -> list[tuple[str, dict[str, Any]]] | 
     paid = any(t == "payments" for t, _ in _grouped(changes))
     rows = _grouped(changes)
     for (table, key), cols in rows.items():
+        if table == "ledger":  # the world's record of what happened follows from the actions
+            continue
         op = next(iter(cols.values())).op
         ids = dict(zip(PK.get(table, []), json.loads(key), strict=False))
         after = {c: ch.after for c, ch in cols.items()}
