@@ -7,7 +7,11 @@ match exactly one record, and states the goal from those descriptions only (an i
 user's text is a drop). The reference (reads + one write per constraint) is replayed on a
 fresh copy of the initial state: every write must succeed and every constraint must hold
 on the result, whose hash and cell diff become the target (so the state verifier applies
-too). C goes to ``verification.constraints`` for the constraint verifier.
+too). C goes to ``verification.constraints`` for the constraint verifier. Uniqueness is
+checked again on a rebuilt initial state and after every prefix of the reference writes:
+a task whose description matches another record once one of its own writes is done (a
+booking that adds a look-alike of the reservation to change) is dropped, counted as
+``ambiguous_after_write``.
 
 Options (``cfg.options``): ``tasks_per_seed`` (6), ``p_extra`` (the world's default share
 of sets with a second constraint).
@@ -107,22 +111,63 @@ def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connec
     return task.with_id()
 
 
+def _described(task: Task) -> list[tuple[str, str, dict[str, Any], Any]]:
+    """(slot, entity, attributes, the record's id) of every description of the task."""
+    constraints = task.verification.constraints or []
+    out = []
+    attrs: dict[str, dict[str, Any]] = task.metadata["fuzzy_attributes"]
+    for slot, a in attrs.items():
+        index, field = slot.split(".", 1)
+        out.append((slot, a["entity"], a["where"], constraints[int(index[1:])]["fields"][field]))
+    return out
+
+
 def recheck_unique(world: World, task: Task) -> tuple[int, int]:
     """(descriptions matching exactly their record, descriptions) on a rebuilt initial state."""
     module = world_constraints(world)
     ref = task.initial_state
     conn = world.build_state(ref.seed, ref.scale, ref.patches)
-    constraints = task.verification.constraints or []
     try:
-        unique = 0
-        attrs: dict[str, dict[str, Any]] = task.metadata["fuzzy_attributes"]
-        for slot, a in attrs.items():
-            index, field = slot.split(".", 1)
-            record = constraints[int(index[1:])]["fields"][field]
-            unique += module.matching_ids(conn, a["entity"], a["where"]) == [record]
-        return unique, len(attrs)
+        described = _described(task)
+        unique = sum(module.matching_ids(conn, entity, where) == [record] for _, entity, where, record in described)
+        return unique, len(described)
     finally:
         conn.close()
+
+
+def ambiguous_after_writes(world: World, task: Task) -> dict[str, tuple[int, list[str]]]:
+    """Descriptions that stop pointing at their record part-way through the reference: for
+    each prefix of its writes (the first write, the first two, ..., all of them) applied to
+    the initial state, a description that matches any record other than its own. -> slot:
+    (the number of writes after which it first did, the ids it matched then).
+
+    The user keeps describing a record as it was; a write of the task itself can add a look-
+    alike (a booking to the same city as the reservation to change) or give another record
+    the described attributes. A description that no longer matches even its own record (a
+    balance the write spent) points at nothing else and is not counted."""
+    module = world_constraints(world)
+    described = _described(task)
+    out: dict[str, tuple[int, list[str]]] = {}
+    env = world.env(task.initial_state)
+    try:
+        done = 0
+        for call in task.reference_solution:
+            spec = world.tools.get(call.name)
+            if spec is None or not spec.write:
+                continue
+            obs = env.call(call)
+            if not obs.ok:
+                raise ValueError(f"reference write {call.name} failed on replay: {obs.code}")
+            done += 1
+            for slot, entity, where, record in described:
+                if slot in out:
+                    continue
+                ids = module.matching_ids(env.conn, entity, where)
+                if any(i != record for i in ids):
+                    out[slot] = (done, ids)
+    finally:
+        env.close()
+    return out
 
 
 class ConstraintGuidedOptions(BaseModel):
@@ -172,6 +217,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                 if u != n:
                     result.drops["fuzzy_not_unique_on_rebuild"] += 1
                     continue
+                if ambiguous_after_writes(world, task):
+                    result.drops["ambiguous_after_write"] += 1
+                    continue
                 result.accept(task, cfg.test_fraction)
                 described += n
                 unique += u
@@ -189,6 +237,7 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
         "fuzzy_unique_rate": round(unique / described, 4) if described else 0.0,
         "fuzzy_first_draw_unique_rate": round(first_unique / described, 4) if described else 0.0,
         "fuzzy_redraws": redraws,
+        "ambiguous_after_write": result.drops["ambiguous_after_write"],  # dropped: a write made a description ambiguous
         "constraint_kinds": dict(sorted(kinds.items())),
         "mean_constraints": round(sum(kinds.values()) / len(result.tasks), 3) if result.tasks else 0.0,
     }

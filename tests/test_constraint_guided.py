@@ -157,6 +157,74 @@ def test_fuzzify_failures_are_counted_drops(airline: World, monkeypatch: pytest.
     assert not r.tasks and r.drops["fuzzy_ambiguous"] == r.stats["attempted"] > 0
 
 
+def _lookalike_case(airline: World) -> tuple[int, list[Constraint]]:
+    """A seed and a two-write set whose first write books a look-alike of the reservation the
+    second changes: the user's only reservation, and another flight on the same route and
+    day booked in the same cabin for as many passengers. "Your trip to X" (or "on <date>")
+    is unique at first and matches both reservations after the booking, however specific."""
+    module = world_constraints(airline)
+    for seed in range(1, 12):
+        conn = airline.build_state(seed, 30)
+        try:
+            rows = conn.execute(
+                "SELECT r.user_id, r.reservation_id, r.cabin, r.passengers, g.flight_id FROM reservations r"
+                " JOIN flights f ON f.flight_id = r.flight_id JOIN flights g ON g.origin = f.origin"
+                " AND g.destination = f.destination AND g.date = f.date AND g.flight_id <> f.flight_id"
+                " WHERE r.status = 'active' AND f.status IN ('scheduled', 'delayed') AND g.status = 'scheduled'"
+                " AND g.date > date((SELECT value FROM meta WHERE key = 'now')) AND g.seats_available >= r.passengers"
+                " AND (SELECT COUNT(*) FROM reservations x WHERE x.user_id = r.user_id) = 1"
+                " ORDER BY r.reservation_id").fetchall()
+            for uid, rid, cabin, pax, flight in rows:
+                _, bags = module._bag_options(conn, rid)
+                (card,) = conn.execute("SELECT payment_id FROM payment_methods WHERE user_id = ?"
+                                       " AND kind = 'credit_card'", (uid,)).fetchone()
+                if bags:
+                    return seed, [
+                        Constraint(kind="book", fields={"user_id": uid, "flight_id": flight, "cabin": cabin,
+                                                        "passengers": pax, "payment_id": card, "insurance": False}),
+                        Constraint(kind="bags", fields={"user_id": uid, "reservation_id": rid, "total_bags": bags[0]})]
+        finally:
+            conn.close()
+    raise AssertionError("no seed has a look-alike case")
+
+
+def test_description_made_ambiguous_by_the_tasks_own_write_is_dropped(
+        airline: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed, constraints = _lookalike_case(airline)
+    module = world_constraints(airline)
+    ref, conn = airline.state_ref(seed, 30), airline.build_state(seed, 30)
+    try:
+        fuzzy = module.fuzzify(conn, constraints, random.Random(0))
+        task = cg._build(airline, module, ref, conn, constraints, fuzzy, SynthesisResult())
+    finally:
+        conn.close()
+    assert task is not None, "the task builds and its reference reaches the target"
+    assert cg.recheck_unique(airline, task) == (3, 3)  # unique on the initial state
+    found = cg.ambiguous_after_writes(airline, task)
+    assert set(found) == {"c1.reservation_id"}
+    after, ids = found["c1.reservation_id"]
+    assert after == 1 and constraints[1]["reservation_id"] in ids and len(ids) == 2
+
+    # Through the synthesis loop: the only set it can draw is that one, so nothing is emitted.
+    def only_this(c: Any, rng: random.Random, **_: Any) -> list[Constraint]:
+        rid = constraints[1]["reservation_id"]
+        return constraints if c.execute("SELECT 1 FROM reservations WHERE reservation_id = ?", (rid,)).fetchone() \
+            else []
+
+    monkeypatch.setattr(module, "sample_constraints", only_this)
+    r = cg.synthesize(SynthesisConfig(method="constraint_guided", n_tasks=1, seed=seed,
+                                      options={"tasks_per_seed": 1}), airline)
+    assert not r.tasks and r.drops["ambiguous_after_write"] >= 1
+    assert r.stats["ambiguous_after_write"] == r.drops["ambiguous_after_write"]
+    assert sum(r.drops.values()) == r.stats["attempted"]
+
+
+def test_emitted_descriptions_stay_unique_through_the_writes(airline: World, ctasks: list[Task],
+                                                             result: SynthesisResult) -> None:
+    assert all(not cg.ambiguous_after_writes(airline, t) for t in ctasks)
+    assert result.stats["ambiguous_after_write"] == result.drops["ambiguous_after_write"]
+
+
 # -- verifier --------------------------------------------------------------------------------
 
 def test_gold_and_read_variations_pass(airline: World, ctasks: list[Task]) -> None:
@@ -188,7 +256,9 @@ def test_known_bad_cases_fail(airline: World, ctasks: list[Task]) -> None:
 
 
 def test_partial_satisfaction_gives_partial_score(airline: World, ctasks: list[Task]) -> None:
-    task = next(t for t in ctasks if len(t.verification.constraints) == 2)
+    # a two-write task whose booking has a wrong-flight variant (the state offers another flight)
+    task = next(t for t in ctasks if len(t.verification.constraints) == 2
+                and any(m.note == "wrong_flight" for m in mutants(t) if m.kind == "world_mutation"))
     w = writes(airline, task)
     for dropped in w:
         s = score_constraints(task, [c for c in task.reference_solution if c is not dropped])
