@@ -196,7 +196,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
         ref = world.state_ref(seed, cfg.scale)
         conn = world.build_state(seed, cfg.scale)
         try:
-            for _ in range(min(per_seed, cfg.n_tasks - len(result.tasks))):
+            for _ in range(per_seed):  # the same draws whatever n_tasks: more tasks extend the list
+                if len(result.tasks) >= cfg.n_tasks:
+                    break
                 attempted += 1
                 constraints = module.sample_constraints(conn, rng, **sample_kw)
                 if not constraints:
