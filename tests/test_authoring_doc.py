@@ -68,3 +68,19 @@ def test_logic_driven_synthesis(world: World) -> None:
         assert replay(world, task) == task.target_state_hash
         assert not any(name in task.instruction for name in world.tools)
         assert set(task.metadata["rules"]) & set(task.metadata["rules_crossed"])
+
+
+def test_every_write_is_recorded_in_the_ledger(world: World) -> None:
+    assert "ledger" in DOC.read_text()
+    probes = load_probes(world)
+    assert probes is not None
+    base = fixture_env(world, probes.fixture)
+    rows = lambda env: set(env.conn.execute("SELECT * FROM ledger").fetchall())  # noqa: E731
+    before = rows(base)
+    written = set()
+    for p in probes.probes:
+        bad, good = base.fork(), base.fork()
+        assert not bad.call(p.violating).ok and rows(bad) == before
+        assert p.valid is not None and good.call(p.valid).ok and rows(good) > before, p.rule
+        written.add(p.valid.name)
+    assert written == {n for n, t in world.tools.items() if t.write}

@@ -55,3 +55,42 @@ BEGIN UPDATE cars SET status = 'rented' WHERE car_id = NEW.car_id; END;
 CREATE TRIGGER fx_return AFTER UPDATE OF status ON rentals
 WHEN NEW.status = 'returned' AND OLD.status = 'active'
 BEGIN UPDATE cars SET status = 'available' WHERE car_id = NEW.car_id; END;
+
+-- The ledger: what happened. One row per rental, extension and return, with the money it
+-- moved; `n` counts identical earlier rows (no sequence number, so independent writes give
+-- the same rows in either order). No tool reads or writes it.
+CREATE TABLE ledger (
+    ref    TEXT NOT NULL,               -- the rental
+    event  TEXT NOT NULL,               -- rented, extended, returned
+    amount INTEGER NOT NULL DEFAULT 0,  -- money charged (> 0) or refunded (< 0)
+    detail TEXT NOT NULL DEFAULT '',
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (ref, event, amount, detail, n)
+);
+
+CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
+
+CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
+BEGIN
+    INSERT INTO ledger (ref, event, amount, detail, n)
+    SELECT NEW.ref, NEW.event, NEW.amount, NEW.detail, COUNT(*) FROM ledger
+        WHERE ref = NEW.ref AND event = NEW.event AND amount = NEW.amount AND detail = NEW.detail;
+END;
+
+CREATE TRIGGER log_rent AFTER INSERT ON rentals
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.rental_id, 'rented', NEW.total, printf('%s x%d days', NEW.car_id, NEW.days));
+END;
+
+CREATE TRIGGER log_extend AFTER UPDATE OF days ON rentals
+WHEN NEW.days <> OLD.days
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.rental_id, 'extended', NEW.total - OLD.total,
+                                      printf('%d -> %d days', OLD.days, NEW.days));
+END;
+
+CREATE TRIGGER log_return AFTER UPDATE OF status ON rentals
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO ledger_append VALUES (NEW.rental_id, NEW.status, 0, '');
+END;
