@@ -16,6 +16,7 @@ from rollout.branching import BranchError, as_response, branch_episode, branch_p
 from rollout.model import ChatResponse
 from rollout.policies import ScriptedPolicy
 from rollout.user import STOP, LLMUser, ScriptedUser
+from synthesis.base import SynthesisConfig, get_method
 
 
 def gold(task: Task, world: World, **cfg: Any) -> Trajectory:
@@ -30,11 +31,21 @@ def branch(task: Task, world: World, parent: Trajectory, at_step: int, message: 
 
 
 @pytest.fixture(scope="module")
-def bags(tasks: list[Task]) -> Task:
-    """The bags-at-limit task with its path as read, book, add bags (its two writes are
-    independent, so either order reaches the target)."""
-    task = next(t for t in tasks if t.metadata["boundary"] == "bags_at_limit")
+def bags(airline: World, tasks: list[Task]) -> Task:
+    """A bags-at-limit task with its path as read, book, add bags (its two writes are
+    independent, so either order reaches the target): from the session's tasks, else from
+    the next seed whose bags-at-limit goal is that compound one."""
     order = ["get_user_details", "book_reservation", "update_baggage"]
+
+    def compound(found: list[Task]) -> Task | None:
+        return next((t for t in found if t.metadata["boundary"] == "bags_at_limit"
+                     and sorted(c.name for c in t.reference_solution) == sorted(order)), None)
+
+    task, seed = compound(tasks), 12
+    while task is None and seed < 16:
+        task = compound(get_method("logic_driven")(SynthesisConfig(n_tasks=7, seed=seed), airline).tasks)
+        seed += 1
+    assert task is not None, "no compound bags-at-limit task"
     path = sorted(task.reference_solution, key=lambda c: order.index(c.name))
     assert [c.name for c in path] == order
     return task.model_copy(update={"reference_solution": path})

@@ -407,7 +407,7 @@ def test_generator_prompt_holds_spec_and_context(airline: World) -> None:
     conn = airline.build_state(0, 30)
     context = world_context(conn, rng)
     conn.close()
-    assert set(context) == {"meta", "users", "payment_methods", "flights", "reservations"}
+    assert set(context) == {"meta", "users", "payment_methods", "flights", "reservations", "ledger"}
     assert len(context["users"]) == 2 and context["meta"][0]["key"] == "now"
     spec = sample_spec(airline, rng)
     messages = generator_prompt(spec, context)
