@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,17 @@ def template_text(family: str) -> str:
         from rollout.embedded import chat_template
 
         return chat_template()
-    import trl
+    return (trl_templates_dir() / file).read_text(encoding="utf-8")
 
-    return (Path(trl.__file__).parent / "chat_templates" / file).read_text(encoding="utf-8")
+
+def trl_templates_dir() -> Path:
+    """TRL's `chat_templates` folder, found without importing trl (a slow import)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("trl is not installed (pip install 'trajforge[train]')")
+    return Path(next(iter(spec.submodule_search_locations))) / "chat_templates"
 
 
 def rendered_calls(text: str, family: str) -> list[tuple[str, Any]]:
@@ -163,9 +172,11 @@ def token_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str) -> dict
             "total": _percentiles(list(total)), "min_max_length": (max(before) + 1) if before else 0}
 
 
+@lru_cache(maxsize=1)
 def embedded_tokenizer() -> Any:
     """The embedded model's tokenizer with its template, if the model folder is prepared
-    (never downloads); else raises `FileNotFoundError`."""
+    (never downloads); else raises `FileNotFoundError`. One per process: callers must not
+    change it."""
     from transformers import AutoTokenizer
 
     from rollout.embedded import READY_MARKER, chat_template, default_model_dir, hub_offline
