@@ -22,7 +22,14 @@ from data.cache import ShardCache
 from data.card import card_header, render_card, run_sections
 from data.crash import crashpoint
 from data.records import Task, Trajectory, Verdict, content_hash
-from data.schema import CODECS, RELEASE_SCHEMA_VERSION, RL_SCHEMA, SFT_SCHEMA
+from data.schema import (
+    CODECS,
+    RELEASE_SCHEMA_VERSION,
+    RL_SCHEMA,
+    SFT_SCHEMA,
+    empty_table,
+    storage_type,
+)
 from envs.registry import get_world, world_version
 from pipelines import keys
 from pipelines.config import RunConfig
@@ -436,8 +443,6 @@ def _with_columns(table: Any, schema: Any) -> Any:
     older release schema), so it casts to `schema`."""
     import pyarrow as pa
 
-    from data.schema import storage_type
-
     for field in schema:
         if field.name not in table.column_names:
             table = table.append_column(field, pa.nulls(table.num_rows, storage_type(field.type)).cast(field.type))
@@ -451,7 +456,8 @@ def _write_splits(w: store.DatasetWriter, table: Any) -> tuple[dict[str, int], d
 
     rows: dict[str, int] = {}
     nbytes: dict[str, int] = {}
-    if not table.num_rows:
+    if not table.num_rows:  # the file the card's `train` pattern names, without rows
+        w.write_table(empty_table(w.schema), prefix="train")
         return rows, nbytes
     names = sorted(set(table.column("split").to_pylist()), key=lambda s: ({"train": 0, "test": 1}.get(s, 2), s))
     for split in names:

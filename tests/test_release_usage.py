@@ -274,3 +274,18 @@ def test_an_environment_refuses_a_row_of_another_world_or_verifier_version(relea
         env.reset(**{**row, "world_version": "0000"})
     with pytest.raises(ValueError, match="judged by state_equivalence 0.0.1"):
         env.reset(**{**row, "verifier_version": "0.0.1"})
+
+
+def test_the_training_runs_section_keeps_the_card_loadable(released: dict[str, Path], tmp_path: Path) -> None:
+    from datasets import load_dataset
+
+    from train.lineage import RUNS_SECTION, write_run_record
+
+    rel = released["sft"]
+    before = (rel / "README.md").read_text()
+    write_run_record(tmp_path / "train" / "sft-1", "sft", rel, store.read_manifest(rel), {}, status="done", steps=1,
+                     final_loss=0.5)
+    card = (rel / "README.md").read_text()
+    assert card.count(f"## {RUNS_SECTION}") == 1 and card.index("## Training with it") < card.index(f"## {RUNS_SECTION}")
+    assert card.split("---\n")[1] == before.split("---\n")[1]  # the YAML header is untouched
+    assert load_dataset(str(rel), cache_dir=str(tmp_path / "cache"))["test"].num_rows > 0

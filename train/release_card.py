@@ -202,9 +202,12 @@ def training_sections(kind: str, table: Any, code_version: str = "") -> tuple[st
         figures["unmeasured"] = f"{type(exc).__name__}: {exc}"
         tokenizer = None
     if tokenizer is not None and rows:
-        figures["token_lengths"] = token_lengths(tokenizer, rows, kind)
-        if kind == "sft":
-            figures["templates"] = check_templates(tokenizer, rows)
+        try:
+            figures["token_lengths"] = token_lengths(tokenizer, rows, kind)
+            if kind == "sft":
+                figures["templates"] = check_templates(tokenizer, rows)
+        except Exception as exc:  # a card figure must never block a publish; the card says why
+            figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     parts = ["## Training with it", ""]
     if kind == "sft":
         parts += _sft_text(figures)
