@@ -264,6 +264,21 @@ def test_train_sft_refuses_a_max_length_that_drops_rows(released: dict[str, Path
         build_sft_trainer(released["sft"], SFTStageConfig(max_length=1024), tmp_path)
 
 
+def test_train_sft_refuses_a_template_that_drops_tool_use(released: dict[str, Path], tmp_path: Path) -> None:
+    """A plain ChatML template without tool support (like SmolLM2's own): tools and tool calls
+    would vanish from the text, silently, so the run stops before loading weights."""
+    from train.config import SFTStageConfig
+    from train.sft import build_sft_trainer, hub_offline
+
+    plain = tmp_path / "chatml.jinja"
+    plain.write_text("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + (m['content'] or '') + "
+                     "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                     "{% endif %}")
+    cfg = SFTStageConfig(chat_template_path=str(plain), assistant_only_loss=False)
+    with hub_offline(), pytest.raises(store.DatasetError, match="leaves the tool schemas and assistant tool calls out"):
+        build_sft_trainer(released["sft"], cfg, tmp_path)
+
+
 def test_an_environment_refuses_a_row_of_another_world_or_verifier_version(released: dict[str, Path]) -> None:
     from train.environments import environment_class
 

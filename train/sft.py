@@ -130,6 +130,33 @@ def training_template(tokenizer: Any) -> str | None:
         return None
 
 
+def check_renders_tool_use(dataset_path: Path | str, tokenizer: Any, ds: Any, chat_template: str | None = None) -> None:
+    """`DatasetError` when the chat template leaves the rows' tool schemas or tool calls out
+    of the text (SmolLM2's own template does: training would see conversations with the
+    calls cut out, silently). Checked on the first row that has both: the text must change
+    when the tools, or the assistant turns' calls, are removed."""
+
+    def render(messages: list[dict[str, Any]], tools: Any) -> str:
+        return tokenizer.apply_chat_template(messages, tools=tools, chat_template=chat_template, tokenize=False)
+
+    for row in ds:
+        messages, tools = row["messages"], row.get("tools") or None
+        if not tools or not any(m.get("tool_calls") for m in messages):
+            continue
+        first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        no_calls = [{**m, "tool_calls": None, "content": m.get("content") or ""} if m.get("tool_calls") else m
+                    for m in messages]
+        dropped = [what for what, same in (
+            ("tool schemas", render(messages[:first], tools) == render(messages[:first], None)),
+            ("assistant tool calls", render(messages, None) == render(no_calls, None))) if same]
+        if dropped:
+            raise store.DatasetError(
+                f"{dataset_path}: the chat template leaves the {' and '.join(dropped)} out of the text, so "
+                "training would see the conversations without them. Use a template that renders `tools` and "
+                "assistant `tool_calls` (sft.chat_template_path; docs/training.md, 'Bringing a template').")
+        return
+
+
 def check_max_length(dataset_path: Path | str, cfg: SFTStageConfig, tokenizer: Any, splits: dict[str, Any],
                      chat_template: str | None = None) -> dict[str, Any]:
     """Token lengths of the rows SFTTrainer will see (before the first assistant turn and in
@@ -243,8 +270,9 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
         raise store.DatasetError(f"{dataset_path}: the train split has no rows")
     eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split)) if cfg.eval_split else None
     eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
-    lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds},
-                               training_template(tokenizer) if markers == "trl" else None)
+    template = training_template(tokenizer) if markers == "trl" else None
+    check_renders_tool_use(dataset_path, tokenizer, train_ds, template)
+    lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds}, template)
     model = load_weights(model_path)
 
     peft_config = None
