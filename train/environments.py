@@ -63,9 +63,10 @@ def as_task(value: str | dict[str, Any] | Task) -> Task:
     return _task(value)
 
 
-def check_row_versions(row: dict[str, Any], task: Task) -> None:
-    """Refuse a release row whose `world_version` or `verifier_version` is not the installed
-    world's or verifier's (rows without them, schema version 1, are not checked)."""
+def check_row_versions(row: dict[str, Any], task: Task, check_verifier: bool = True) -> None:
+    """Refuse a release row whose `world_version` (or, with `check_verifier`, its verifier's
+    version) is not the installed world's or verifier's (rows without them, schema version
+    1, are not checked)."""
     from envs.registry import world_version
 
     want = row.get("world_version")
@@ -74,7 +75,7 @@ def check_row_versions(row: dict[str, Any], task: Task) -> None:
                          f"installed world is version {have}: install the trajforge version named in the "
                          "release's lineage (code version) to train on it")
     name, version = row.get("verifier"), row.get("verifier_version")
-    if name and version and version != (have := get_verifier(name).version):
+    if check_verifier and name and version and version != (have := get_verifier(name).version):
         raise ValueError(f"row of task {task.id} is judged by {name} {version}, but the installed {name} is "
                          f"{have}: install the trajforge version named in the release's lineage")
 
@@ -101,14 +102,15 @@ class WorldEnvironment:
 
         An rl release row (schema version 2) also names its world and verifier versions; a
         row made by another version of either is refused (its rewards would not mean what
-        the release says). Its `verifier` then judges the episode.
+        the release says). Its `verifier` then judges the episode, when it is one of the
+        class's `verifiers`.
         """
         if "task" not in row:
             raise ValueError("an environment row needs a `task` column (the rl release's task JSON)")
         task = as_task(row["task"])
         if task.world != self.world_name:
             raise ValueError(f"task {task.id} is in world {task.world!r}, not {self.world_name!r}")
-        check_row_versions(row, task)
+        check_row_versions(row, task, check_verifier=row.get("verifier") in self.verifiers)
         self._close()
         self.row_verifier = row.get("verifier") or None
         self.task = task
@@ -146,8 +148,8 @@ class WorldEnvironment:
         """The task's primary verifier's verdict on this episode (kept in `self.verdict`)."""
         if self.task is None:
             raise RuntimeError("no episode: reset() was never called")
-        if names is None and self.row_verifier:
-            names = [self.row_verifier]
+        if names is None and self.row_verifier in self.verifiers:
+            names = [self.row_verifier]  # the row's own, unless the trainer configured others
         names = list(names or self.verifiers)
         verifier = get_verifier(primary_verifier(self.task, names))
         if not applies(verifier, self.task):
