@@ -137,10 +137,14 @@ def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[s
 
 
 def _percentiles(values: list[int]) -> dict[str, int]:
+    """Nearest-rank p50 and p95, and the max."""
     if not values:
         return {"p50": 0, "p95": 0, "max": 0}
     s = sorted(values)
-    rank = lambda q: s[min(len(s) - 1, max(0, -(-len(s) * q // 100) - 1))]  # noqa: E731 - nearest rank
+
+    def rank(q: int) -> int:
+        return s[max(0, -(-len(s) * q // 100) - 1)]
+
     return {"p50": rank(50), "p95": rank(95), "max": s[-1]}
 
 
