@@ -126,6 +126,18 @@ class HygieneConfig(BaseModel):
     drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
 
 
+class CardConfig(BaseModel):
+    """Hub metadata of the release cards (the YAML header of each release's README.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A Hub license id (apache-2.0, cc-by-4.0, other, ...). "unknown" until you decide: the
+    # rows hold your model's outputs and your worlds' data.
+    license: str = "unknown"
+    language: list[str] = Field(default_factory=lambda: ["en"])
+    pretty_name: str | None = None  # default: "<run name> <sft|rl>"
+
+
 class VLLMLaunchConfig(BaseModel):
     """Start vLLM for the rollout stage (GPU machines): `replicas` servers of `server` on
     consecutive ports, one per `gpus_per_replica` GPUs; the rollout's model becomes an
@@ -171,6 +183,7 @@ class RunConfig(BaseModel):
     # Mirror every release to this fsspec URL (s3://bucket/trajforge, gs://..., file://...)
     # after it is committed locally; `_SUCCESS` and LATEST.json are written last there.
     publish_to: str | None = None
+    card: CardConfig = Field(default_factory=CardConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
