@@ -105,6 +105,16 @@ class Verification(Record):
     nl_assertions: list[str] = Field(default_factory=list)
 
 
+class Turn(Record):
+    """One turn of a task's reference conversation after the user's opening message: an
+    assistant reply (text, or one tool call whose result comes from the world) or what the
+    scripted user answers."""
+
+    role: Literal["assistant", "user"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
 # Task metadata keys that schema version 1 used for what `Verification` holds now.
 _V1_VERIFICATION_KEYS = {"reward_basis": "basis", "verifier": "verifier", "constraints": "constraints",
                          "tests": "tests", "fail_to_pass": "fail_to_pass", "pass_to_pass": "pass_to_pass",
@@ -130,6 +140,10 @@ class Task(Record):
     target_state_hash: str
     target_diff: list[dict[str, Any]] = Field(default_factory=list)
     reference_solution: list[ToolCall] = Field(default_factory=list)
+    # The reference conversation (after the opening user message) that carries out the
+    # reference solution the way the policy says: identify, look up, announce and confirm,
+    # act, report. Empty for tasks without one (workspace tasks, schema version 1).
+    dialogue: list[Turn] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     difficulty: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)

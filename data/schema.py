@@ -75,6 +75,7 @@ TASK_SCHEMA = pa.schema(
         ("difficulty", pa.float64()),
         ("metadata", pa.string()),  # JSON
         ("verification", pa.string()),  # JSON; since schema version 2 (before: metadata keys)
+        ("dialogue", pa.string()),  # JSON; since schema version 2
     ]
 )
 
@@ -294,7 +295,8 @@ def strip_message(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-TASK_JSON_COLUMNS = ("user", "initial_state", "target_diff", "reference_solution", "metadata", "verification")
+TASK_JSON_COLUMNS = ("user", "initial_state", "target_diff", "reference_solution", "metadata", "verification",
+                     "dialogue")
 
 
 def task_to_row(task: Task) -> dict[str, Any]:
