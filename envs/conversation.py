@@ -111,11 +111,10 @@ def grounded_params(spec: ToolSpec) -> list[str]:
     out = []
     for name, prop in spec.parameters.get("properties", {}).items():
         kind = prop.get("type")
-        if kind == "string" and "enum" not in prop:
-            out.append(name)
-        elif kind in ("integer", "number") and _AMOUNT_PARAM.search(name):
-            out.append(name)
-        elif kind == "array" and prop.get("items", {}).get("type") == "string":
+        free_text = kind == "string" and "enum" not in prop
+        amount = kind in ("integer", "number") and bool(_AMOUNT_PARAM.search(name))
+        id_list = kind == "array" and prop.get("items", {}).get("type") == "string"
+        if free_text or amount or id_list:
             out.append(name)
     return out
 
