@@ -37,7 +37,7 @@ import yaml
 
 from data.records import StateRef, ToolCall, canonical_json
 from envs.sandbox import Limits, Sandbox, SandboxError, open_sandbox
-from envs.tools import ToolArgumentError, ToolError, ToolSpec, build_spec, tool
+from envs.tools import MESSAGE_CHARS, ToolArgumentError, ToolError, ToolSpec, build_spec, clip, tool
 from envs.world import Observation
 
 WORKSPACE_FILE = "workspace.yaml"
@@ -582,7 +582,7 @@ class WorkspaceEnv:
         spec = self.world.tools.get(call.name)
         if spec is None:
             known = ", ".join(self.world.tools)
-            return _error("unknown_tool", "unknown_tool", f"no tool named {call.name!r}; tools are: {known}")
+            return _error("unknown_tool", "unknown_tool", f"no tool named {clip(call.name)!r}; tools are: {known}")
         try:
             args = spec.validate(call.arguments)
         except ToolArgumentError as exc:
@@ -606,6 +606,7 @@ class WorkspaceEnv:
 
 
 def _error(kind: str, code: str, message: str) -> Observation:
+    message = clip(message, MESSAGE_CHARS)  # paths and arguments in it come from the model
     body = {"error": kind, "code": code, "message": message}
     return Observation(content=json.dumps(body), error=kind, code=code, detail=message)
 

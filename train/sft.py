@@ -188,10 +188,10 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     use_chat_template(tokenizer, cfg.chat_template_path)
     if cfg.assistant_only_loss:
         check_generation_markers(tokenizer)
-    train_ds = to_trl_sft(load_release(dataset_path, "train"))
+    train_ds = to_trl_sft(load_release(dataset_path, "train"), tokenizer)
     if len(train_ds) == 0:
         raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split)) if cfg.eval_split else None
+    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split), tokenizer) if cfg.eval_split else None
     eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
 
     peft_config = None
