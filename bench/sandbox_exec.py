@@ -4,10 +4,11 @@ baseline), measured in the same run with the arms interleaved round by round.
     .venv/bin/python bench/sandbox_exec.py [--quick] [--n N]
 
 Arms: `plain` (subprocess.run(["true"])), `bwrap_raw` (the same bwrap command line run
-directly: the floor of the backend), `bwrap` cold (open a sandbox on a small source
-folder, run, close), `bwrap_warm` (acquire from a warm `SandboxPool`, run, release, which
-resets the workspace), `bwrap_run` (one more command in an open sandbox), `unsafe` cold,
-and `docker` cold/warm where a daemon answers. The last line printed is one JSON object.
+directly, with the same flags: the assembled system root and the seccomp filter read from a
+pipe; the floor of the backend), `bwrap` cold (open a sandbox on a small source folder, run,
+close), `bwrap_warm` (acquire from a warm `SandboxPool`, run, release, which resets the
+workspace), `bwrap_run` (one more command in an open sandbox), `unsafe` cold, and `docker`
+cold/warm where a daemon answers. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from envs.sandbox.bwrap import bwrap_argv, bwrap_unusable, drop_privileges
 from envs.sandbox.docker import docker_unusable
 from envs.sandbox.pool import SandboxPool
 from envs.sandbox.process import limit_argv
+from envs.sandbox.seccomp import write_program_fd
+from envs.sandbox.sysroot import system_root
 
 
 def make_source(root: Path, files: int = 20) -> Path:
@@ -85,8 +88,18 @@ def main() -> None:
         held = open_sandbox("bwrap", src, limits)
         closers.append(held.close)
         drop, popen_kw = drop_privileges()
-        raw = drop + bwrap_argv(held.workdir, limits) + limit_argv(limits) + ["true"]
-        arms["bwrap_raw"] = lambda: subprocess.run(raw, **popen_kw)
+        root = system_root()
+
+        def raw() -> None:
+            fd = write_program_fd()
+            try:
+                argv = drop + bwrap_argv(held.workdir, limits, root=root, seccomp_fd=fd)
+                argv += limit_argv(limits, visible=root.visible) + ["true"]
+                subprocess.run(argv, pass_fds=(fd,), **popen_kw)
+            finally:
+                os.close(fd)
+
+        arms["bwrap_raw"] = raw
         arms["bwrap"] = cold("bwrap")
         pool = SandboxPool(src, size=2, limits=limits)
         closers.append(pool.close)

@@ -290,3 +290,10 @@ def test_null_arguments_mean_no_arguments_on_both_paths(path: str, server, airli
     t = run(path, server, task, airline, outs)
     assert [s.error for s in t.steps if s.action] == ["bad_arguments"]  # reached the tool: {} lacks the id
     assert t.steps[0].action is not None and t.steps[0].action.arguments == {}
+
+
+def test_card_states_the_tool_error_classes() -> None:
+    from data.card import run_sections
+
+    text = run_sections({"tool_errors": {"unsupported_syntax": 3, "duplicate_key": 1}})
+    assert "## Tool-call errors" in text and "| unsupported_syntax | 3 |" in text

@@ -352,10 +352,13 @@ except OSError as e:
         r = python_probe(sb, counter)
         stopped, n, err = r.stdout.split()
         assert stopped == "stopped" and int(n) < 16 and err == "BlockingIOError", r
+        r = python_probe(sb, "import os, time\nfor _ in range(64):\n    os.fork()\ntime.sleep(1)\n")
+        assert r.killed_reason == "processes" and "BlockingIOError" in r.stderr, r  # named
         t0 = time.perf_counter()
         r = sb.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived")
         assert time.perf_counter() - t0 < lim.timeout_s + 3
         assert "Cannot fork" in r.stderr  # the process limit, not luck, stopped it
+        assert r.killed_reason == "processes", r
         assert subprocess.run(["true"]).returncode == 0  # the host can still fork
         healthy(sb)
 
@@ -461,3 +464,190 @@ def test_bwrap_missing_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     with pytest.raises(SandboxError, match="apt-get install -y bubblewrap"):
         BwrapSandbox(None, FAST)
+
+
+# ---------------------------------------------------------------- issue 18 probes ------
+# Each probe runs in the default sandbox and, as a control, with isolation off: the unsafe
+# backend (the host, as this user) and, for the seccomp filter, bwrap with `seccomp=False`.
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, json, os, platform, signal, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {"x86_64": dict(keyctl=250, add_key=248, bpf=321, perf_event_open=298, io_uring_setup=425,
+                     userfaultfd=323, setns=308),
+      "aarch64": dict(keyctl=219, add_key=217, bpf=280, perf_event_open=241, io_uring_setup=425,
+                      userfaultfd=282, setns=268)}[platform.machine()]
+out = {}
+def result(name, rc):
+    out[name] = "ok" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+def ptrace_child():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(5); os._exit(0)
+    rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+    result("ptrace_child", rc)
+    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
+ptrace_child()
+result("unshare", libc.unshare(0))
+result("keyctl", libc.syscall(NR["keyctl"], 0, -3, 1))  # KEYCTL_GET_KEYRING_ID, session
+result("add_key", libc.syscall(NR["add_key"], b"user", b"probe", b"v", 1, -2))
+attr = ctypes.create_string_buffer(struct.pack("IIQ", 1, 128, 0) + bytes(24) + struct.pack("Q", 1 << 5)
+                                   + bytes(128 - 48))  # software cpu-clock, exclude_kernel
+result("perf_event_open", libc.syscall(NR["perf_event_open"], attr, 0, -1, -1, 0))
+params = ctypes.create_string_buffer(120)
+result("io_uring_setup", libc.syscall(NR["io_uring_setup"], 1, params))
+result("userfaultfd", libc.syscall(NR["userfaultfd"], 0))
+bpf_attr = ctypes.create_string_buffer(struct.pack("IIII", 2, 4, 4, 1) + bytes(112))  # array map
+result("bpf", libc.syscall(NR["bpf"], 0, bpf_attr, 128))
+fd = os.open("/proc/self/ns/uts", os.O_RDONLY)
+result("setns", libc.syscall(NR["setns"], fd, 0))
+# mount: in a private mount namespace of its own when that is allowed (the host control)
+libc.unshare(0x00020000)  # CLONE_NEWNS
+libc.mount(None, b"/", None, (1 << 14) | (1 << 18), None)  # MS_REC | MS_PRIVATE
+os.makedirs("mnt", exist_ok=True)
+result("mount", libc.mount(b"none", os.path.abspath("mnt").encode(), b"tmpfs", 0, None))
+result("umount2", libc.umount2(os.path.abspath("mnt").encode(), 2))
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+out["seccomp_mode"] = status.get("Seccomp", "?").strip()
+print(json.dumps(out))
+"""
+PROBED = ("ptrace_child", "unshare", "keyctl", "add_key", "perf_event_open", "io_uring_setup",
+          "userfaultfd", "bpf", "setns", "mount", "umount2")
+
+
+def syscalls(sb) -> dict[str, str]:
+    import json
+
+    r = python_probe(sb, SYSCALL_PROBE, timeout=20)
+    assert r.returncode == 0 and r.stdout.strip(), r
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@needs_bwrap
+@needs_py
+def test_probe_seccomp_denies_dangerous_syscalls(sb) -> None:
+    got = syscalls(sb)
+    assert got["seccomp_mode"] == "2", got  # a filter is installed
+    assert {k: got[k] for k in PROBED} == dict.fromkeys(PROBED, "EPERM"), got
+    healthy(sb)
+    # Controls: without the filter the unprivileged calls succeed in the same sandbox, and
+    # on the host (as root) the privileged ones do too; every probe can succeed somewhere.
+    with open_sandbox("bwrap", None, FAST, seccomp=False) as off:
+        bare = syscalls(off)
+    assert bare["seccomp_mode"] == "0"
+    assert bare["ptrace_child"] == bare["unshare"] == bare["keyctl"] == "ok", bare
+    with unsafe() as u:
+        host = syscalls(u)
+    works = {k for k in PROBED if "ok" in (bare[k], host[k])}
+    if os.geteuid() == 0:
+        assert works == set(PROBED), (bare, host)
+
+
+@needs_bwrap
+@needs_py
+def test_probe_ptrace_of_the_sandbox_init() -> None:
+    """The attack the filter stops: attach to the sandbox's own init (pid 1) and leave it
+    stopped, which wedged the command until its timeout."""
+    attack = ("import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "print(libc.ptrace(16, 1, 0, 0), ctypes.get_errno(), flush=True)\n")
+    lim = Limits(timeout_s=4, cpu_s=10)
+    with open_sandbox("bwrap", None, lim) as sb:
+        t0 = time.perf_counter()
+        r = python_probe(sb, attack)
+        assert r.ok and r.stdout.split() == ["-1", "1"], r  # EPERM
+        assert time.perf_counter() - t0 < 3
+        healthy(sb)
+    with open_sandbox("bwrap", None, lim, seccomp=False) as off:  # control: it wedges
+        r = python_probe(off, attack)
+        assert r.timed_out and r.stdout.split()[:1] == ["0"], r
+
+
+@needs_bwrap
+def test_probe_reset_restores_the_workspace_root(src: Path) -> None:
+    with SandboxPool(src, size=1, limits=FAST, background_reset=False) as pool:
+        for attack in ("chmod 000 .", "chmod 0777 .", "chmod 1700 . && mkdir -p d/e && chmod 000 d/e d"):
+            with pool.sandbox() as box:
+                before = box.run("stat -c %a .").stdout.strip()
+                box.run(attack)
+                # control: without the reset the attack does carry over to the next command
+                after = box.run("stat -c %a . 2>&1; ls >/dev/null 2>&1 && echo listed")
+                assert after.stdout != before + "\nlisted\n", (attack, after)
+            with pool.sandbox() as box:  # the next trajectory gets the workspace as prepared
+                r = box.run("stat -c %a .; ls")
+                assert r.ok and r.stdout.split() == [before, "README", "pkg", "run.sh"], (attack, r)
+                assert os.stat(box.workdir).st_mode & 0o7777 == int(before, 8)
+
+
+@pytest.fixture
+def opt_canary():
+    """A world-readable canary under host /opt (root only)."""
+    if not os.access("/opt", os.W_OK):
+        pytest.skip("cannot plant a canary under /opt (not root)")
+    token = f"CANARY-{uuid.uuid4().hex}"
+    path = Path("/opt") / f"trajforge_probe_{uuid.uuid4().hex}"
+    path.write_text(token)
+    path.chmod(0o644)
+    yield token, path
+    path.unlink(missing_ok=True)
+
+
+@needs_bwrap
+def test_probe_only_the_listed_host_parts_are_visible(sb, opt_canary) -> None:
+    token, path = opt_canary
+    host_passwd = Path("/etc/passwd").read_text()
+    script = f"cat {path}; cat /etc/passwd; ls /opt /etc /usr /usr/share /usr/include 2>&1; true"
+    r = sb.run(script)
+    assert token not in r.stdout + r.stderr
+    passwd = sb.run("cat /etc/passwd").stdout
+    assert passwd != host_passwd and "sandbox:x:1000:1000" in passwd
+    assert set(sb.run("ls /etc").stdout.split()) <= {"passwd", "group", "hosts", "nsswitch.conf",
+                                                     "resolv.conf", "ssl", "alternatives"}
+    assert "No such file" in sb.run("ls /opt /usr/include /usr/share/doc 2>&1; true").stdout
+    # what tasks need is there: the shell tools, python3 and git
+    r = sb.run("for c in sh bash ls cat grep sed awk sort find xargs tar gzip diff head tail wc "
+               "tr cut python3 git prlimit timeout ps; do command -v $c >/dev/null || echo no $c; done; "
+               "python3 -c 'import json, sqlite3, csv, subprocess; print(1)'; git --version")
+    assert r.ok and "no " not in r.stdout and "git version" in r.stdout, r
+    with unsafe() as u:  # control: the host's files are there without isolation
+        out = u.run(script).stdout
+        assert token in out and host_passwd in out
+
+
+def test_seccomp_program_decisions() -> None:
+    from envs.sandbox import seccomp as sc
+
+    for arch, table in sc.SYSCALLS.items():
+        prog, audit = sc.filter_program(arch), sc.AUDIT_ARCH[arch]
+        deny = sc.RET_ERRNO | 1  # EPERM
+        for name in sc.DENIED:
+            if name in table:
+                assert sc.decide(prog, table[name], audit) == deny, (arch, name)
+        allowed = {n for n in range(0, 450)} - set(table.values())
+        assert all(sc.decide(prog, n, audit) == sc.RET_ALLOW for n in allowed), arch
+        clone = table["clone"]
+        assert sc.decide(prog, clone, audit, (0x01200011,)) == sc.RET_ALLOW  # fork-like
+        assert sc.decide(prog, clone, audit, (0x003D0F00,)) == sc.RET_ALLOW  # a thread
+        for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x00000080):
+            assert sc.decide(prog, clone, audit, (0x11 | flag,)) == deny, (arch, hex(flag))
+        assert sc.decide(prog, table["clone3"], audit) == sc.RET_ERRNO | 38  # ENOSYS: use clone
+        assert sc.decide(prog, 1, 0x40000003) == sc.RET_KILL_PROCESS  # another ABI (i386)
+    assert sc.decide(sc.filter_program("x86_64"), 0x40000000 | 1, sc.AUDIT_ARCH["x86_64"]) \
+        == sc.RET_KILL_PROCESS  # x32
+
+
+def test_seccomp_numbers_match_libseccomp() -> None:
+    import ctypes
+    import ctypes.util
+
+    from envs.sandbox import seccomp as sc
+
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        pytest.skip("libseccomp is not installed (apt-get install libseccomp2) to check against")
+    lib = ctypes.CDLL(name)
+    lib.seccomp_syscall_resolve_name_arch.restype = ctypes.c_int
+    for arch, table in sc.SYSCALLS.items():
+        for call, nr in table.items():
+            assert lib.seccomp_syscall_resolve_name_arch(sc.AUDIT_ARCH[arch], call.encode()) == nr, \
+                (arch, call)

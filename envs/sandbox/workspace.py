@@ -3,7 +3,9 @@
 Commands inside the sandbox may leave anything in the workspace (symlinks to host files,
 FIFOs, deep trees), and this code runs on the host, often as root. So every host-side access
 refuses paths that leave the workspace, never follows a symlink out of it and reads only
-regular files. Snapshots are uncompressed tar archives held in memory.
+regular files. Snapshots are uncompressed tar archives held in memory, with the mode of the
+workspace folder itself: a command may `chmod 000 .` (or `0777`), and a restore puts the
+root's mode and owner back, so the next user of a pooled sandbox gets it as prepared.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ SANDBOX_DIR_ENV = "TRAJFORGE_SANDBOX_DIR"  # where workspaces are created (defau
 
 @dataclass(frozen=True)
 class WorkspaceSnapshot:
-    """An opaque, immutable copy of a workspace (a tar archive in memory)."""
+    """An opaque, immutable copy of a workspace (a tar archive in memory; `root_mode`: the
+    permission bits of the workspace folder itself)."""
 
     data: bytes
+    root_mode: int = 0o755
 
     @property
     def size(self) -> int:
@@ -123,18 +127,39 @@ class Workspace:
 
     # ---- snapshots -------------------------------------------------------------------
     def snapshot(self) -> WorkspaceSnapshot:
+        mode = stat.S_IMODE(os.lstat(self.path).st_mode)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for entry in sorted(os.listdir(self.path)):
                 tar.add(self.path / entry, arcname=entry, recursive=True)
-        return WorkspaceSnapshot(buf.getvalue())
+        return WorkspaceSnapshot(buf.getvalue(), mode)
 
     def clear(self) -> None:
+        """Remove everything in the workspace, whatever modes the commands left on it."""
+        os.chmod(self.path, 0o700)  # the owner (this process, or root) may always chmod it
+        try:
+            self._clear()
+        except PermissionError:  # folders a command made unreadable (only without root)
+            self._make_removable()
+            self._clear()
+
+    def _clear(self) -> None:
         for entry in os.scandir(self.path):
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
+
+    def _make_removable(self) -> None:
+        stack = [str(self.path)]
+        while stack:
+            d = stack.pop()
+            try:
+                os.chmod(d, stat.S_IMODE(os.lstat(d).st_mode) | 0o700)
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            stack += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
 
     def restore(self, snap: WorkspaceSnapshot) -> None:
         if not isinstance(snap, WorkspaceSnapshot):
@@ -143,6 +168,8 @@ class Workspace:
         with tarfile.open(fileobj=io.BytesIO(snap.data), mode="r") as tar:
             # Our own archive of a directory walk: members never pass through a symlink.
             tar.extractall(self.path, numeric_owner=True, filter="fully_trusted")
+        self._chown_one(self.path)
+        os.chmod(self.path, snap.root_mode)
 
     # ---- size ------------------------------------------------------------------------
     def disk_bytes(self) -> int:
