@@ -400,6 +400,7 @@ class WorkspaceWorld:
     def _build(self, patches: list[str]) -> Path:
         ops = parse_recipe(patches)
         with self.open_sandbox() as sb:
+            unsynced = False
             for op in ops:
                 if op["op"] == "write":
                     rel = _lexical(op["path"])
@@ -407,7 +408,11 @@ class WorkspaceWorld:
                     if op.get("executable"):
                         p = sb.workdir / rel
                         p.chmod(p.stat().st_mode | 0o111)
+                        unsynced = True
                 else:
+                    if unsynced and callable(getattr(sb, "push", None)):
+                        sb.push()  # modes changed in the host folder (a remote Docker daemon's mirror)
+                    unsynced = False
                     res = sb.run(op["cmd"], env=self.command_env())
                     if not res.ok:
                         raise ValueError(f"workspace recipe command failed ({res.returncode}): {op['cmd']!r}: "
@@ -479,13 +484,10 @@ class WorkspaceWorld:
                         "-p", "no:cacheprovider", "-q", "-rN", "--tb=short", f"--junitxml={report}", *paths]
                 cmd = "exec " + shlex.join(args)
                 res = sb.run(cmd, env=self.command_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}))
-                host_report = sb.workdir / report
-                xml = b""
-                if host_report.is_file() and not host_report.is_symlink():  # not a link or FIFO planted by code under test
-                    try:
-                        xml = sb.read_file(report)
-                    except (OSError, SandboxError):
-                        xml = b""
+                try:  # read_file refuses a link or FIFO planted by code under test
+                    xml = sb.read_file(report)
+                except (OSError, ValueError, SandboxError):
+                    xml = b""
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         tail = (res.stdout[-1500:] + res.stderr[-1500:]).strip()

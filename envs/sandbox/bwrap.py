@@ -41,7 +41,14 @@ from pathlib import Path
 
 from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import MB, classify, command_argv, limit_argv, run_limited
+from envs.sandbox.process import (
+    MB,
+    classify,
+    command_argv,
+    limit_argv,
+    next_disk_floor,
+    run_limited,
+)
 from envs.sandbox.sysroot import SysRoot, system_root
 from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
 
@@ -210,7 +217,8 @@ class BwrapSandbox:
                     env={"PATH": DEFAULT_ENV["PATH"]}, stdin=stdin,
                     popen_kw={**popen_kw, "pass_fds": (w,) if filt is None else (w, filt)},
                     disk_usage=self._ws.disk_bytes, disk_floor=self._disk_floor)
-                self._disk_floor = self._ws.disk_bytes() if raw.killed_by == "disk" else 0
+                self._disk_floor = next_disk_floor(raw.killed_by, raw.disk_bytes, self._disk_floor,
+                                                    self.limits, self._ws.disk_bytes)
             finally:
                 os.close(w)
                 if filt is not None:

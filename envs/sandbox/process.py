@@ -225,6 +225,20 @@ def run_limited(argv: Sequence[str], *, timeout: float, limits: Limits, cwd: str
         cpu_s=rusage.ru_utime + rusage.ru_stime, disk_bytes=disk_bytes)
 
 
+def next_disk_floor(killed_by: str | None, last_measured: int | None, floor: int, limits: Limits,
+                    measure: Callable[[], int]) -> int:
+    """The workspace size the next command may not grow past while the workspace stays over
+    `Limits.disk_mb` (so a command can still clean it up): its size after a command killed
+    for disk, the last size measured during a command that left it over the limit, 0 once
+    a measure finds it under, and unchanged when the command was too short to measure."""
+    cap = (limits.disk_mb or 0) * MB
+    if killed_by == "disk":
+        return measure()
+    if last_measured is None:
+        return floor
+    return last_measured if cap and last_measured > cap else 0
+
+
 def classify(raw: RawRun, limits: Limits) -> ExecResult:
     """An `ExecResult` with the reason the command died, where it can be told."""
     reason = raw.killed_by

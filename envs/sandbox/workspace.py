@@ -41,24 +41,31 @@ class Workspace:
     """A private folder `path` (inside its own `root`), owned by `owner` when we are root."""
 
     def __init__(self, source: Path | None = None, *, owner: int | None = None,
-                 base_dir: Path | str | None = None, prefix: str = "trajforge-sbx-") -> None:
+                 base_dir: Path | str | None = None, prefix: str = "trajforge-sbx-",
+                 at: Path | None = None) -> None:
+        """A new private folder, or (`at`) an existing empty one that someone else made and
+        removes (a Docker volume's mount point); `source` is copied into it."""
         if source is not None and not Path(source).is_dir():
             raise SandboxError(f"sandbox source {str(source)!r} is not a folder")
-        base = base_dir or os.environ.get(SANDBOX_DIR_ENV) or None
-        if base is not None:
-            Path(base).mkdir(parents=True, exist_ok=True)
         self.owner = owner if os.geteuid() == 0 else None
-        self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        self.path = self.root / "ws"
+        self._owned = at is None
+        if at is not None:
+            self.root, self.path = Path(at).parent, Path(at)
+        else:
+            base = base_dir or os.environ.get(SANDBOX_DIR_ENV) or None
+            if base is not None:
+                Path(base).mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+            self.path = self.root / "ws"
         try:
             if source is not None:
-                shutil.copytree(source, self.path, symlinks=True)
-            else:
+                shutil.copytree(source, self.path, symlinks=True, dirs_exist_ok=at is not None)
+            elif at is None:
                 self.path.mkdir()
             self.path.chmod(0o755)
-            self._chown_tree(self.root)
+            self._chown_tree(self.root if at is None else self.path)
         except BaseException:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self.remove()
             raise
 
     # ---- ownership -------------------------------------------------------------------
@@ -171,6 +178,40 @@ class Workspace:
         self._chown_one(self.path)
         os.chmod(self.path, snap.root_mode)
 
+    def load_archive(self, data: bytes, top: str = "workspace") -> None:
+        """Replace the workspace with `top/` of a tar made elsewhere (untrusted: a remote
+        container's workspace). Members that leave the workspace (absolute, `..`, through a
+        symlink already extracted, hard links to outside) and devices or FIFOs are skipped;
+        symlinks are kept as links (nothing here follows them); setuid bits are dropped."""
+        self.clear()
+        root_mode = 0o755
+        real_ws = os.path.realpath(self.path)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            for m in tar.getmembers():
+                name = m.name.rstrip("/")
+                if name == top:
+                    root_mode = stat.S_IMODE(m.mode) & 0o1777
+                    continue
+                if not name.startswith(top + "/"):
+                    continue
+                rel = os.path.normpath(name[len(top) + 1:])
+                if os.path.isabs(rel) or rel == ".." or rel.startswith("../") or "\0" in rel:
+                    continue
+                if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+                    continue
+                parent = os.path.realpath(os.path.join(self.path, os.path.dirname(rel)))
+                if os.path.commonpath([real_ws, parent]) != real_ws:
+                    continue  # through a symlink out of the workspace
+                if m.islnk():
+                    link = os.path.normpath(m.linkname)
+                    if not link.startswith(top + "/"):
+                        continue
+                    m.linkname = link[len(top) + 1:]
+                m.name = rel
+                m.mode &= 0o1777
+                tar.extract(m, self.path, numeric_owner=True, filter="fully_trusted")
+        os.chmod(self.path, root_mode)
+
     # ---- size ------------------------------------------------------------------------
     def disk_bytes(self) -> int:
         """Bytes of disk the workspace uses (allocated blocks; sparse holes are free)."""
@@ -193,4 +234,5 @@ class Workspace:
         return total
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._owned:
+            shutil.rmtree(self.root, ignore_errors=True)
