@@ -61,9 +61,12 @@ test: model sysdeps
 # Stops the Docker daemon that `sysdeps` started (if it did), never another one.
 docker-stop:
 	@if [ -f $(DOCKERD_PID) ]; then \
-	  pid=$$(cat $(DOCKERD_PID)); kill $$pid 2>/dev/null; \
-	  for i in $$(seq 1 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
-	  rm -f $(DOCKERD_PID); echo "stopped dockerd (pid $$pid)"; \
+	  pid=$$(cat $(DOCKERD_PID)); \
+	  if [ "$$(cat /proc/$$pid/comm 2>/dev/null)" = dockerd ]; then \
+	    kill $$pid; for i in $$(seq 1 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
+	    echo "stopped dockerd (pid $$pid)"; \
+	  fi; \
+	  rm -f $(DOCKERD_PID); \
 	fi
 
 # The Docker backend's default image, built from this host's files (no registry).

@@ -323,11 +323,13 @@ def test_probe_sleep_past_timeout_and_leftovers(sb) -> None:
     assert time.perf_counter() - t0 < 4
     # Background and detached processes die with the command, they do not hold it open.
     t0 = time.perf_counter()
-    r = sb.run("sleep 60 & setsid sleep 61 & nohup sleep 62 >/dev/null 2>&1 & echo started")
+    n = uuid.uuid4().int % 10**6  # this test's own sleeps, not another run's on the same host
+    sleeps = [f"sleep 6{i}.{n:06d}" for i in range(3)]
+    r = sb.run(f"{sleeps[0]} & setsid {sleeps[1]} & nohup {sleeps[2]} >/dev/null 2>&1 & echo started")
     assert r.ok and r.stdout == "started\n" and time.perf_counter() - t0 < 4
     assert "sleep" not in sb.run("ps -eo comm").stdout
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not any(a in out for a in ("sleep 60", "sleep 61", "sleep 62"))
+    assert not any(a in out for a in sleeps)
     healthy(sb)
 
 
@@ -705,3 +707,42 @@ def test_seccomp_numbers_match_libseccomp() -> None:
         for call, nr in table.items():
             assert lib.seccomp_syscall_resolve_name_arch(sc.AUDIT_ARCH[arch], call.encode()) == nr, \
                 (arch, call)
+
+
+def test_mirror_pull_skips_what_leaves_the_workspace(tmp_path: Path) -> None:
+    """A remote container's workspace archive is untrusted: absolute names, `..`, writes
+    through a link, hard links out, devices are skipped; links stay links."""
+    import io
+    import tarfile
+
+    from envs.sandbox.workspace import Workspace
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"x", link: str = "", mode: int = 0o644):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode, info.size = kind, link, mode, len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+        add("workspace", tarfile.DIRTYPE, mode=0o750)
+        add("workspace/ok.txt", data=b"fine")
+        add("workspace/run.sh", data=b"#!/bin/sh\n", mode=0o4755)
+        add("workspace/../escape.txt")
+        add(f"workspace/{outside}/abs.txt")
+        add("/abs.txt")
+        add("workspace/link", tarfile.SYMTYPE, link=str(outside))
+        add("workspace/link/through.txt")
+        add("workspace/hard", tarfile.LNKTYPE, link=str(outside / "x"))
+        add("workspace/dev", tarfile.CHRTYPE)
+        add("other/file.txt")
+    ws = Workspace(None, base_dir=tmp_path / "ws")
+    ws.write("old.txt", "gone after the pull")
+    ws.load_archive(buf.getvalue())
+    assert sorted(os.listdir(ws.path)) == ["link", "ok.txt", "run.sh"]
+    assert ws.read("ok.txt") == b"fine" and (ws.path / "link").is_symlink()
+    assert os.stat(ws.path / "run.sh").st_mode & 0o7777 == 0o755  # no setuid
+    assert os.stat(ws.path).st_mode & 0o777 == 0o750
+    assert os.listdir(outside) == [] and not (tmp_path / "escape.txt").exists()
+    assert not Path("/abs.txt").exists()
+    ws.remove()

@@ -276,6 +276,10 @@ def _build(target: Path, commands: tuple[str, ...]) -> None:
             os.chmod(dirpath, 0o755)
         manifest = {"version": VERSION, "commands": list(commands), "files": sorted(files)}
         (tmp / READY).write_text(json.dumps(manifest))
+        if target.exists():  # damaged (a temp-folder cleaner took files): swap it out
+            stale = target.with_name(f"{target.name}.stale-{os.getpid()}")
+            os.rename(target, stale)
+            shutil.rmtree(stale, ignore_errors=True)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -296,6 +300,16 @@ def _trusted(path: Path) -> bool:
             and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
+def _intact(target: Path) -> bool:
+    """A finished root with every file of its manifest still there (temp folders get
+    cleaned; checked once per process)."""
+    try:
+        manifest = json.loads((target / READY).read_text())
+    except (OSError, ValueError):
+        return False
+    return all(os.path.lexists(target / f.lstrip("/")) for f in manifest.get("files", []))
+
+
 _cache: dict[tuple[str, ...], SysRoot] = {}
 _lock = threading.Lock()
 
@@ -314,7 +328,7 @@ def system_root(commands: Iterable[str] = (), base_dir: Path | str | None = None
         target = base / f"trajforge-sysroot-{os.geteuid()}-{key}"
         if target.exists() and not _trusted(target):
             raise SandboxError(f"{target} exists but is not a sandbox root made by this user")
-        if not (target / READY).is_file():
+        if not _intact(target):
             _build(target, cmds)
         manifest = json.loads((target / READY).read_text())
         # Paths were collected with their folders resolved, so the host's top-level links
