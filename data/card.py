@@ -190,7 +190,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
 def run_sections(run: dict[str, Any]) -> str:
     """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
     funnel with drop reasons, pass@k and pass^k per world, verifiers and their self-audit,
-    hygiene, model, sampling and token usage."""
+    hygiene, tool-call error classes, model, sampling and token usage."""
     out: list[str] = []
     if funnel := run.get("funnel"):
         out += ["## Yield funnel", "", _table(["stage", "count", "dropped (reason: count)"], [
@@ -237,6 +237,11 @@ def run_sections(run: dict[str, Any]) -> str:
             out += ["## Hygiene", "", _table(["release", "rows in", "duplicates removed", "rows kept",
                                               "secrets/PII scrubbed", "eval-set contamination",
                                               "train vs own test split (report only)"], rows), ""]
+    if errors := run.get("tool_errors"):
+        out += ["## Tool-call errors", "",
+                "Error classes counted in the policy rollouts (`rollout.parsing`, the worlds' tools). "
+                "Malformed calls, calls inside reasoning blocks and calls in other syntaxes were never run.",
+                "", _table(["class", "count"], [[k, v] for k, v in sorted(errors.items())]), ""]
     if model := run.get("model"):
         u = run.get("usage", {})
         out += ["## Model, sampling and usage", "", _table(["", ""], [

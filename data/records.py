@@ -19,8 +19,10 @@ VERDICT_SCHEMA_VERSION = 1
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace: the form every content hash is taken of."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """JSON with sorted keys and no whitespace: the form every content hash is taken of.
+    Strict: NaN and infinities are not JSON, so they raise `ValueError`."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str,
+                      allow_nan=False)
 
 
 def content_hash(value: Any, length: int = 16) -> str:

@@ -569,6 +569,9 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
          "drops": {f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
                    for n, h in hygiene.items() if h.get("dedup")}},
     ]
+    tool_errors: Counter[str] = Counter()
+    for t in policy:
+        tool_errors.update(t.error_counts)
     usage = {"model_calls": sum(t.usage.model_calls for t in policy),
              "prompt_tokens": sum(t.usage.prompt_tokens for t in policy),
              "completion_tokens": sum(t.usage.completion_tokens for t in policy)}
@@ -581,7 +584,8 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
             except KeyError:
                 versions[n] = "?"
     return {"funnel": funnel, "pass_by_world": by_world, "verifiers": versions, "verifier_audit": audit,
-            "hygiene": hygiene, "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
+            "hygiene": hygiene, "tool_errors": dict(sorted(tool_errors.items())),
+            "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
             "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from data import store
 from data.schema import RELEASE_SCHEMA_VERSION, RL_SCHEMA, SFT_SCHEMA, strip_message
+from rollout.control_tokens import control_tokens, escape_messages
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -109,13 +110,15 @@ def sft_example(row: dict[str, Any], decode_arguments: bool = False) -> dict[str
     }
 
 
-def to_trl_sft(ds: Dataset) -> Dataset:
+def to_trl_sft(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     """An `sft` release as TRL's conversational language-modeling dataset.
 
     Keeps `messages` (Arrow structs; `arguments` JSON strings) and `tools` (a JSON string,
     validated here; SFTTrainer decodes it per example), drops the metadata columns, and
     refuses rows without an assistant turn. See the module docstring for why nothing is
-    decoded into Arrow structs.
+    decoded into Arrow structs. Control tokens in the messages (`<|im_start|>` written by a
+    model or echoed by a tool) are escaped (`rollout.control_tokens`), those of `tokenizer`
+    and any `<|...|>`-shaped one, since TRL renders rows to text and tokenises them.
     """
 
     missing = [c for c in SFT_COLUMNS if c not in ds.column_names]
@@ -126,13 +129,16 @@ def to_trl_sft(ds: Dataset) -> Dataset:
         decode_tools(row["tools"])
         if not any(m["role"] == "assistant" for m in row["messages"]):
             raise ValueError(f"sft row {i} has no assistant message")
-    return ds
+    tokens = control_tokens(tokenizer) if tokenizer is not None else []
+    return ds.map(lambda messages: {"messages": escape_messages(messages, tokens)},
+                  input_columns=["messages"], features=ds.features)
 
 
 def render_prompt(tokenizer: Any, prompt: list[dict[str, Any]], tools: str | list | None) -> str:
-    """The prompt as the model sees it: its chat template with the row's tools and a generation prompt."""
+    """The prompt as the model sees it: its chat template with the row's tools and a generation
+    prompt (control tokens in the messages escaped: the text is tokenised again)."""
     return tokenizer.apply_chat_template(
-        clean_messages(prompt),
+        escape_messages(clean_messages(prompt), control_tokens(tokenizer)),
         tools=decode_tools(tools) or None,
         add_generation_prompt=True,
         tokenize=False,

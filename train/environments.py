@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
+from rollout.control_tokens import escape_control_tokens
 from verifiers.base import applies, get_verifier, primary_verifier
 
 DEFAULT_VERIFIERS = ("state_equivalence", "constraint_satisfaction")
@@ -128,7 +129,7 @@ class WorldEnvironment:
             self.errors[obs.error] += 1
         self.steps.append(Step(index=len(self.steps), turn=len(self.steps) + 1, action=call,
                                observation=obs.content, error=obs.error, error_detail=obs.detail))
-        return obs.content
+        return escape_control_tokens(obs.content)  # TRL renders it into the next prompt
 
     # Every public method is a tool to TRL, so the helpers below are private.
 

@@ -265,10 +265,10 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     tokenizer = load_tokenizer(model_path)
     use_chat_template(tokenizer, cfg.chat_template_path)
     markers = check_generation_markers(tokenizer) if cfg.assistant_only_loss else None
-    train_ds = to_trl_sft(load_release(dataset_path, "train"))
+    train_ds = to_trl_sft(load_release(dataset_path, "train"), tokenizer)
     if len(train_ds) == 0:
         raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split)) if cfg.eval_split else None
+    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split), tokenizer) if cfg.eval_split else None
     eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
     template = training_template(tokenizer) if markers == "trl" else None
     check_renders_tool_use(dataset_path, tokenizer, train_ds, template)
