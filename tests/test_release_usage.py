@@ -149,7 +149,8 @@ def test_released_tool_calls_render_once_in_three_template_families(released: di
     assert all(t["ok"] >= 3 for t in templates.values())
 
     # the check can fail: arguments as a JSON string (schema version 1) double-encode under `| tojson`
-    row = next(r for r in ds if any(m["tool_calls"] for m in r["messages"]))
+    row = next(r for r in ds if any(m["tool_calls"] for m in r["messages"]) and all(
+        isinstance(c["function"]["arguments"], dict) for m in r["messages"] for c in m["tool_calls"] or []))
     stringly = json.loads(json.dumps(row["messages"]))
     for m in stringly:
         for c in m["tool_calls"] or []:
