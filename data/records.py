@@ -108,9 +108,9 @@ class Verification(Record):
 
 
 class Turn(Record):
-    """One turn of a task's reference conversation after the user's opening message: an
-    assistant reply (text, or one tool call whose result comes from the world) or what the
-    scripted user answers."""
+    """One turn of a task's reference conversation: what the user says (the opening, then the
+    scripted user's answers) or an assistant reply (text, or one tool call whose result comes
+    from the world)."""
 
     role: Literal["assistant", "user"]
     content: str = ""
@@ -142,7 +142,7 @@ class Task(Record):
     target_state_hash: str
     target_diff: list[dict[str, Any]] = Field(default_factory=list)
     reference_solution: list[ToolCall] = Field(default_factory=list)
-    # The reference conversation (after the opening user message) that carries out the
+    # The reference conversation (from the user's opening message) that carries out the
     # reference solution the way the policy says: identify, look up, announce and confirm,
     # act, report. Empty for tasks without one (workspace tasks, schema version 1).
     dialogue: list[Turn] = Field(default_factory=list)

@@ -17,6 +17,8 @@ A world's folder may hold a ``conversation.py`` with:
 - ``action(conn, call) -> list[str]``: realisations of "what I am about to do" for a write;
 - ``facts(before, after, call, result) -> list[Fact]``: what the user must be told after a
   successful write (ids created, amounts charged or refunded, new dates);
+- ``report(conn, call, result, facts) -> list[str]``: realisations of what a write did, saying
+  its facts (a realisation that misses one is not used);
 - ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids.
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
@@ -141,10 +143,11 @@ def record_of(conn: sqlite3.Connection, value: str) -> tuple[str, dict[str, Any]
     return None
 
 
-def value_mentions(conv: Conversation, conn: sqlite3.Connection, value: str) -> list[str]:
+def value_mentions(conv: Conversation, conn: sqlite3.Connection, value: str) -> list[str | tuple[str, ...]]:
     """Ways a user may be told about `value`: the value itself, plus how its record is named
-    (the world's `mentions` hook)."""
-    out = [value]
+    (the world's `mentions` hook; a tuple is a name made of parts that must all be said, such
+    as a flight's number and its date)."""
+    out: list[str | tuple[str, ...]] = [value]
     found = record_of(conn, value)
     hook = conv.hook("mentions")
     if found is not None and callable(hook):
@@ -200,6 +203,12 @@ def dates_in(text: str) -> set[str]:
 
 
 _ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def mentions_name(text: str, name: str | tuple[str, ...]) -> bool:
+    """Whether `text` names a record by `name` (every part of a tuple said)."""
+    parts = name if isinstance(name, tuple) else (name,)
+    return all(mentions_value(text, p) for p in parts)
 
 
 def mentions_value(text: str, value: str) -> bool:

@@ -166,7 +166,10 @@ class RunConfig(BaseModel):
     reference_trials: int = 1  # gold trajectories per task from the verified reference path
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.
-    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction", "tests_pass"])
+    # The composite (the task's reward basis: outcome, communication, process) decides; the
+    # parts are also recorded on their own for the card.
+    verifiers: list[str] = Field(default_factory=lambda: ["composite", "state_equivalence", "constraint_satisfaction",
+                                                          "tests_pass", "communicate", "policy"])
     # Options of each verifier by name, validated against its options model.
     verifier_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # The model verifiers that take one are built with (the LLM judge; the composite's judge).

@@ -12,7 +12,9 @@ from rollout.model import ChatResponse, MalformedCall
 
 
 class ScriptedPolicy:
-    """Emits the reference calls one per model turn, then a closing message.
+    """Plays the task's reference dialogue (`Task.dialogue`: its assistant turns in order,
+    one per model turn), or for a task without one emits the reference calls one per model
+    turn, then a closing message.
 
     With `noise > 0`, each turn may instead (seeded by `sampling.seed`) make a malformed
     call, call an unknown tool, change one argument, or stop early — the mistakes a real
@@ -24,8 +26,12 @@ class ScriptedPolicy:
         self.noise = noise
         self.name = f"{name}:noise={noise}" if noise else name
         self._rngs: dict[int, random.Random] = {}  # one generator per conversation
+        self._turns = [t for t in task.dialogue if t.role == "assistant"]
+        self._pos: dict[int, int] = {}  # conversation -> next planned turn
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        if self._turns:
+            return self._dialogue_turn(messages, sampling)
         done = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
         ok = [c for c, m in _with_results(messages) if m is not None and '"error"' not in (m.get("content") or "")]
         plan = self.task.reference_solution
@@ -41,6 +47,22 @@ class ScriptedPolicy:
             tool_calls=[ToolCall(name=call.name, arguments=dict(call.arguments), id=f"call_{len(done)}")],
             completion_tokens=16,
         )
+
+    def _dialogue_turn(self, messages: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
+        rng = self._rngs.setdefault(id(messages), random.Random(key))
+        if not any(m["role"] == "assistant" for m in messages):
+            self._pos[id(messages)] = 0  # a new conversation on a reused list
+        pos = self._pos.get(id(messages), 0)
+        if pos >= len(self._turns):
+            return ChatResponse(text="Is there anything else I can help you with?", completion_tokens=9)
+        turn = self._turns[pos]
+        if turn.tool_calls and self.noise and rng.random() < self.noise:
+            return _mistake(turn.tool_calls[0], rng, self.task.reference_solution)  # the planned turn waits
+        self._pos[id(messages)] = pos + 1
+        calls = [ToolCall(name=c.name, arguments=dict(c.arguments), id=f"call_{pos}_{i}")
+                 for i, c in enumerate(turn.tool_calls)]
+        return ChatResponse(text=turn.content, tool_calls=calls, completion_tokens=max(1, len(turn.content) // 4))
 
     async def aclose(self) -> None:
         return None
