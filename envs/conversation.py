@@ -86,6 +86,21 @@ def conversation(world: Any) -> Conversation:
     return _conversation(world.name, str(getattr(world, "folder", "")))
 
 
+ACCOUNT_KEYS = ("user_id", "customer_id", "patient_id", "member_id", "account_id")
+
+
+def default_identity(world_name: str) -> Identity:
+    """For a world without ``IDENTITY``: the user identifies with an account id (a read tool's
+    argument named like one), established by the read tools that take it."""
+    from envs.registry import get_world
+
+    tools = getattr(get_world(world_name), "tools", {})
+    lookups = {t.name: [p] for t in tools.values() if not t.write
+               for p in t.params if p in ACCOUNT_KEYS and len(t.params) == 1}
+    keys = sorted({p for ps in lookups.values() for p in ps})
+    return Identity(keys=[[k] for k in keys] or [["user_id"]], lookups=lookups)
+
+
 @lru_cache(maxsize=64)
 def _conversation(name: str, folder: str) -> Conversation:
     from pathlib import Path
@@ -97,7 +112,7 @@ def _conversation(name: str, folder: str) -> Conversation:
     unknown = sorted(set(clauses) - set(CLAUSES))
     if unknown:
         raise ValueError(f"world {name!r} declares unknown clauses {unknown}; known: {sorted(CLAUSES)}")
-    return Conversation(world=name, identity=g("IDENTITY", Identity()), clauses=clauses,
+    return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
                         ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module)
 

@@ -74,10 +74,10 @@ def to_tau2(task: Task) -> dict[str, Any]:
             "actions": [{"action_id": f"{i}_{c.name}", "requestor": "assistant", "name": c.name,
                          "arguments": c.arguments, "compare_args": None}
                         for i, c in enumerate(task.reference_solution)],
-            "reward_basis": ["DB"],
-            "communicate_info": [],
+            "reward_basis": ["DB", *(["COMMUNICATE"] if task.verification.communicate else [])],
+            "communicate_info": [f.any_of[0] for f in task.verification.communicate],
             "env_assertions": None,
-            "nl_assertions": None,
+            "nl_assertions": list(task.verification.nl_assertions) or None,
         },
         "trajforge": {
             "format": FORMAT,
@@ -94,6 +94,8 @@ def to_tau2(task: Task) -> dict[str, Any]:
             "difficulty": task.difficulty,
             "metadata": task.metadata,
             "call_ids": [c.id for c in task.reference_solution],
+            "verification": task.verification.model_dump(mode="json"),
+            "dialogue": [t.model_dump(mode="json") for t in task.dialogue],
         },
     }
 
@@ -144,6 +146,8 @@ def from_tau2(data: dict[str, Any]) -> Task:
                             for a, cid in zip(actions, ids, strict=True)],
         difficulty=ext["difficulty"],
         metadata=ext["metadata"],
+        **({"verification": ext["verification"]} if "verification" in ext else {}),
+        dialogue=ext.get("dialogue") or [],
     )
     if task.id != task.compute_id():
         raise ValueError(f"task {task.id!r}: its content does not hash to its id (edited after export?)")

@@ -92,7 +92,7 @@ def test_both_releases_of_a_version_load_with_plain_load_dataset(released: dict[
     rl = load_dataset(str(released["rl"]), cache_dir=str(cache), split="train")
     row = rl[0]
     assert row["environment"] == row["world"] == row["task"]["world"] == "airline"
-    assert row["world_version"] and row["verifier"] == "state_equivalence" and row["verifier_version"]
+    assert row["world_version"] and row["verifier"] == "composite" and row["verifier_version"]
     assert {c["name"] for c in row["reference_solution"]} <= set(row["write_tools"]) | {
         t["function"]["name"] for t in row["tools"]}
 
@@ -208,7 +208,7 @@ def test_plain_trl_grpo_step_with_the_cards_environment_lines(released: dict[str
     [log] = [h for h in trainer.state.log_history if "reward" in h]
     assert trainer.state.global_step == 1 and 0.0 <= log["reward"] <= 1.0 and "verifier/passed" in log
     episodes = [e for e in trainer.environments if e.task is not None]
-    assert episodes and all(e.verdict is not None and e.verdict.verifier == "state_equivalence" for e in episodes)
+    assert episodes and all(e.verdict is not None and e.verdict.verifier == "composite" for e in episodes)
 
 
 def test_the_cards_portable_reward_needs_only_the_columns(released: dict[str, Path]) -> None:
@@ -292,8 +292,9 @@ def test_an_environment_refuses_a_row_of_another_world_or_verifier_version(relea
     assert env.reset(**row) is None and env.row_verifier == row["verifier"]
     with pytest.raises(ValueError, match="world 'airline' version 0000"):
         env.reset(**{**row, "world_version": "0000"})
+    # the environment judges by the outcome verifiers (TRL's loop has no user to converse with)
     with pytest.raises(ValueError, match="judged by state_equivalence 0.0.1"):
-        env.reset(**{**row, "verifier_version": "0.0.1"})
+        env.reset(**{**row, "verifier": "state_equivalence", "verifier_version": "0.0.1"})
 
 
 def test_the_training_runs_section_keeps_the_card_loadable(released: dict[str, Path], tmp_path: Path) -> None:

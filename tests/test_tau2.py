@@ -47,7 +47,7 @@ def test_export_has_the_tau2_task_shape(world_tasks: dict[str, list[Task]]) -> N
     assert instr["domain"] == "airline" and isinstance(instr["known_info"], str)
     assert f"user_id: {task.user.known_info['user_id']}" in instr["known_info"]
     crit = d["evaluation_criteria"]
-    assert crit["reward_basis"] == ["DB"]
+    assert crit["reward_basis"] == ["DB", "COMMUNICATE"] and crit["communicate_info"]
     assert [(a["name"], a["arguments"]) for a in crit["actions"]] == \
         [(c.name, c.arguments) for c in task.reference_solution]
     assert len({a["action_id"] for a in crit["actions"]}) == len(crit["actions"])

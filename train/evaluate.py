@@ -29,7 +29,8 @@ from train.environments import as_task
 from train.lineage import read_run, refresh_release_card
 from verifiers.base import get_verifier, primary_verifier
 
-DEFAULT_VERIFIERS = ["state_equivalence", "constraint_satisfaction"]
+# the whole verdict: outcome, what the user was told, and the policy's process (the eval has a user)
+DEFAULT_VERIFIERS = ["composite"]
 
 
 def release_tasks(release: Path | str, split: str = "test") -> list[Task]:

@@ -93,6 +93,12 @@ class CommunicateVerifier(BaseVerifier):
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
 
+    def applies_to(self, task: Task) -> bool:
+        """Tasks with something to tell, a refusal or an answer to give, or that name
+        COMMUNICATE in their reward basis."""
+        v = task.verification
+        return bool(v.communicate) or v.outcome != "change" or "COMMUNICATE" in v.basis
+
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         v = task.verification
         facts = v.communicate

@@ -10,8 +10,9 @@ agent made (a successful one or a refused one):
   birth), as the identity lookup's result shows it;
 - `grounded_arguments`: every record id or amount among its arguments appeared earlier in a
   user message or a tool result (never only in the agent's own words);
-- `announce_and_confirm`: the last user message before it confirms (yes, go ahead), and the
-  agent message just before that one names the write's records (an id, or how the world
+- `announce_and_confirm`: the last user message before it confirms (yes, go ahead) and came
+  after the previous write (one yes per change), and the agent message just before that one
+  names the write's records (an id, or how the world
   names the record: a flight number, a card's last digits) and the amounts it moves (read
   from the world's ledger when it keeps one);
 - `no_write_after_decline`: the last user message before it is not a refusal ("no, don't").
@@ -59,6 +60,7 @@ class _Write:
     announcement: str | None  # the agent message just before that user message
     identified: bool
     confirmed_fields: dict[str, bool] = field(default_factory=dict)
+    last_user_at: int = -1  # index of the last user message before it
 
 
 def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Write]:
@@ -67,6 +69,7 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
     seen: list[str] = []
     by_user: list[str] = []
     last_user: str | None = None
+    last_user_at = -1
     last_text_before_user: str | None = None
     last_agent_text: str | None = None
     identified = False
@@ -80,6 +83,7 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
             by_user.append(text)
             seen.append(text)
             last_user = text
+            last_user_at = i
             last_text_before_user = last_agent_text
         elif role == "tool":
             content = text
@@ -114,7 +118,7 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
                 confirmed = {f: identity_record.get(f) is not None and mentions_value(user_said, str(identity_record[f]))
                              for f in conv.identity.confirm}
                 writes.append(_Write(call, i, "\n".join(seen), user_said, last_user, last_text_before_user,
-                                     identified, confirmed))
+                                     identified, confirmed, last_user_at))
     return writes
 
 
@@ -152,11 +156,14 @@ class PolicyVerifier(BaseVerifier):
         self.require_clean_termination = require_clean_termination
 
     def applies_to(self, task: Task) -> bool:
-        """Tool-use worlds (SQLite): workspace tasks are judged by their tests."""
+        """Conversations in tool-use worlds: tasks with a reference dialogue or that name
+        POLICY in their reward basis (single-question self-play tasks and workspace tasks
+        are judged by their outcome and tests)."""
         try:
-            return isinstance(get_world(task.world), World)
+            world = get_world(task.world)
         except KeyError:
             return False
+        return isinstance(world, World) and (bool(task.dialogue) or "POLICY" in task.verification.basis)
 
     def check(self, task: Task, trajectory: Trajectory) -> tuple[int, list[str]]:
         """(checks made, failures) of every clause over every write."""
@@ -187,7 +194,9 @@ class PolicyVerifier(BaseVerifier):
             check("grounded_arguments", not unseen, f"{label} uses {', '.join(unseen)}, never shown before")
             declined = w.last_user is not None and is_decline(w.last_user)
             check("no_write_after_decline", not declined, f"{label} after the user said {w.last_user!r:.80}")
-            confirmed = w.last_user is not None and is_affirmative(w.last_user)
+            # one yes per write: a reply given before the previous write was already used by it
+            fresh = k == 0 or w.last_user_at > writes[k - 1].at
+            confirmed = fresh and w.last_user is not None and is_affirmative(w.last_user)
             text = w.announcement or ""
             missing = []
             for p, v in values:
