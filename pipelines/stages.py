@@ -279,8 +279,10 @@ def curator_for(cfg: RunConfig) -> Any:
 def release_rows(selection: Selection, tasks: list[Task],
                  verifiers: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The `sft` and `rl` rows of a selection. `verifiers` (default: the config's default
-    list) decide each rl row's `verifier` (the task's primary one) and its version."""
-    names = list(verifiers or RunConfig().verifiers)
+    list) decide each rl row's `verifier` and its version: the task's primary outcome
+    verifier, since an rl episode in TRL's loop has no user to identify, confirm or tell
+    (the composite verdict's other parts judge conversations, in rollouts and sft rows)."""
+    names = [n for n in (verifiers or RunConfig().verifiers) if n != "composite"] or ["state_equivalence"]
     by_id = {t.id: t for t in tasks}
     prompts: dict[str, list[dict[str, Any]]] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
@@ -289,7 +291,9 @@ def release_rows(selection: Selection, tasks: list[Task],
         task = pick.task
         world = get_world(task.world)
         env = world.env(task.initial_state)
-        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task))
+        # no user answers inside TRL's loop: the opening says all the agent would ask for
+        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task),
+                                            first=ScriptedUser(task).standalone_message())
         env.close()
         tools[task.id] = world.tool_schemas()
         verifier = primary_verifier(task, names)

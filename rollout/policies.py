@@ -7,7 +7,7 @@ import json
 import random
 from typing import Any
 
-from data.records import Sampling, Task, ToolCall
+from data.records import Sampling, Task, ToolCall, Turn
 from rollout.model import ChatResponse, MalformedCall
 
 
@@ -27,7 +27,6 @@ class ScriptedPolicy:
         self.name = f"{name}:noise={noise}" if noise else name
         self._rngs: dict[int, random.Random] = {}  # one generator per conversation
         self._turns = [t for t in task.dialogue if t.role == "assistant"]
-        self._pos: dict[int, int] = {}  # conversation -> next planned turn
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
         if self._turns:
@@ -51,21 +50,43 @@ class ScriptedPolicy:
     def _dialogue_turn(self, messages: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
         key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
         rng = self._rngs.setdefault(id(messages), random.Random(key))
-        if not any(m["role"] == "assistant" for m in messages):
-            self._pos[id(messages)] = 0  # a new conversation on a reused list
-        pos = self._pos.get(id(messages), 0)
+        pos = _next_turn(self._turns, messages)
         if pos >= len(self._turns):
             return ChatResponse(text="Is there anything else I can help you with?", completion_tokens=9)
         turn = self._turns[pos]
         if turn.tool_calls and self.noise and rng.random() < self.noise:
             return _mistake(turn.tool_calls[0], rng, self.task.reference_solution)  # the planned turn waits
-        self._pos[id(messages)] = pos + 1
         calls = [ToolCall(name=c.name, arguments=dict(c.arguments), id=f"call_{pos}_{i}")
                  for i, c in enumerate(turn.tool_calls)]
         return ChatResponse(text=turn.content, tool_calls=calls, completion_tokens=max(1, len(turn.content) // 4))
 
     async def aclose(self) -> None:
         return None
+
+
+def _next_turn(turns: list[Turn], messages: list[dict[str, Any]]) -> int:
+    """The first planned turn the conversation has not played yet. Planned turns are matched
+    in order against the assistant messages so far (same text, same calls); a message that
+    is not the next planned turn (a mistake, a substituted message in a branch, a resumed
+    conversation's own words) is passed over, so the plan picks up where it stands."""
+    pos = 0
+    for m in messages:
+        if m["role"] != "assistant" or pos >= len(turns):
+            continue
+        calls = [(c["function"]["name"], _arguments(c["function"].get("arguments"))) for c in m.get("tool_calls") or []]
+        turn = turns[pos]
+        if (m.get("content") or "") == turn.content and calls == [(c.name, c.arguments) for c in turn.tool_calls]:
+            pos += 1
+    return pos
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
 
 
 def _with_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

@@ -90,12 +90,17 @@ def asks_for(text: str, key: str) -> bool:
     return any(v and v in lowered for v in variants)
 
 
+GO_AHEAD = "You have my go-ahead for all of it; there is no need to ask me to confirm."
+_ANYTHING_ELSE = re.compile(r"\banything else\b", re.IGNORECASE)
+
+
 class ScriptedUser:
     """A deterministic user, driven by the task's scenario. It states its goal (never an id
     or other detail the goal itself does not say), answers the agent's identity and
     clarification questions from its known info only (each item once), says yes to a plan
     it is asked to confirm (up to `max_confirmations` times), says it does not know anything
-    else it is asked, and ends the conversation (``###STOP###``) when the agent stops asking.
+    else it is asked, and ends the conversation (``###STOP###``) when the agent stops asking
+    or offers help with anything else.
     Its wording is drawn from a few realisations per act, seeded by the task and `seed`."""
 
     def __init__(self, task: Task, max_confirmations: int = 6, seed: int = 0) -> None:
@@ -115,6 +120,16 @@ class ScriptedUser:
         self.given |= {k for k, v in self.task.user.known_info.items() if str(v) and str(v) in text}
         return text
 
+    def standalone_message(self) -> str:
+        """The opening of an episode that no one answers (an `rl` row's prompt, played in
+        TRL's environment loop, which has no user turns): the goal, every detail the agent
+        would ask for, and, for a change, the go-ahead the policy asks for."""
+        parts = [self.first_message()]
+        parts += [f"My {key_words(k)} is {v}." for k, v in self.task.user.known_info.items() if k not in self.given]
+        if self.task.verification.outcome == "change":
+            parts.append(GO_AHEAD)
+        return " ".join(parts)
+
     async def respond(self, messages: list[dict[str, Any]]) -> str:
         last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
         text = (last or {}).get("content") or ""
@@ -129,6 +144,8 @@ class ScriptedUser:
         if "?" in text and asks_confirmation(text) and self.confirmations < self.max_confirmations:
             self.confirmations += 1
             return self.rng.choice(CONFIRMATIONS)
+        if "?" in text and _ANYTHING_ELSE.search(questions):
+            return f"{self.rng.choice(CLOSINGS)} {STOP}"  # an offer of more help: the user is done
         if "?" in text and self.unknown_answers < 2:
             self.unknown_answers += 1
             return "Sorry, I don't know that." if self.unknown_answers > 1 else (

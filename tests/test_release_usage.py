@@ -92,7 +92,7 @@ def test_both_releases_of_a_version_load_with_plain_load_dataset(released: dict[
     rl = load_dataset(str(released["rl"]), cache_dir=str(cache), split="train")
     row = rl[0]
     assert row["environment"] == row["world"] == row["task"]["world"] == "airline"
-    assert row["world_version"] and row["verifier"] == "composite" and row["verifier_version"]
+    assert row["world_version"] and row["verifier"] == "state_equivalence" and row["verifier_version"]
     assert {c["name"] for c in row["reference_solution"]} <= set(row["write_tools"]) | {
         t["function"]["name"] for t in row["tools"]}
 
@@ -208,7 +208,25 @@ def test_plain_trl_grpo_step_with_the_cards_environment_lines(released: dict[str
     [log] = [h for h in trainer.state.log_history if "reward" in h]
     assert trainer.state.global_step == 1 and 0.0 <= log["reward"] <= 1.0 and "verifier/passed" in log
     episodes = [e for e in trainer.environments if e.task is not None]
-    assert episodes and all(e.verdict is not None and e.verdict.verifier == "composite" for e in episodes)
+    # the row's outcome verifier scores the episode (TRL's loop has no user to confirm with)
+    assert episodes and all(e.verdict is not None and e.verdict.verifier == e.row_verifier == "state_equivalence"
+                            for e in episodes)
+
+
+def test_rl_prompts_need_no_answers(released: dict[str, Path]) -> None:
+    """TRL's loop has no user turns: an rl prompt's opening carries every detail the agent
+    would ask the user for, and for a change the user's go-ahead."""
+    from data.records import Task
+    from rollout.user import GO_AHEAD
+
+    rows = store.read_table(released["rl"]).to_pylist()
+    assert rows
+    for row in rows:
+        task = Task.model_validate_json(row["task"])
+        opening = json.loads(row["prompt"])[1] if isinstance(row["prompt"], str) else row["prompt"][1]
+        assert opening["role"] == "user"
+        assert all(str(v) in opening["content"] for v in task.user.known_info.values()), opening
+        assert (GO_AHEAD in opening["content"]) == (task.verification.outcome == "change")
 
 
 def test_the_cards_portable_reward_needs_only_the_columns(released: dict[str, Path]) -> None:

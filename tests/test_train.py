@@ -332,7 +332,7 @@ def test_before_after_evaluation_runs_both_models(releases: dict[str, Path], tin
                 sampling=None)
     for side in ("base", "trained"):
         assert r[side]["tasks"] == 1 and r[side]["trajectories"] == 1
-        assert 0.0 <= r[side]["pass_rate"] <= 1.0 and r[side]["per_task"][0]["verifier"] == "state_equivalence"
+        assert 0.0 <= r[side]["pass_rate"] <= 1.0 and r[side]["per_task"][0]["verifier"] == "composite"
     assert r["delta"]["pass_rate"] == 0.0  # the same model on both sides, greedy
     with pytest.raises(FileNotFoundError):
         compare(releases["sft"], "/nonexistent/model", max_tasks=1)
