@@ -1,8 +1,13 @@
 """Rows of the released datasets, built from curated records (pure functions, no I/O).
 
 `sft` rows are TRL's conversational format (`messages` + `tools`) with metadata columns;
-`rl` rows hold the `prompt` (system + opening user turn), `tools`, and the full task as
-JSON so a reward function can rebuild the world and verify a completion.
+`rl` rows hold the `prompt` (system + opening user turn), `tools`, the full task, and what
+names and judges its environment without trajforge's internals: `environment` (the world,
+TRL's `environment_factory` key), the world and verifier versions, and the reference
+solution with the world's state-changing tools (the portable action-match reward's input).
+
+JSON-typed columns (`data.schema`: `tools`, tool-call `arguments`, `task`,
+`reference_solution`) are given here as JSON text.
 """
 
 from __future__ import annotations
@@ -12,14 +17,14 @@ from typing import Any
 
 from curation.base import Selection
 from data.records import canonical_json
-from data.schema import normalize_message
+from data.schema import release_message
 
 
 def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str, str], world_of: dict[str, str]) -> list[dict[str, Any]]:
     rows = []
     for traj, verdict in selection.sft:
         rows.append({
-            "messages": [normalize_message(m) for m in traj.messages],
+            "messages": [release_message(m) for m in traj.messages],
             "tools": json.dumps(traj.tools, ensure_ascii=False),
             "task_id": traj.task_id,
             "trajectory_id": traj.id,
@@ -33,12 +38,17 @@ def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str
     return rows
 
 
-def rl_rows(selection: Selection, prompts: dict[str, list[dict[str, Any]]], tools: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def rl_rows(selection: Selection, prompts: dict[str, list[dict[str, Any]]], tools: dict[str, list[dict[str, Any]]],
+            environments: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """`environments[task_id]`: `world_version`, `verifier`, `verifier_version` and
+    `write_tools` (names of the world's tools that change its state) of the task."""
     rows = []
     for pick in selection.rl:
         task = pick.task
+        env = (environments or {}).get(task.id, {})
+        writes = set(env.get("write_tools") or [])
         rows.append({
-            "prompt": [normalize_message(m) for m in prompts[task.id]],
+            "prompt": [release_message(m) for m in prompts[task.id]],
             "tools": json.dumps(tools[task.id], ensure_ascii=False),
             "task_id": task.id,
             "world": task.world,
@@ -48,5 +58,13 @@ def rl_rows(selection: Selection, prompts: dict[str, list[dict[str, Any]]], tool
             "n_trials": pick.n_trials,
             "selection_reason": pick.reason,
             "split": task.split,
+            "environment": task.world,
+            "world_version": env.get("world_version"),
+            "verifier": env.get("verifier"),
+            "verifier_version": env.get("verifier_version"),
+            "reference_solution": json.dumps(
+                [{"name": c.name, "arguments": c.arguments, "write": c.name in writes} for c in task.reference_solution],
+                ensure_ascii=False),
+            "write_tools": sorted(writes),
         })
     return rows

@@ -7,6 +7,81 @@ from typing import Any
 
 import pyarrow as pa
 
+FOLDER = "path/to/this/folder"  # stands for the release folder in the card's code
+
+SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
+
+
+def size_category(rows: int) -> str:
+    """The Hub's `size_categories` bucket of a row count."""
+    return next((name for bound, name in SIZE_CATEGORIES if rows < bound), "n>1B")
+
+
+def _dtype(t: pa.DataType) -> dict[str, Any]:
+    """One Arrow type in the YAML form of `datasets` features (`Features._to_yaml_list`)."""
+    if isinstance(t, pa.JsonType):
+        return {"dtype": "json"}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = t.value_type
+        key = "large_list" if pa.types.is_large_list(t) else "list"
+        if pa.types.is_struct(inner):
+            return {key: [{"name": f.name, **_dtype(f.type)} for f in inner]}
+        sub = _dtype(inner)
+        return {key: sub["dtype"] if list(sub) == ["dtype"] else sub}
+    if pa.types.is_struct(t):
+        return {"struct": [{"name": f.name, **_dtype(f.type)} for f in t]}
+    names = {pa.string(): "string", pa.large_string(): "large_string", pa.bool_(): "bool", pa.int8(): "int8",
+             pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64", pa.float32(): "float32",
+             pa.float64(): "float64"}
+    if t not in names:
+        raise ValueError(f"no dataset-card dtype for Arrow type {t}")
+    return {"dtype": names[t]}
+
+
+def card_features(schema: pa.Schema) -> list[dict[str, Any]]:
+    """`dataset_info.features` of a card: the schema in the YAML form `datasets` reads (and
+    casts the Parquet data to), JSON-typed columns as `dtype: json`."""
+    return [{"name": f.name, **_dtype(f.type)} for f in schema]
+
+
+def card_header(config_name: str, schema: pa.Schema, splits: dict[str, int] | None, *, license: str = "unknown",
+                language: list[str] | None = None, task_categories: list[str] | None = None,
+                pretty_name: str | None = None, tags: list[str] | None = None,
+                num_bytes: dict[str, int] | None = None, download_size: int | None = None) -> dict[str, Any]:
+    """The card's YAML metadata: Hub fields, one config named `config_name` whose splits are
+    separate files (`data/<split>-*.parquet`), and `dataset_info` with features and split sizes.
+
+    `splits` maps split names to row counts; only splits with rows are declared (`datasets`
+    refuses to build an empty split, and checks the declared row counts). `num_bytes`: the
+    splits' Arrow sizes; `download_size`: the Parquet files' bytes. None: one `train` split
+    over `data/*.parquet`, no sizes.
+    """
+    if splits is None:
+        files = [{"split": "train", "path": "data/*.parquet"}]
+        split_info: list[dict[str, Any]] = []
+        rows = 0
+    else:
+        kept = {k: v for k, v in splits.items() if v} or {"train": 0}
+        files = [{"split": k, "path": f"data/{k}-*.parquet"} for k in kept]
+        split_info = [{"name": k, "num_bytes": (num_bytes or {}).get(k, 0), "num_examples": v}
+                      for k, v in kept.items()]
+        rows = sum(kept.values())
+    header: dict[str, Any] = {
+        "license": license,
+        "language": list(language or ["en"]),
+        "pretty_name": pretty_name or f"trajforge {config_name}",
+        "task_categories": list(task_categories or ["text-generation"]),
+        "size_categories": [size_category(rows)],
+        "tags": list(tags or ["trajforge", "agents", "tool-use"]),
+        "configs": [{"config_name": config_name, "data_files": files}],
+        "dataset_info": {"config_name": config_name, "features": card_features(schema),
+                         **({"splits": split_info} if split_info else {}),
+                         **({"download_size": download_size} if download_size is not None else {}),
+                         **({"dataset_size": sum(s["num_bytes"] for s in split_info)} if num_bytes else {})},
+    }
+    return header
+
 
 def render_card(
     name: str,
@@ -18,20 +93,23 @@ def render_card(
     stats: dict[str, Any],
     usage: str = "",
     sections: str = "",
+    header: dict[str, Any] | None = None,
 ) -> str:
-    """Markdown dataset card; the YAML header lets `datasets` find the Parquet files."""
+    """Markdown dataset card; the YAML header (`card_header`, default: one `name` config over
+    all files) lets `datasets` find the Parquet files, their splits and features."""
+    import yaml
+
+    meta = header or card_header(name, schema, None)
+    config = meta["configs"][0]["config_name"]
+    splits = [f["split"] for f in meta["configs"][0]["data_files"]]
     fields = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in schema)
     parents = "\n".join(f"- `{p}`" for p in lineage.get("parents", [])) or "- (none)"
+    json_cols = [f.name for f in schema if _has_json(f.type)]
+    json_note = (f"JSON-typed values ({', '.join(f'`{c}`' for c in json_cols)}) are Arrow's `arrow.json` extension "
+                 "type (Parquet's JSON logical type): `datasets` yields them as objects (its `Json` feature), "
+                 "pyarrow as JSON text, DuckDB as `JSON`.") if json_cols else ""
     return f"""---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: data/*.parquet
-tags:
-- trajforge
-- agents
-- tool-use
+{yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).rstrip()}
 ---
 
 # {name} — {version}
@@ -44,12 +122,12 @@ tags:
 
 ```python
 from datasets import load_dataset
-ds = load_dataset("parquet", data_files="{{this folder}}/data/*.parquet", split="train")
+ds = load_dataset("{FOLDER}")  # config "{config}": {", ".join(splits)}
 ```
 
 ```sql
 -- DuckDB
-select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
+select * from read_parquet('{FOLDER}/data/*.parquet') limit 5;
 ```
 {usage}
 {sections}
@@ -59,7 +137,7 @@ select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
 |---|---|
 {fields}
 
-`tools` and tool-call `arguments` are JSON strings (decode with `json.loads`).
+{json_note}
 
 ## Lineage
 
@@ -77,6 +155,16 @@ select * from read_parquet('{{this folder}}/data/*.parquet') limit 5;
 
 Verify the files against `manifest.json` with `trajforge datasets verify <this folder>`.
 """
+
+
+def _has_json(t: pa.DataType) -> bool:
+    if isinstance(t, pa.JsonType):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_json(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_has_json(f.type) for f in t)
+    return False
 
 
 def set_section(card: str, title: str, body: str) -> str:
@@ -102,7 +190,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
 def run_sections(run: dict[str, Any]) -> str:
     """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
     funnel with drop reasons, pass@k and pass^k per world, verifiers and their self-audit,
-    hygiene, model, sampling and token usage."""
+    hygiene, tool-call error classes, model, sampling and token usage."""
     out: list[str] = []
     if funnel := run.get("funnel"):
         out += ["## Yield funnel", "", _table(["stage", "count", "dropped (reason: count)"], [
@@ -149,6 +237,11 @@ def run_sections(run: dict[str, Any]) -> str:
             out += ["## Hygiene", "", _table(["release", "rows in", "duplicates removed", "rows kept",
                                               "secrets/PII scrubbed", "eval-set contamination",
                                               "train vs own test split (report only)"], rows), ""]
+    if errors := run.get("tool_errors"):
+        out += ["## Tool-call errors", "",
+                "Error classes counted in the policy rollouts (`rollout.parsing`, the worlds' tools). "
+                "Malformed calls, calls inside reasoning blocks and calls in other syntaxes were never run.",
+                "", _table(["class", "count"], [[k, v] for k, v in sorted(errors.items())]), ""]
     if model := run.get("model"):
         u = run.get("usage", {})
         out += ["## Model, sampling and usage", "", _table(["", ""], [

@@ -19,8 +19,10 @@ VERDICT_SCHEMA_VERSION = 1
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace: the form every content hash is taken of."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """JSON with sorted keys and no whitespace: the form every content hash is taken of.
+    Strict: NaN and infinities are not JSON, so they raise `ValueError`."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str,
+                      allow_nan=False)
 
 
 def content_hash(value: Any, length: int = 16) -> str:
@@ -105,6 +107,16 @@ class Verification(Record):
     nl_assertions: list[str] = Field(default_factory=list)
 
 
+class Turn(Record):
+    """One turn of a task's reference conversation: what the user says (the opening, then the
+    scripted user's answers) or an assistant reply (text, or one tool call whose result comes
+    from the world)."""
+
+    role: Literal["assistant", "user"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
 # Task metadata keys that schema version 1 used for what `Verification` holds now.
 _V1_VERIFICATION_KEYS = {"reward_basis": "basis", "verifier": "verifier", "constraints": "constraints",
                          "tests": "tests", "fail_to_pass": "fail_to_pass", "pass_to_pass": "pass_to_pass",
@@ -130,6 +142,10 @@ class Task(Record):
     target_state_hash: str
     target_diff: list[dict[str, Any]] = Field(default_factory=list)
     reference_solution: list[ToolCall] = Field(default_factory=list)
+    # The reference conversation (from the user's opening message) that carries out the
+    # reference solution the way the policy says: identify, look up, announce and confirm,
+    # act, report. Empty for tasks without one (workspace tasks, schema version 1).
+    dialogue: list[Turn] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     difficulty: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,9 +1,17 @@
 """Explicit Arrow schemas for every record kind and released dataset, and the row codecs.
 
 Nested values whose shape varies per row (tool schemas, tool-call arguments, metadata)
-are stored as JSON strings: as Arrow structs their schemas would be merged across rows and
-`"a": null` fields would leak into prompts. Messages are real Arrow structs so that TRL and
-DuckDB can read them directly.
+must never become Arrow structs: their schemas would be merged across rows and `"a": null`
+fields would leak into prompts. Record datasets store them as JSON strings. Released
+datasets (`SFT_SCHEMA`, `RL_SCHEMA`, release schema version 2) store them as Arrow's
+canonical JSON extension type (`arrow.json`, `pa.json_()`; Parquet's JSON logical type):
+the bytes are the same JSON text, pyarrow still reads it as `str` and DuckDB as `JSON`,
+and `datasets` decodes it into objects (its `Json` feature), so a chat template that
+applies `| tojson` to `arguments` renders the object once, with only its own keys.
+Messages are real Arrow structs so that TRL and DuckDB can read them directly.
+
+pyarrow cannot build an extension-typed column from Python objects: build tables with
+`table_from_rows` (and empty ones with `empty_table`), which go through the storage type.
 """
 
 from __future__ import annotations
@@ -35,6 +43,22 @@ MESSAGE_TYPE = pa.struct(
 )
 MESSAGES_TYPE = pa.list_(MESSAGE_TYPE)
 
+JSON = pa.json_()  # Arrow's canonical JSON extension type (storage: utf8)
+
+# Released rows: the same message shape with tool-call `arguments` as JSON (see above).
+RELEASE_FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", JSON)])
+RELEASE_TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", RELEASE_FUNCTION_TYPE)])
+RELEASE_MESSAGE_TYPE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(RELEASE_TOOL_CALL_TYPE)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
+RELEASE_MESSAGES_TYPE = pa.list_(RELEASE_MESSAGE_TYPE)
+
 TASK_SCHEMA = pa.schema(
     [
         ("schema_version", pa.int32()),
@@ -51,6 +75,7 @@ TASK_SCHEMA = pa.schema(
         ("difficulty", pa.float64()),
         ("metadata", pa.string()),  # JSON
         ("verification", pa.string()),  # JSON; since schema version 2 (before: metadata keys)
+        ("dialogue", pa.string()),  # JSON; since schema version 2
     ]
 )
 
@@ -129,10 +154,13 @@ VERDICT_SCHEMA = pa.schema(
 
 # Released datasets. `sft` is TRL's conversational format; `rl` is a prompt-only dataset
 # carrying everything a reward function needs to rebuild and verify the world.
+# Version 1 (before JSON columns, split files and the environment columns) is still read:
+# its `tools`, `arguments` and `task` are JSON strings (see `train.data.load_release`).
+RELEASE_SCHEMA_VERSION = 2
 SFT_SCHEMA = pa.schema(
     [
-        ("messages", MESSAGES_TYPE),
-        ("tools", pa.string()),  # JSON list of OpenAI function schemas
+        ("messages", RELEASE_MESSAGES_TYPE),
+        ("tools", JSON),  # list of OpenAI function schemas
         ("task_id", pa.string()),
         ("trajectory_id", pa.string()),
         ("world", pa.string()),
@@ -145,18 +173,73 @@ SFT_SCHEMA = pa.schema(
 )
 RL_SCHEMA = pa.schema(
     [
-        ("prompt", MESSAGES_TYPE),
-        ("tools", pa.string()),  # JSON
+        ("prompt", RELEASE_MESSAGES_TYPE),
+        ("tools", JSON),
         ("task_id", pa.string()),
         ("world", pa.string()),
         ("method", pa.string()),
-        ("task", pa.string()),  # JSON of the full Task record (for reward functions)
+        ("task", JSON),  # the full Task record (for reward functions and environments)
         ("pass_rate", pa.float64()),
         ("n_trials", pa.int32()),
         ("selection_reason", pa.string()),
         ("split", pa.string()),
+        # Since version 2: what a trainer needs to run and judge the row without trajforge's
+        # internals. `environment` is the key of TRL's `environment_factory` dict (the world);
+        # the versions name the world (tools, policy, schema) and the verifier the task is
+        # judged by; `reference_solution` backs the portable
+        # action-match reward, with `write_tools`, the world's tools that change its state.
+        ("environment", pa.string()),
+        ("world_version", pa.string()),
+        ("verifier", pa.string()),
+        ("verifier_version", pa.string()),
+        ("reference_solution", JSON),  # [{"name", "arguments", "write"}]
+        ("write_tools", pa.list_(pa.string())),
     ]
 )
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """`t` with every extension type replaced by its storage type (nested ones too)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return storage_type(t.storage_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        field = t.value_field
+        inner = pa.field(field.name, storage_type(field.type), field.nullable)
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, storage_type(f.type), f.nullable) for f in t])
+    return t
+
+
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, storage_type(f.type), f.nullable) for f in schema], metadata=schema.metadata)
+
+
+def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """An Arrow table of `schema` from plain rows (JSON-typed values given as JSON text)."""
+    return pa.Table.from_pylist(rows, schema=storage_schema(schema)).cast(schema)
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    return storage_schema(schema).empty_table().cast(schema)
+
+
+def _decode(value: Any, t: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if isinstance(t, pa.JsonType):
+        return json.loads(value) if isinstance(value, str) else value
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_decode(v, t.value_type) for v in value]
+    if pa.types.is_struct(t):
+        return {f.name: _decode(value.get(f.name), f.type) for f in t}
+    return value
+
+
+def decode_row(row: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    """A row as pyarrow gives it (`to_pylist`: JSON-typed values as text) with those values
+    decoded, as `datasets` yields it. Columns `schema` does not name are left as they are."""
+    return {k: _decode(v, schema.field(k).type) if k in schema.names else v for k, v in row.items()}
 
 
 def _dumps(value: Any) -> str:
@@ -190,6 +273,20 @@ def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def release_message(message: dict[str, Any]) -> dict[str, Any]:
+    """`normalize_message` for released rows, whose `arguments` column is JSON-typed: arguments
+    that are not valid JSON text (a model's malformed call, kept as it was written) are stored
+    as a JSON string of that text, so every reader can decode every row."""
+    out = normalize_message(message)
+    for call in out["tool_calls"] or []:
+        args = call["function"]["arguments"]
+        try:
+            json.loads(args)
+        except (TypeError, ValueError):
+            call["function"]["arguments"] = json.dumps("" if args is None else str(args), ensure_ascii=False)
+    return out
+
+
 def strip_message(message: dict[str, Any]) -> dict[str, Any]:
     """Drop the null fields Arrow adds back, giving a plain OpenAI-format message."""
     out = {k: v for k, v in message.items() if v is not None}
@@ -198,7 +295,8 @@ def strip_message(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-TASK_JSON_COLUMNS = ("user", "initial_state", "target_diff", "reference_solution", "metadata", "verification")
+TASK_JSON_COLUMNS = ("user", "initial_state", "target_diff", "reference_solution", "metadata", "verification",
+                     "dialogue")
 
 
 def task_to_row(task: Task) -> dict[str, Any]:

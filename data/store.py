@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from data.atomic import write_atomic, write_json_atomic
 from data.crash import crashpoint
-from data.schema import CODECS
+from data.schema import CODECS, empty_table, table_from_rows
 
 MANIFEST_VERSION = 1
 SUCCESS = "_SUCCESS"
@@ -144,22 +144,37 @@ class DatasetWriter:
         self._files: list[FileEntry] = []
         self._committed = False
 
-    def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+    def write_rows(self, rows: Sequence[dict[str, Any]], prefix: str = "part") -> None:
         """Write one shard from plain row dicts (validated against the schema)."""
-        self.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
+        self.write_table(table_from_rows(list(rows), self.schema), prefix)
 
-    def write_table(self, table: pa.Table) -> None:
+    def write_table(self, table: pa.Table, prefix: str = "part") -> None:
+        """Write one shard as `data/<prefix>-NNNNN.parquet` (e.g. `train-00000.parquet`, the
+        names a dataset card's `data_files` globs select splits by).
+
+        A shard without rows is written without a row group: `datasets` fails on a row group
+        of zero rows, and skips a file with none."""
         if self._committed:
             raise DatasetError("writer already committed")
+        if not prefix or not prefix.replace("_", "").replace(".", "").isalnum():
+            raise DatasetError(f"shard prefix must be a plain word, got {prefix!r}")
         if not table.schema.equals(self.schema):
             table = table.cast(self.schema)
-        rel = f"data/part-{len(self._files):05d}.parquet"
+        n = sum(1 for f in self._files if Path(f.path).name.startswith(f"{prefix}-"))
+        rel = f"data/{prefix}-{n:05d}.parquet"
         path = self.staging / rel
-        pq.write_table(table, path, compression="zstd")
+        with pq.ParquetWriter(path, self.schema, compression="zstd") as writer:
+            if table.num_rows:
+                writer.write_table(table)
         self._files.append(
             FileEntry(path=rel, sha256=sha256_file(path), rows=table.num_rows, bytes=path.stat().st_size)
         )
         crashpoint("store.write.after_file")
+
+    @property
+    def files(self) -> list[FileEntry]:
+        """The shards written so far."""
+        return list(self._files)
 
     def commit(
         self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None,
@@ -168,7 +183,7 @@ class DatasetWriter:
         """Write manifest and card (and `extra_files`, e.g. a report, by relative name), mark
         `_SUCCESS`, and rename the folder into place."""
         if not self._files:  # an empty dataset still has a (zero-row) file with its schema
-            self.write_table(self.schema.empty_table())
+            self.write_table(empty_table(self.schema))
         manifest = Manifest(
             name=self.name,
             version=self.version,

@@ -6,9 +6,11 @@ package: ``[project.entry-points."trajforge.worlds"] myworld = "mypkg:WORLD_DIR"
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from data.records import content_hash
 from envs.loader import forget
 from envs.workspace import WorkspaceWorld, is_workspace_world
 from envs.world import World
@@ -55,3 +57,15 @@ def get_world(name: str) -> World:
         _loaded[name] = (WorkspaceWorld.load(name, folder) if is_workspace_world(folder)  # type: ignore[assignment]
                          else World(name=name, folder=folder))
     return _loaded[name]
+
+
+@lru_cache(maxsize=64)
+def world_version(name: str) -> str:
+    """The tool schemas, policy and compiled schema of a world: what an agent sees and acts on
+    (a content hash; `rl` release rows carry it, and environments refuse a row of another)."""
+    world = get_world(name)
+    folder = Path(world.folder)
+    files = {p.name: p.read_text(errors="replace") for p in sorted(folder.glob("*")) if p.is_file()
+             and p.suffix in {".py", ".sql", ".md", ".yaml", ".json"}}
+    tools = world.tool_schemas() if hasattr(world, "tool_schemas") else []
+    return content_hash({"tools": tools, "files": files})

@@ -25,6 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin
 
+ECHO_CHARS = 200  # characters of a model-written value quoted back in an error message
+MESSAGE_CHARS = 2000  # characters of an error message returned to the model
+
+
+def clip(text: str, limit: int = ECHO_CHARS) -> str:
+    """`text` cut to `limit` characters, with a mark saying how many were cut (model strings
+    are echoed into observations; a 200 KB name must not come back as a 200 KB message)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} characters cut]"
+
 
 class ToolError(Exception):
     """A tool refused the call. `code` is a rule id (e.g. R02_SEATS) or an error kind."""
@@ -62,8 +73,9 @@ class ToolSpec:
             raise ToolArgumentError("bad_arguments", f"arguments must be an object, got {type(arguments).__name__}")
         unknown = sorted(set(arguments) - set(self.params))
         if unknown:
+            shown = [clip(str(u)) for u in unknown[:10]]
             raise ToolArgumentError(
-                "unknown_argument", f"{self.name} has no argument(s) {unknown}; expected {sorted(self.params)}"
+                "unknown_argument", f"{self.name} has no argument(s) {shown}; expected {sorted(self.params)}"
             )
         out: dict[str, Any] = {}
         for pname, p in self.params.items():
@@ -114,7 +126,7 @@ def _json_type(tp: Any) -> dict[str, Any]:
 
 def _coerce(name: str, value: Any, tp: Any) -> Any:
     def bad(expected: str) -> ToolArgumentError:
-        return ToolArgumentError("wrong_type", f"argument {name!r} must be {expected}, got {value!r}")
+        return ToolArgumentError("wrong_type", f"argument {name!r} must be {expected}, got {clip(repr(value))}")
 
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):

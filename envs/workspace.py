@@ -37,7 +37,7 @@ import yaml
 from data.records import StateRef, ToolCall, canonical_json
 from envs.loader import load_module
 from envs.sandbox import Limits, Sandbox, SandboxError, open_sandbox
-from envs.tools import ToolArgumentError, ToolError, ToolSpec, build_spec, tool
+from envs.tools import MESSAGE_CHARS, ToolArgumentError, ToolError, ToolSpec, build_spec, clip, tool
 from envs.world import Observation
 
 WORKSPACE_FILE = "workspace.yaml"
@@ -392,6 +392,7 @@ class WorkspaceWorld:
     def _build(self, patches: list[str]) -> Path:
         ops = parse_recipe(patches)
         with self.open_sandbox() as sb:
+            unsynced = False
             for op in ops:
                 if op["op"] == "write":
                     rel = _lexical(op["path"])
@@ -399,7 +400,11 @@ class WorkspaceWorld:
                     if op.get("executable"):
                         p = sb.workdir / rel
                         p.chmod(p.stat().st_mode | 0o111)
+                        unsynced = True
                 else:
+                    if unsynced and callable(getattr(sb, "push", None)):
+                        sb.push()  # modes changed in the host folder (a remote Docker daemon's mirror)
+                    unsynced = False
                     res = sb.run(op["cmd"], env=self.command_env())
                     if not res.ok:
                         raise ValueError(f"workspace recipe command failed ({res.returncode}): {op['cmd']!r}: "
@@ -471,13 +476,10 @@ class WorkspaceWorld:
                         "-p", "no:cacheprovider", "-q", "-rN", "--tb=short", f"--junitxml={report}", *paths]
                 cmd = "exec " + shlex.join(args)
                 res = sb.run(cmd, env=self.command_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}))
-                host_report = sb.workdir / report
-                xml = b""
-                if host_report.is_file() and not host_report.is_symlink():  # not a link or FIFO planted by code under test
-                    try:
-                        xml = sb.read_file(report)
-                    except (OSError, SandboxError):
-                        xml = b""
+                try:  # read_file refuses a link or FIFO planted by code under test
+                    xml = sb.read_file(report)
+                except (OSError, ValueError, SandboxError):
+                    xml = b""
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         tail = (res.stdout[-1500:] + res.stderr[-1500:]).strip()
@@ -574,7 +576,7 @@ class WorkspaceEnv:
         spec = self.world.tools.get(call.name)
         if spec is None:
             known = ", ".join(self.world.tools)
-            return _error("unknown_tool", "unknown_tool", f"no tool named {call.name!r}; tools are: {known}")
+            return _error("unknown_tool", "unknown_tool", f"no tool named {clip(call.name)!r}; tools are: {known}")
         try:
             args = spec.validate(call.arguments)
         except ToolArgumentError as exc:
@@ -598,6 +600,7 @@ class WorkspaceEnv:
 
 
 def _error(kind: str, code: str, message: str) -> Observation:
+    message = clip(message, MESSAGE_CHARS)  # paths and arguments in it come from the model
     body = {"error": kind, "code": code, "message": message}
     return Observation(content=json.dumps(body), error=kind, code=code, detail=message)
 

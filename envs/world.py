@@ -22,7 +22,7 @@ from typing import Any
 from data.records import StateRef, ToolCall
 from envs import state as st
 from envs.loader import load_module
-from envs.tools import ToolArgumentError, ToolError, ToolSpec, collect_tools
+from envs.tools import MESSAGE_CHARS, ToolArgumentError, ToolError, ToolSpec, clip, collect_tools
 
 RULE_RE = re.compile(r"\b(R\d+_[A-Z0-9_]+)\b:?\s*(.*)")
 
@@ -154,7 +154,7 @@ class Env:
         spec = self.world.tools.get(call.name)
         if spec is None:
             known = ", ".join(self.world.tools)
-            return _error("unknown_tool", "unknown_tool", f"no tool named {call.name!r}; tools are: {known}")
+            return _error("unknown_tool", "unknown_tool", f"no tool named {clip(call.name)!r}; tools are: {known}")
         try:
             args = spec.validate(call.arguments)
         except ToolArgumentError as exc:
@@ -180,6 +180,7 @@ class Env:
 
 
 def _error(kind: str, code: str, message: str) -> Observation:
+    message = clip(message, MESSAGE_CHARS)  # tools' messages may quote model strings
     body = {"error": kind, "code": code, "message": message}
     return Observation(content=json.dumps(body), error=kind, code=code, detail=message)
 

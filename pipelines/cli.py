@@ -14,6 +14,8 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="trajforge: training data for LLM agents.")
 datasets_app = typer.Typer(no_args_is_help=True, help="Inspect and check datasets.")
 app.add_typer(datasets_app, name="datasets")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes for workspace worlds.")
+app.add_typer(sandbox_app, name="sandbox")
 console = Console(stderr=True)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config (defaults if omitted).")]
@@ -375,6 +377,29 @@ def datasets_verify(path: Path) -> None:
     except DatasetError as exc:
         _fail(exc)
     print(f"ok: {m.name} {m.version} ({m.kind}, {m.rows} rows, {len(m.files)} files verified)")
+
+
+@sandbox_app.command("build-image")
+def sandbox_build_image(
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if the tag exists.")] = False,
+) -> None:
+    """Build the Docker backend's default image from this host's files (no registry);
+    skipped when an image with the same content hash exists. Prints its tag."""
+    from envs.sandbox.base import SandboxError
+    from envs.sandbox.docker import docker_unusable
+    from envs.sandbox.image import build_image, image_contents
+
+    why = docker_unusable()
+    if why is not None:
+        _fail(SandboxError(why))
+    try:
+        tag = build_image(force=force)
+    except SandboxError as exc:
+        _fail(exc)
+    info = image_contents()
+    console.print(f"{len(info['commands'])} commands, {info['files']} system files, pytest "
+                  f"({info['pytest_files']} files) in {info['pytest_site']}")
+    print(tag)
 
 
 def main() -> None:

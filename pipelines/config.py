@@ -126,6 +126,18 @@ class HygieneConfig(BaseModel):
     drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
 
 
+class CardConfig(BaseModel):
+    """Hub metadata of the release cards (the YAML header of each release's README.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A Hub license id (apache-2.0, cc-by-4.0, other, ...). "unknown" until you decide: the
+    # rows hold your model's outputs and your worlds' data.
+    license: str = "unknown"
+    language: list[str] = Field(default_factory=lambda: ["en"])
+    pretty_name: str | None = None  # default: "<run name> <sft|rl>"
+
+
 class VLLMLaunchConfig(BaseModel):
     """Start vLLM for the rollout stage (GPU machines): `replicas` servers of `server` on
     consecutive ports, one per `gpus_per_replica` GPUs; the rollout's model becomes an
@@ -154,7 +166,10 @@ class RunConfig(BaseModel):
     reference_trials: int = 1  # gold trajectories per task from the verified reference path
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.
-    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction", "tests_pass"])
+    # The composite (the task's reward basis: outcome, communication, process) decides; the
+    # parts are also recorded on their own for the card.
+    verifiers: list[str] = Field(default_factory=lambda: ["composite", "state_equivalence", "constraint_satisfaction",
+                                                          "tests_pass", "communicate", "policy"])
     # Options of each verifier by name, validated against its options model.
     verifier_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # The model verifiers that take one are built with (the LLM judge; the composite's judge).
@@ -171,6 +186,7 @@ class RunConfig(BaseModel):
     # Mirror every release to this fsspec URL (s3://bucket/trajforge, gs://..., file://...)
     # after it is committed locally; `_SUCCESS` and LATEST.json are written last there.
     publish_to: str | None = None
+    card: CardConfig = Field(default_factory=CardConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from data.records import Task, Trajectory, content_hash
-from envs.registry import get_world
+from envs.registry import world_version
 from pipelines.config import RunConfig
 from rollout import agent, strategy, user
 from rollout.collector import ModelConfig, RolloutConfig
@@ -31,16 +30,6 @@ def _files_digest(folder: Path, patterns: Sequence[str]) -> str:
             st = p.stat()
             h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
-
-
-@lru_cache(maxsize=64)
-def world_version(name: str) -> str:
-    """The tool schemas, policy and compiled schema of a world: what an agent sees and acts on."""
-    world = get_world(name)
-    folder = Path(world.folder)
-    files = {p.name: p.read_text(errors="replace") for p in sorted(folder.glob("*")) if p.is_file()
-             and p.suffix in {".py", ".sql", ".md", ".yaml", ".json"}}
-    return content_hash({"tools": world.tool_schemas(), "files": files})
 
 
 def prompt_version(model: ModelConfig) -> str:

@@ -19,11 +19,18 @@ from curation.release import rl_rows, sft_rows
 from data import store
 from data.atomic import write_json_atomic
 from data.cache import ShardCache
-from data.card import render_card, run_sections
+from data.card import card_header, render_card, run_sections
 from data.crash import crashpoint
 from data.records import Task, Trajectory, Verdict, content_hash
-from data.schema import CODECS, RL_SCHEMA, SFT_SCHEMA
-from envs.registry import get_world
+from data.schema import (
+    CODECS,
+    RELEASE_SCHEMA_VERSION,
+    RL_SCHEMA,
+    SFT_SCHEMA,
+    empty_table,
+    storage_type,
+)
+from envs.registry import get_world, world_version
 from pipelines import keys
 from pipelines.config import RunConfig
 from rollout.agent import env_now, opening_messages
@@ -38,6 +45,9 @@ from verifiers.base import VERIFIERS, applies, get_verifier, primary_verifier
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
 SCHEMAS = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
+NOT_SCRUBBED = {"task", "reference_solution", "world_version", "verifier_version", "write_tools", "environment"}
+# The Hub's task categories of each release kind (card metadata).
+TASK_CATEGORIES = {"sft": ["text-generation"], "rl": ["reinforcement-learning", "text-generation"]}
 
 
 def datasets_dir(out: Path) -> Path:
@@ -266,21 +276,36 @@ def curator_for(cfg: RunConfig) -> Any:
     return get_curator(cfg.curation, cfg.curation_options)
 
 
-def release_rows(selection: Selection, tasks: list[Task]) -> dict[str, list[dict[str, Any]]]:
+def release_rows(selection: Selection, tasks: list[Task],
+                 verifiers: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The `sft` and `rl` rows of a selection. `verifiers` (default: the config's default
+    list) decide each rl row's `verifier` and its version: the task's primary outcome
+    verifier, since an rl episode in TRL's loop has no user to identify, confirm or tell
+    (the composite verdict's other parts judge conversations, in rollouts and sft rows)."""
+    names = [n for n in (verifiers or RunConfig().verifiers) if n != "composite"] or ["state_equivalence"]
     by_id = {t.id: t for t in tasks}
     prompts: dict[str, list[dict[str, Any]]] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
+    environments: dict[str, dict[str, Any]] = {}
     for pick in selection.rl:
         task = pick.task
         world = get_world(task.world)
         env = world.env(task.initial_state)
-        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task))
+        # no user answers inside TRL's loop: the opening says all the agent would ask for
+        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task),
+                                            first=ScriptedUser(task).standalone_message())
         env.close()
         tools[task.id] = world.tool_schemas()
+        verifier = primary_verifier(task, names)
+        environments[task.id] = {
+            "world_version": world_version(task.world), "verifier": verifier,
+            "verifier_version": get_verifier(verifier).version,
+            "write_tools": [n for n, spec in getattr(world, "tools", {}).items() if getattr(spec, "write", False)],
+        }
     return {
         "sft": sft_rows(selection, {t: x.split for t, x in by_id.items()}, {t: x.method for t, x in by_id.items()},
                         {t: x.world for t, x in by_id.items()}),
-        "rl": rl_rows(selection, prompts, tools),
+        "rl": rl_rows(selection, prompts, tools, environments),
     }
 
 
@@ -295,13 +320,14 @@ SUMMARIES = {
 def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
                   run_id: str = "") -> dict[str, Path]:
     """Write the curated `sft` and `rl` rows as datasets (`datasets/curated_<name>`)."""
-    rows = release_rows(selection, tasks)
+    rows = release_rows(selection, tasks, cfg.verifiers)
     paths: dict[str, Path] = {}
     for name in RELEASES:
         rows[name], hygiene = clean_rows(cfg, out, name, rows[name])
         stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
                  "splits": dict(Counter(r["split"] for r in rows[name])), "hygiene": hygiene}
-        with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name], 1) as w:
+        with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name],
+                                 RELEASE_SCHEMA_VERSION) as w:
             if rows[name]:
                 w.write_rows(rows[name])
             paths[name] = w.commit(lineage(cfg, parents, run_id), stats=stats)
@@ -328,8 +354,9 @@ def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]])
     earlier: list[dict[str, Any]] = []
     if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
         earlier = store.read_table(prev).to_pylist()
-    # `task` of rl rows is what the reward replays: its ids must never be rewritten.
-    columns = [c for c in SCHEMAS[name].names if c != "task"]
+    # `task` and `reference_solution` of rl rows are what rewards replay and compare: their
+    # ids must never be rewritten (nor the version hashes).
+    columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
     clean, report = clean_release(rows, earlier=earlier, eval_sets=eval_sets, dedup_threshold=h.dedup_threshold,
                                   drop_n=h.drop_n, scrub=lambda rs: scrub_rows(rs, columns=columns))
     card = report.card()
@@ -396,17 +423,22 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
             paths[name] = target
             continue
         manifest = manifests[name]
-        table = store.read_table(src, verify=False)
+        table = _with_columns(store.read_table(src, verify=False), SCHEMAS[name])
         parents = [str(src), *manifest.lineage.parents]
         if previous and name in previous.get("releases", {}):
             parents.append(previous["releases"][name])
         lin = lineage(cfg, parents, run_id)
-        with store.DatasetWriter(root, name, name, SCHEMAS[name], 1, version) as w:
-            if table.num_rows:
-                w.write_table(table)
-            stats = {**manifest.stats, "run": run} if run else manifest.stats
+        with store.DatasetWriter(root, name, name, SCHEMAS[name], RELEASE_SCHEMA_VERSION, version) as w:
+            splits, num_bytes = _write_splits(w, table)
+            stats = {**manifest.stats, "run": run} if run else dict(manifest.stats)
+            extra_sections, stats["training"] = _training_sections(name, table, lin.code_version)
+            header = card_header(name, SCHEMAS[name], splits, license=cfg.card.license, language=cfg.card.language,
+                                 task_categories=TASK_CATEGORIES[name],
+                                 pretty_name=cfg.card.pretty_name or f"{cfg.name} {name}",
+                                 tags=["trajforge", "agents", "tool-use", *sorted(set(table.column("world").to_pylist()))],
+                                 num_bytes=num_bytes, download_size=sum(f.bytes for f in w.files))
             card = render_card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin.model_dump(), stats,
-                               sections=run_sections(run) if run else "")
+                               sections=extra_sections + (run_sections(run) if run else ""), header=header)
             extra = {"report.html": report_html} if report_html else None
             paths[name] = w.commit(lin, card=card, stats=stats, extra_files=extra)
         crashpoint("release.dataset_done")
@@ -424,6 +456,42 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
     return paths
 
 
+def _with_columns(table: Any, schema: Any) -> Any:
+    """`table` with the columns of `schema` it lacks added as nulls (curated rows written by an
+    older release schema), so it casts to `schema`."""
+    import pyarrow as pa
+
+    for field in schema:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, storage_type(field.type)).cast(field.type))
+    return table.select(schema.names)
+
+
+def _write_splits(w: store.DatasetWriter, table: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Write `table` as one file per split (`data/<split>-00000.parquet`, in split order
+    train, test, then others); returns the rows and the Arrow bytes of each split."""
+    import pyarrow.compute as pc
+
+    rows: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    if not table.num_rows:  # the file the card's `train` pattern names, without rows
+        w.write_table(empty_table(w.schema), prefix="train")
+        return rows, nbytes
+    names = sorted(set(table.column("split").to_pylist()), key=lambda s: ({"train": 0, "test": 1}.get(s, 2), s))
+    for split in names:
+        part = table.filter(pc.equal(table.column("split"), split))
+        w.write_table(part, prefix=split)
+        rows[split], nbytes[split] = part.num_rows, part.nbytes
+    return rows, nbytes
+
+
+def _training_sections(kind: str, table: Any, code_version: str) -> tuple[str, dict[str, Any]]:
+    """The card's sections on training with the release (templates checked, token lengths,
+    plain TRL, environments and rewards) and their figures; a note when they cannot be made
+    here (no transformers, or no prepared embedded model)."""
+    from train.release_card import training_sections
+
+    return training_sections(kind, table, code_version)
 
 
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
@@ -505,6 +573,9 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
          "drops": {f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
                    for n, h in hygiene.items() if h.get("dedup")}},
     ]
+    tool_errors: Counter[str] = Counter()
+    for t in policy:
+        tool_errors.update(t.error_counts)
     usage = {"model_calls": sum(t.usage.model_calls for t in policy),
              "prompt_tokens": sum(t.usage.prompt_tokens for t in policy),
              "completion_tokens": sum(t.usage.completion_tokens for t in policy)}
@@ -517,7 +588,8 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
             except KeyError:
                 versions[n] = "?"
     return {"funnel": funnel, "pass_by_world": by_world, "verifiers": versions, "verifier_audit": audit,
-            "hygiene": hygiene, "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
+            "hygiene": hygiene, "tool_errors": dict(sorted(tool_errors.items())),
+            "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
             "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
 
 

@@ -12,7 +12,9 @@ each tool call carry over to the next; without it every tool call runs against a
 of the task's initial state, so a step's `state_hash` and the trajectory's
 `final_state_hash` are the state after that one call (a state verifier that replays all
 writes in order will report that the replay differs). At most `max_tool_calls_per_turn`
-calls of one assistant turn run; the rest are counted as `too_many_calls`.
+calls of one assistant turn are run or reported, malformed ones included (well-formed calls
+first, then malformed ones); the rest are counted as `too_many_calls` and get no tool
+message. Error details returned to the model are capped (`envs.tools.clip`).
 
 SQLite envs (with a `conn`) run on the event loop's thread, which their connection is bound
 to; other envs (workspaces, whose commands may run for seconds) run in worker threads so
@@ -31,6 +33,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.records import Sampling, StateRef, Step, Task, ToolCall, Trajectory, TurnTokens, Usage
+from envs.tools import MESSAGE_CHARS, clip
 from envs.world import Observation, World
 from rollout.model import ChatModel, ChatResponse, ModelError
 from rollout.strategy import (
@@ -245,11 +248,14 @@ class Episode:
     async def act(self, resp: ChatResponse, latency: float) -> None:
         """Apply one assistant turn: run its tool calls, or hand a plain message to the user."""
         turn, cfg = self.turn, self.cfg
-        calls = resp.tool_calls[: cfg.max_tool_calls_per_turn]
-        if len(resp.tool_calls) > len(calls):
-            self.errors["too_many_calls"] += len(resp.tool_calls) - len(calls)
+        cap = cfg.max_tool_calls_per_turn
+        calls = resp.tool_calls[:cap]
+        malformed = resp.malformed[: max(0, cap - len(calls))]
+        dropped = len(resp.tool_calls) - len(calls) + len(resp.malformed) - len(malformed)
+        if dropped:
+            self.errors["too_many_calls"] += dropped
         wire = [_wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
-        bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(resp.malformed)]
+        bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(malformed)]
         wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
         self.messages.append(_assistant_message(resp.text, wire))
         tokens = _turn_tokens(resp, turn, len(self.messages) - 1)
@@ -278,9 +284,10 @@ class Episode:
                 self.termination = "transfer"
         for cid, m in bad:
             self.errors[m.error] += 1
-            content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {m.detail}"})
+            detail = clip(m.detail, MESSAGE_CHARS)
+            content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {detail}"})
             self.steps.append(Step(index=len(self.steps), turn=turn, observation=content, error=m.error,
-                                   error_detail=m.detail, latency_s=latency))
+                                   error_detail=detail, latency_s=latency))
             self.messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call",
                                   "content": content})
 

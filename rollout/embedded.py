@@ -33,8 +33,9 @@ from typing import Any
 
 from data.atomic import write_atomic
 from data.records import Sampling
+from rollout.control_tokens import control_tokens, escape_messages
 from rollout.model import ChatResponse, ModelError
-from rollout.parsing import parse_tool_calls
+from rollout.parsing import parse_tool_calls, tool_names_of
 
 log = logging.getLogger(__name__)
 
@@ -473,8 +474,9 @@ class _Engine:
         log.info("embedded model loaded from %s in %.1f s", folder, time.monotonic() - t0)
 
     def render(self, request: _Request) -> list[int]:
+        # Content is rendered to text and tokenised: control tokens in it must stay text.
         text = self.tokenizer.apply_chat_template(
-            request.messages,
+            escape_messages(request.messages, control_tokens(self.tokenizer)),
             tools=request.tools or None,
             add_generation_prompt=True,
             tokenize=False,
@@ -539,7 +541,8 @@ class _Engine:
             end = next((k + 1 for k, t in enumerate(new) if t in eos), None)
             tokens = new if end is None else new[:end]
             completion = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            text, calls, malformed = parse_tool_calls(completion, "length" if end is None else None)
+            text, calls, malformed = parse_tool_calls(completion, "length" if end is None else None,
+                                                      tool_names_of(batch[i].tools))
             finish = "length" if end is None else ("tool_calls" if calls else "stop")
             results[i] = ChatResponse(
                 text=text,

@@ -47,7 +47,7 @@ from rollout.http import (
     HttpTimeout,
 )
 from rollout.model import ChatResponse, ModelError
-from rollout.parsing import decode_native_tool_calls, parse_tool_calls
+from rollout.parsing import parse_model_output, tool_names_of
 
 try:  # orjson (a Prefect dependency) encodes a long conversation ~15x faster than json
     import orjson as _orjson
@@ -256,7 +256,7 @@ class OpenAICompatibleModel:
                 if not f.retry:
                     break
                 continue
-            return self._convert(data, endpoint, attempts)
+            return self._convert(data, endpoint, attempts, tools)
         assert failure is not None and endpoint is not None
         raise ModelError(
             f"{self.name} at {endpoint.url}: {failure} (after {attempts} attempt"
@@ -443,7 +443,8 @@ class OpenAICompatibleModel:
 
     # -- reply ------------------------------------------------------------------------
 
-    def _convert(self, data: dict[str, Any], endpoint: Endpoint, attempts: int) -> ChatResponse:
+    def _convert(self, data: dict[str, Any], endpoint: Endpoint, attempts: int,
+                 tools: list[dict[str, Any]] | None = None) -> ChatResponse:
         """Turn a chat completion into a `ChatResponse`, checking its shape by hand."""
 
         def bad(what: str) -> ModelError:
@@ -467,10 +468,9 @@ class OpenAICompatibleModel:
         if not isinstance(native, list):
             raise bad(f"reply tool_calls is not a list: {_clip(repr(native))}")
         finish = str(choice.get("finish_reason") or "stop")
-        if native:
-            calls, malformed = decode_native_tool_calls(native, finish)
-        else:
-            text, calls, malformed = parse_tool_calls(text, finish)
+        parsed = parse_model_output(text, finish_reason=finish, native=native,
+                                    tool_names=tool_names_of(tools))
+        text, calls, malformed = parsed.text, parsed.calls, parsed.malformed
         usage = data.get("usage")
         if not isinstance(usage, dict):
             usage = {}

@@ -11,7 +11,11 @@ holds no `<tool_call>` block at all it falls back to fenced ```json blocks and b
 objects that carry "name" and "arguments" keys. Every block that is meant as a call but
 cannot be used comes back as a `MalformedCall` with an error class:
 
-- `bad_json`: the block is not parseable JSON (or nested too deeply to parse);
+- `bad_json`: the block is not strict JSON (or nested too deeply to parse); NaN, Infinity
+  and numbers that overflow to them are not JSON, nor is an "arguments" string that does
+  not parse;
+- `duplicate_key`: an object of the call (the call itself or its arguments) repeats a key;
+  `json` would keep the last one, so the call is refused rather than decided by it;
 - `missing_name`: no non-empty string "name";
 - `arguments_not_object`: "arguments" is neither an object nor a JSON string of one;
 - `truncated`: generation stopped at `max_tokens` (`finish_reason="length"`) inside a call;
@@ -22,7 +26,19 @@ cannot be used comes back as a `MalformedCall` with an error class:
 - `repeated_call`: an exact repeat (same name and arguments) of an earlier call in the
   same output; the first one is kept;
 - `too_large`: the output exceeds `MAX_OUTPUT_CHARS` and holds a call marker (not parsed);
-- `unsupported_call`: a native tool call that is not a function call.
+- `unsupported_call`: a native tool call that is not a function call;
+- `unsupported_syntax`: a call written in a syntax this parser does not read: Python-call
+  style (`cancel_order(order_id="A1")`, `functions.x(...)`), XML style (`<function=x>`,
+  `<invoke name="x">`, `<function_calls>`, `[TOOL_CALLS]`, `<|python_tag|>`) or YAML style
+  (`name: x` then `arguments:`). It is never run and never silently a plain reply. The
+  Python rule needs a snake_case name (or a `functions.` prefix, or a name in `tool_names`)
+  and keyword, dict or (alone on its line) empty arguments, so prose and code such as
+  `print(x, end="")`, `df.to_csv(index=False)` or `def f(x=1)` stay text.
+
+Reasoning blocks (`<think>...</think>`, also `<thinking>` and `<reasoning>`) are reasoning:
+they stay in the text, verbatim, and nothing in them is parsed or run. An unclosed opening
+tag makes the rest of the output reasoning; a closing tag with no opening tag before it
+(the chat template opened the block) makes everything before it reasoning.
 
 `validate_calls` checks parsed calls against the tool schemas (`unknown_tool`,
 `unknown_argument`, `missing_argument`, `wrong_type`: the environment's own classes), and
@@ -30,18 +46,28 @@ cannot be used comes back as a `MalformedCall` with an error class:
 
 Lenient on purpose: `"parameters"` is read as `"arguments"`; an OpenAI-shaped
 `{"type": "function", "function": {...}}` wrapper and a JSON list of calls in one block are
-unwrapped; missing, null or empty-string arguments mean `{}`.
+unwrapped; missing, null or blank arguments (and the string `"null"`) mean `{}`.
+
+One classifier (`_classify`) decides every call on both paths: a call written in the text
+and a native `tool_calls` entry with the same arguments get the same class (a text call's
+`"arguments": V` is the native `arguments: json.dumps(V)`; a string `"arguments": S` is the
+native `arguments: S`). Only what is not a call at all differs: `bad_json` in the text,
+`unsupported_call` among native entries.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from data.records import ToolCall
+from envs.tools import clip
 from rollout.model import MalformedCall
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.DOTALL)
@@ -49,7 +75,46 @@ _STRAY_CLOSE = re.compile(r"</tool_call>")
 _FENCE = re.compile(r"```[ \t]*(json)?\s*(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _INNER_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_START = re.compile(r"\{\s*\"(?:name|function)\"\s*:")
-_DECODER = json.JSONDecoder()
+
+
+class _NotStrict(ValueError):
+    """A number strict JSON does not have: NaN, Infinity, or one that overflows to it."""
+
+
+class _Dup(dict):  # type: ignore[type-arg]
+    """A decoded object that repeated a key (holding the last value, as `json` does)."""
+
+    duplicates: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    dups: list[str] = []
+    for key, value in pairs:
+        if key in obj:
+            dups.append(key)
+        obj[key] = value
+    if not dups:
+        return obj
+    marked = _Dup(obj)
+    marked.duplicates = dups
+    return marked
+
+
+def _constant(name: str) -> Any:
+    raise _NotStrict(f"{name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrict(f"number {clip(text, 40)} is out of range")
+    return value
+
+
+# Strict JSON: duplicate keys are marked (`_Dup`), NaN and infinities refused.
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
+_loads = _DECODER.decode
 
 _Item = ToolCall | MalformedCall
 
@@ -58,17 +123,39 @@ MAX_BARE_STARTS = 2_000  # `{` positions tried by the bare-JSON fallback, at mos
 _RAW_LIMIT = 2_000  # characters of a malformed call kept in `MalformedCall.raw`
 _BAD_TEXT = re.compile(r"[\ud800-\udfff\ufffd]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_JSON_ERRORS = (json.JSONDecodeError, RecursionError)
+_JSON_ERRORS = (ValueError, RecursionError)  # JSONDecodeError, _NotStrict, int digit limits
+_NAME_CHARS = 100  # characters of a model-written name quoted in a detail
+
+_REASON_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_REASON_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+
+_XML_CALL = re.compile(
+    r"<function\s*=\s*[\"']?(?P<n1>[A-Za-z_][\w.-]*)|<(?:function|invoke|tool_use|tool)\s+name\s*=\s*"
+    r"[\"']?(?P<n2>[A-Za-z_][\w.-]*)|<invoke\b|<function_?calls?\b|<tool_use\b|<tool_calls>"
+    r"|<tool_calls?\s+[\w-]+\s*=|<\|python_tag\|>|\[TOOL_CALLS\]|<\|tool_call\|>",
+    re.IGNORECASE)
+_XML_END = re.compile(r"</(?:function_?calls?|function|invoke|tool_use|tool_calls?|tool)>|<\|eom_id\|>",
+                      re.IGNORECASE)
+_PY_CALL = re.compile(
+    r"(?<![\w.])(?P<ns>(?:functions|tools|default_api|api)\.)?(?P<name>[A-Za-z_]\w*)\s*\(\s*"
+    r"(?P<arg>\)|[A-Za-z_]\w*\s*=(?!=)|\{)")
+_YAML_CALL = re.compile(
+    r"^[ \t]*-?[ \t]*[\"']?(?:name|tool|tool_name|function|function_name|action)[\"']?[ \t]*:[ \t]*"
+    r"[\"']?(?P<name>[A-Za-z_][\w.-]*)[\"']?[ \t]*\r?\n(?:[^\n]*\n){0,3}?[ \t]*-?[ \t]*[\"']?"
+    r"(?:arguments|parameters|args|input|action_input|tool_input)[\"']?[ \t]*:",
+    re.MULTILINE | re.IGNORECASE)
 
 
 def parse_tool_calls(
-    text: str, finish_reason: str | None = None
+    text: str, finish_reason: str | None = None, tool_names: Iterable[str] | None = None
 ) -> tuple[str, list[ToolCall], list[MalformedCall]]:
     """Split model output into (remaining text, parsed calls, malformed calls).
 
     Calls are numbered `call_0`, `call_1`, ... in order of appearance within `text`.
     `finish_reason="length"` (generation hit `max_tokens`) turns a call cut off at the end
-    into `truncated` rather than `bad_json`. Never raises on any input text.
+    into `truncated` rather than `bad_json`. Reasoning blocks stay in the text, unparsed.
+    `tool_names` (the request's tools) lets the `unsupported_syntax` rule recognise
+    Python-style calls of those tools whatever their names look like. Never raises.
     """
     if len(text) > MAX_OUTPUT_CHARS:
         head = text[:MAX_OUTPUT_CHARS]
@@ -80,16 +167,95 @@ def parse_tool_calls(
             )
             return _clean_text(head.split("<tool_call>", 1)[0]).strip(), [], [bad]
         return _clean_text(head).strip(), [], []
+    masked, restore = _mask_reasoning(text)
     items: list[_Item] = []
     cut = finish_reason == "length"
-    if "<tool_call>" in text:
-        rest = _BLOCK.sub(lambda m: _collect(items, m, cut), text)
+    if "<tool_call>" in masked:
+        rest = _BLOCK.sub(lambda m: _collect(items, m, cut), masked)
         rest = _STRAY_CLOSE.sub("", rest)
     else:
-        rest = _FENCE.sub(lambda m: _fenced(items, m, cut), text)
+        rest = _FENCE.sub(lambda m: _fenced(items, m, cut), masked)
         rest = _bare_objects(items, rest, cut)
+    items += _foreign_calls(rest, set(tool_names or ()))
     calls, malformed = _number(_repeats(items))
-    return _clean_text(_tidy(rest)), calls, malformed
+    for m in malformed:
+        m.raw, m.detail = restore(m.raw), restore(m.detail)
+    return _clean_text(restore(_tidy(rest))), calls, malformed
+
+
+def _mask_reasoning(text: str) -> tuple[str, Any]:
+    """`text` with each reasoning block replaced by a placeholder, and the function that puts
+    the blocks back into any string derived from it."""
+    spans: list[tuple[int, int]] = []
+    first_open = _REASON_OPEN.search(text)
+    close = _REASON_CLOSE.search(text)
+    pos = 0
+    if close is not None and (first_open is None or close.start() < first_open.start()):
+        spans.append((0, close.end()))  # the chat template opened the block
+        pos = close.end()
+    while (m := _REASON_OPEN.search(text, pos)) is not None:
+        end_tag = re.compile(rf"</{m.group(1)}>", re.IGNORECASE).search(text, m.end())
+        end = end_tag.end() if end_tag is not None else len(text)
+        spans.append((m.start(), end))
+        pos = end
+    if not spans:
+        return text, lambda s: s
+    nonce = uuid.uuid4().hex[:8]
+    blocks: list[str] = []
+    parts: list[str] = []
+    last = 0
+    for start, end in spans:
+        parts.append(text[last:start])
+        parts.append(f"\ue000{nonce}:{len(blocks)}\ue001")
+        blocks.append(text[start:end])
+        last = end
+    parts.append(text[last:])
+    marker = re.compile(f"\ue000{nonce}:(\\d+)\ue001")
+
+    def restore(s: str) -> str:
+        return marker.sub(lambda m: blocks[int(m.group(1))], s) if "\ue000" in s else s
+
+    return "".join(parts), restore
+
+
+def _foreign_calls(text: str, tool_names: set[str]) -> list[_Item]:
+    """`unsupported_syntax` for each call written in another syntax (see the module doc)."""
+    found: list[tuple[int, int, str, str]] = []  # start, end, name, kind
+    for m in _XML_CALL.finditer(text):
+        end_tag = _XML_END.search(text, m.end())
+        end = end_tag.end() if end_tag is not None else len(text)
+        found.append((m.start(), end, m.group("n1") or m.group("n2") or "?", "XML tags"))
+    for m in _PY_CALL.finditer(text):
+        name = m.group("name")
+        if not (m.group("ns") or "_" in name or name in tool_names):
+            continue
+        before = text[max(0, m.start() - 6):m.start()]
+        if before.endswith(("def ", "class ")) or re.search(r"\b(?:def|class)\s+$", before):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end == -1 else line_end
+        if m.group("arg") == ")" and text[line_start:line_end].strip(" `\t") != text[m.start():m.end()]:
+            continue  # a bare `name()` in prose is a mention, not a call
+        found.append((m.start(), line_end, name, "a Python call"))
+    for m in _YAML_CALL.finditer(text):
+        name = m.group("name")
+        if not ("_" in name or name in tool_names):
+            continue
+        end = text.find("\n\n", m.end())
+        found.append((m.start(), len(text) if end == -1 else end, name, "YAML"))
+    items: list[_Item] = []
+    last_end = -1
+    for start, end, name, kind in sorted(found):
+        if start < last_end:
+            continue  # inside a call already reported
+        last_end = end
+        items.append(_malformed(
+            "unsupported_syntax",
+            f"{clip(name, _NAME_CHARS)}: a call written as {kind} is not read; write "
+            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+            text[start:end]))
+    return items
 
 
 def _number(items: list[_Item]) -> tuple[list[ToolCall], list[MalformedCall]]:
@@ -115,7 +281,7 @@ def _repeats(items: list[_Item]) -> list[_Item]:
             if key in seen:
                 item = MalformedCall(
                     error="repeated_call",
-                    detail=f"{item.name}: identical to call {seen[key]} of this output",
+                    detail=f"{clip(item.name, _NAME_CHARS)}: identical to call {seen[key]} of this output",
                     raw=key[:_RAW_LIMIT],
                 )
             else:
@@ -129,19 +295,35 @@ def _clean_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _has_bad_text(value: Any) -> bool:
-    """True if a decoded JSON value holds lone surrogates or U+FFFD anywhere."""
-    if isinstance(value, str):
-        return _BAD_TEXT.search(value) is not None
-    if isinstance(value, dict):
-        return any(_has_bad_text(k) or _has_bad_text(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_bad_text(v) for v in value)
-    return False
+def _scan(value: Any) -> tuple[str, str] | None:
+    """The first thing in a decoded call that cannot be stored faithfully: a repeated key
+    (`duplicate_key`), a non-finite number (`bad_json`) or undecodable text (`invalid_utf8`)."""
+    stack = [value]
+    bad_text = False
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            bad_text = bad_text or _BAD_TEXT.search(v) is not None
+        elif isinstance(v, dict):
+            if isinstance(v, _Dup):
+                keys = ", ".join(repr(clip(k, _NAME_CHARS)) for k in v.duplicates[:5])
+                return "duplicate_key", f"an object repeats the key(s) {keys}"
+            for k, item in v.items():
+                stack.append(k)
+                stack.append(item)
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float) and not math.isfinite(v):
+            return "bad_json", f"{v} is not a JSON number"
+    return ("invalid_utf8", "undecodable text") if bad_text else None
 
 
 def _malformed(error: str, detail: str, raw: str) -> MalformedCall:
     return MalformedCall(error=error, detail=detail, raw=_clean_text(raw[:_RAW_LIMIT]))
+
+
+def _why(e: BaseException) -> str:
+    return "nested too deeply" if isinstance(e, RecursionError) else clip(str(e), 300)
 
 
 def _collect(items: list[_Item], m: re.Match[str], cut: bool) -> str:
@@ -156,7 +338,7 @@ def _collect(items: list[_Item], m: re.Match[str], cut: bool) -> str:
             items.append(_malformed("bad_json", "empty tool call", raw))
         return ""
     try:
-        value = json.loads(body)
+        value = _loads(body)
     except _JSON_ERRORS as e:
         value = _lenient_load(body)
         if value is None:
@@ -164,14 +346,21 @@ def _collect(items: list[_Item], m: re.Match[str], cut: bool) -> str:
             return ""
     values = value if isinstance(value, list) and value else [value]
     for v in values:
-        items.append(_to_call(v, raw if len(values) == 1 else json.dumps(v, ensure_ascii=False)))
+        items.append(_classify(v, raw if len(values) == 1 else _raw_of(v)))
     return ""
+
+
+def _raw_of(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)[:_RAW_LIMIT]
+    except (ValueError, RecursionError):
+        return repr(value)[:_RAW_LIMIT]
 
 
 def _block_error(body: str, raw: str, closed: bool, cut: bool, e: Exception) -> MalformedCall:
     """Classify a `<tool_call>` block whose body is not JSON."""
-    detail = f"tool call: {e}" if isinstance(e, json.JSONDecodeError) else "nested too deeply"
-    if closed:
+    detail = f"tool call: {_why(e)}"
+    if closed or isinstance(e, _NotStrict):
         return _malformed("bad_json", detail, raw)
     if cut:
         return _malformed("truncated", f"output ended at max_tokens inside a call: {detail}", raw)
@@ -200,40 +389,58 @@ def _lenient_load(body: str) -> Any:
     return value if set(body[end:].strip()) <= {"}", "]"} else None
 
 
-def _to_call(value: Any, raw: str) -> _Item:
-    """Validate one decoded call object."""
-    if not isinstance(value, dict):
-        return MalformedCall(
-            error="bad_json",
-            detail=f"tool call is a JSON {type(value).__name__}, not an object",
-            raw=raw,
-        )
-    if isinstance(value.get("function"), dict) and "name" not in value:
-        value = value["function"]
-    name = value.get("name")
+def _classify(entry: Any, raw: str, *, native: bool = False, cut: bool = False,
+              call_id: str | None = None) -> _Item:
+    """The one classifier of a call: a decoded `<tool_call>`/fenced/bare object (`native`
+    False) or an OpenAI `tool_calls` entry (`native` True). `cut`: the call's own text was
+    cut at max_tokens (a native call's arguments string), so broken arguments are
+    `truncated` rather than `bad_json`."""
+    raw = _clean_text(raw[:_RAW_LIMIT])
+    if not isinstance(entry, dict):
+        if native:
+            kind = type(entry).__name__
+            return MalformedCall(error="unsupported_call", detail=f"not a function call: {kind}", raw=raw)
+        return MalformedCall(error="bad_json",
+                             detail=f"tool call is a JSON {type(entry).__name__}, not an object", raw=raw)
+    problem = _scan(entry)
+    if problem is not None and problem[0] != "invalid_utf8":
+        return MalformedCall(error=problem[0], detail=f"tool call: {problem[1]}", raw=raw)
+    fn: Any = entry
+    if isinstance(entry.get("function"), dict) and "name" not in entry:
+        fn = entry["function"]
+    elif native and "name" not in entry:
+        kind = entry.get("type") if isinstance(entry.get("type"), str) else "no function"
+        return MalformedCall(error="unsupported_call", detail=f"not a function call: {clip(kind, 40)}",
+                             raw=raw)
+    name = fn.get("name")
     if not isinstance(name, str) or not name.strip():
         return MalformedCall(error="missing_name", detail="tool call has no string name", raw=raw)
     name = name.strip()
-    args: Any = value.get("arguments", value.get("parameters"))
-    if _has_bad_text(name) or _has_bad_text(args):
-        return _malformed("invalid_utf8", f"{_clean_text(name)}: undecodable text", raw)
-    if args is None or (isinstance(args, str) and not args.strip()):
-        return ToolCall(name=name, arguments={})
+    shown = clip(_clean_text(name), _NAME_CHARS)
+    args: Any = fn.get("arguments", fn.get("parameters"))
+    if problem is not None:  # invalid_utf8 in the name or the arguments
+        return _malformed("invalid_utf8", f"{shown}: undecodable text", raw)
     if isinstance(args, str):
-        try:
-            decoded = json.loads(args)
-        except _JSON_ERRORS as e:
-            if args.lstrip().startswith("{"):
-                return _malformed("bad_json", f"{name}: arguments: {e}", raw)
-            decoded = args
-        args = decoded
+        if not args.strip():
+            args = None
+        else:
+            try:
+                args = _loads(args)
+            except _JSON_ERRORS as e:
+                error = "truncated" if cut and not isinstance(e, _NotStrict) else "bad_json"
+                return _malformed(error, f"{shown}: arguments: {_why(e)}", raw)
+            problem = _scan(args)
+            if problem is not None:
+                return _malformed(problem[0], f"{shown}: arguments: {problem[1]}", raw)
+    if args is None:
+        args = {}
     if not isinstance(args, dict):
         return MalformedCall(
             error="arguments_not_object",
-            detail=f"{name}: arguments are {type(args).__name__}, not an object",
+            detail=f"{shown}: arguments are {type(args).__name__}, not an object",
             raw=raw,
         )
-    return ToolCall(name=name, arguments=args)
+    return ToolCall(name=name, arguments=args, id=call_id)
 
 
 def _looks_like_call(value: Any) -> bool:
@@ -248,19 +455,19 @@ def _fenced(items: list[_Item], m: re.Match[str], cut: bool = False) -> str:
     """A fenced code block: a call if it holds a call object, else left as text."""
     body = m.group(2).strip()
     try:
-        value = json.loads(body)
+        value = _loads(body)
     except _JSON_ERRORS as e:
         if m.group(1) and _CALL_START.match(body) and '"arguments"' in body:
             unterminated = not m.group(0).rstrip().endswith("```") or m.group(0) == "```"
-            error = "truncated" if cut and unterminated else "bad_json"
-            items.append(_malformed(error, f"tool call: {e}", m.group(0)))
+            error = "truncated" if cut and unterminated and not isinstance(e, _NotStrict) else "bad_json"
+            items.append(_malformed(error, f"tool call: {_why(e)}", m.group(0)))
             return ""
         return m.group(0)
     if _looks_like_call(value):
-        items.append(_to_call(value, m.group(0)))
+        items.append(_classify(value, m.group(0)))
         return ""
     if isinstance(value, list) and value and all(_looks_like_call(v) for v in value):
-        items.extend(_to_call(v, json.dumps(v, ensure_ascii=False)) for v in value)
+        items.extend(_classify(v, _raw_of(v)) for v in value)
         return ""
     return m.group(0)
 
@@ -282,15 +489,15 @@ def _bare_objects(items: list[_Item], text: str, cut: bool = False) -> str:
         except _JSON_ERRORS as e:
             if _CALL_START.match(text, i) and last_arguments > i:
                 out.append(text[pos:i])
-                detail = f"tool call: {e}" if isinstance(e, ValueError) else "nested too deeply"
-                items.append(_malformed("truncated" if cut else "bad_json", detail, text[i:]))
+                error = "truncated" if cut and not isinstance(e, _NotStrict) else "bad_json"
+                items.append(_malformed(error, f"tool call: {_why(e)}", text[i:]))
                 pos = len(text)
                 break
             i = text.find("{", i + 1)
             continue
         if _looks_like_call(value):
             out.append(text[pos:i])
-            items.append(_to_call(value, text[i:end]))
+            items.append(_classify(value, text[i:end]))
             pos = end
         i = text.find("{", end)  # objects nested in a decoded one are not calls
     out.append(text[pos:])
@@ -306,75 +513,29 @@ def decode_native_tool_calls(
     native: list[Any], finish_reason: str | None = None
 ) -> tuple[list[ToolCall], list[MalformedCall]]:
     """Decode OpenAI `message.tool_calls` entries (or flat `{"name", "arguments"}` ones) into
-    `ToolCall`s and `MalformedCall`s. Empty arguments (`""`) count as `{}`. Native ids are
-    kept; exact repeats become `repeated_call`."""
+    `ToolCall`s and `MalformedCall`s with the same classifier as calls written in text.
+    Native ids are kept; exact repeats become `repeated_call`."""
     calls: list[ToolCall] = []
     malformed: list[MalformedCall] = []
     seen: dict[str, int] = {}
+    cut = finish_reason == "length"
     for entry in native:
-        try:
-            raw = json.dumps(entry, ensure_ascii=False, default=str)[:_RAW_LIMIT]
-        except (ValueError, RecursionError):
-            raw = repr(entry)[:_RAW_LIMIT]
-        raw = _clean_text(raw)
-        function = entry.get("function") if isinstance(entry, dict) else None
-        if function is None and isinstance(entry, dict) and "name" in entry:
-            function = entry  # the flat {"name", "arguments"} form
-        if not isinstance(function, dict):
-            kind = entry.get("type") if isinstance(entry, dict) else type(entry).__name__
-            malformed.append(
-                MalformedCall(
-                    error="unsupported_call", detail=f"not a function call: {kind}", raw=raw
-                )
-            )
+        call_id = entry.get("id") if isinstance(entry, dict) else None
+        item = _classify(entry, _raw_of(entry), native=True, cut=cut,
+                         call_id=call_id if isinstance(call_id, str) else None)
+        if isinstance(item, MalformedCall):
+            malformed.append(item)
             continue
-        name = function.get("name")
-        if not isinstance(name, str) or not name.strip():
-            malformed.append(
-                MalformedCall(error="missing_name", detail="tool call has no name", raw=raw)
-            )
-            continue
-        arguments: Any = function.get("arguments")
-        if _has_bad_text(name) or _has_bad_text(arguments):
-            malformed.append(_malformed("invalid_utf8", f"{_clean_text(name)}: undecodable", raw))
-            continue
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        elif isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except _JSON_ERRORS as e:
-                error = "truncated" if finish_reason == "length" else "bad_json"
-                malformed.append(MalformedCall(error=error, detail=f"{name}: arguments: {e}", raw=raw))
-                continue
-            if _has_bad_text(arguments):
-                malformed.append(_malformed("invalid_utf8", f"{name}: undecodable", raw))
-                continue
-        if not isinstance(arguments, dict):
-            malformed.append(
-                MalformedCall(
-                    error="arguments_not_object",
-                    detail=f"{name}: arguments are {type(arguments).__name__}, not an object",
-                    raw=raw,
-                )
-            )
-            continue
-        call_id = entry.get("id")
-        call = ToolCall(
-            name=name, arguments=arguments, id=call_id if isinstance(call_id, str) else None
-        )
-        key = call.key()
+        key = item.key()
         if key in seen:
-            malformed.append(
-                MalformedCall(
-                    error="repeated_call",
-                    detail=f"{name}: identical to call {seen[key]} of this output",
-                    raw=raw,
-                )
-            )
+            malformed.append(MalformedCall(
+                error="repeated_call",
+                detail=f"{clip(item.name, _NAME_CHARS)}: identical to call {seen[key]} of this output",
+                raw=_clean_text(_raw_of(entry)),
+            ))
             continue
         seen[key] = len(seen)
-        calls.append(call)
+        calls.append(item)
     return calls, malformed
 
 
@@ -427,18 +588,19 @@ def _schema_problem(
 ) -> tuple[str, str] | None:
     if call.name not in schemas:
         known = ", ".join(sorted(schemas)) or "none"
-        return "unknown_tool", f"no tool named {call.name!r}; tools are: {known}"
+        return "unknown_tool", f"no tool named {clip(call.name, _NAME_CHARS)!r}; tools are: {known}"
     schema = schemas[call.name]
     props = schema.get("properties") or {}
     unknown = sorted(set(call.arguments) - set(props))
     if unknown:
-        return "unknown_argument", f"{call.name} has no argument(s) {unknown}"
+        names = [clip(u, _NAME_CHARS) for u in unknown[:10]]
+        return "unknown_argument", f"{call.name} has no argument(s) {names}"
     for name in schema.get("required") or []:
         if name not in call.arguments:
             return "missing_argument", f"{call.name} needs argument {name!r}"
     for name, value in call.arguments.items():
         if not _fits(value, props.get(name) or {}):
-            return "wrong_type", f"{call.name}: argument {name!r} does not fit its schema: {value!r:.60}"
+            return "wrong_type", f"{call.name}: argument {name!r} does not fit its schema: {clip(repr(value), 60)}"
     return None
 
 
@@ -479,25 +641,39 @@ class ParsedOutput(BaseModel):
         return [m.error for m in self.malformed]
 
 
+def tool_names_of(tools: list[dict[str, Any]] | None) -> list[str]:
+    """The function names of OpenAI tool schemas."""
+    names = []
+    for tool in tools or []:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            names.append(fn["name"])
+    return names
+
+
 def parse_model_output(
     output: str | bytes = "",
     tools: list[dict[str, Any]] | None = None,
     finish_reason: str | None = None,
     native: list[Any] | None = None,
+    tool_names: Iterable[str] | None = None,
 ) -> ParsedOutput:
-    """Parse one raw model output end to end and classify every malformed call.
+    """Parse one raw model output end to end and classify every malformed call: what every
+    backend (embedded, OpenAI-compatible, vLLM offline) returns for a completion.
 
     `output` may be bytes as they came off the wire: invalid UTF-8 is replaced (U+FFFD) and
     a call holding it is `invalid_utf8`. `native` (OpenAI `tool_calls`) takes precedence
     over calls written in the text, as in the OpenAI client. With `tools`, parsed calls are
-    checked against the schemas too (`validate_calls`). Never raises.
+    checked against the schemas too (`validate_calls`); `tool_names` (default: those of
+    `tools`) only sharpen the `unsupported_syntax` rule. Never raises.
     """
     text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    names = tool_names if tool_names is not None else tool_names_of(tools)
     if native:
         calls, malformed = decode_native_tool_calls(native, finish_reason)
         text = _clean_text(text)
     else:
-        text, calls, malformed = parse_tool_calls(text, finish_reason)
+        text, calls, malformed = parse_tool_calls(text, finish_reason, names)
     if tools is not None:
         calls, invalid = validate_calls(calls, tools)
         malformed = malformed + invalid

@@ -7,12 +7,14 @@ import json
 import random
 from typing import Any
 
-from data.records import Sampling, Task, ToolCall
+from data.records import Sampling, Task, ToolCall, Turn
 from rollout.model import ChatResponse, MalformedCall
 
 
 class ScriptedPolicy:
-    """Emits the reference calls one per model turn, then a closing message.
+    """Plays the task's reference dialogue (`Task.dialogue`: its assistant turns in order,
+    one per model turn), or for a task without one emits the reference calls one per model
+    turn, then a closing message.
 
     With `noise > 0`, each turn may instead (seeded by `sampling.seed`) make a malformed
     call, call an unknown tool, change one argument, or stop early — the mistakes a real
@@ -24,8 +26,11 @@ class ScriptedPolicy:
         self.noise = noise
         self.name = f"{name}:noise={noise}" if noise else name
         self._rngs: dict[int, random.Random] = {}  # one generator per conversation
+        self._turns = [t for t in task.dialogue if t.role == "assistant"]
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        if self._turns:
+            return self._dialogue_turn(messages, sampling)
         done = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
         ok = [c for c, m in _with_results(messages) if m is not None and '"error"' not in (m.get("content") or "")]
         plan = self.task.reference_solution
@@ -42,8 +47,46 @@ class ScriptedPolicy:
             completion_tokens=16,
         )
 
+    def _dialogue_turn(self, messages: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
+        rng = self._rngs.setdefault(id(messages), random.Random(key))
+        pos = _next_turn(self._turns, messages)
+        if pos >= len(self._turns):
+            return ChatResponse(text="Is there anything else I can help you with?", completion_tokens=9)
+        turn = self._turns[pos]
+        if turn.tool_calls and self.noise and rng.random() < self.noise:
+            return _mistake(turn.tool_calls[0], rng, self.task.reference_solution)  # the planned turn waits
+        calls = [ToolCall(name=c.name, arguments=dict(c.arguments), id=f"call_{pos}_{i}")
+                 for i, c in enumerate(turn.tool_calls)]
+        return ChatResponse(text=turn.content, tool_calls=calls, completion_tokens=max(1, len(turn.content) // 4))
+
     async def aclose(self) -> None:
         return None
+
+
+def _next_turn(turns: list[Turn], messages: list[dict[str, Any]]) -> int:
+    """The first planned turn the conversation has not played yet. Planned turns are matched
+    in order against the assistant messages so far (same text, same calls); a message that
+    is not the next planned turn (a mistake, a substituted message in a branch, a resumed
+    conversation's own words) is passed over, so the plan picks up where it stands."""
+    pos = 0
+    for m in messages:
+        if m["role"] != "assistant" or pos >= len(turns):
+            continue
+        calls = [(c["function"]["name"], _arguments(c["function"].get("arguments"))) for c in m.get("tool_calls") or []]
+        turn = turns[pos]
+        if (m.get("content") or "") == turn.content and calls == [(c.name, c.arguments) for c in turn.tool_calls]:
+            pos += 1
+    return pos
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
 
 
 def _with_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

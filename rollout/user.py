@@ -1,8 +1,8 @@
 """User simulators, driven by the task's user scenario; both end the conversation with the
 τ²-bench markers.
 
-`ScriptedUser` is deterministic: it states the goal and the user's identifier, answers
-questions from the known info and confirms. `LLMUser` plays the user with a `ChatModel`
+`ScriptedUser` is deterministic: it states the goal, answers identity and clarification
+questions from the known info and confirms what the agent proposes. `LLMUser` plays the user with a `ChatModel`
 and a system prompt built from the scenario (persona, reason, goal, what the user knows and
 does not know). A simulator that fails raises `UserError`; the agent loop ends the episode
 with the `user_error` termination and records why.
@@ -14,6 +14,7 @@ import re
 from typing import Any, Protocol
 
 from data.records import Sampling, Task
+from envs.conversation import asks_confirmation
 from rollout.model import ChatModel, ModelError
 
 STOP = "###STOP###"
@@ -61,49 +62,106 @@ def termination_for(message: str) -> str | None:
     return None
 
 
-class ScriptedUser:
-    """States the goal and the user id, answers questions from the known info, confirms up
-    to `max_confirmations` times, then stops."""
+CONFIRMATIONS = ["Yes, please go ahead.", "Yes, that's right. Please do it.", "Sounds good, go ahead.",
+                 "Yes please, go ahead."]
+ANSWERS = ["It's {v}.", "Sure: {v}.", "{v}."]
+CLOSINGS = ["Thanks, that's all.", "Great, thank you. That's all I needed.", "Thank you, that's everything."]
 
-    def __init__(self, task: Task, max_confirmations: int = 2) -> None:
+
+def key_words(key: str) -> str:
+    """How a known-info key is asked for: "user_id" -> "user id", "date_of_birth" -> "date of birth"."""
+    return key.replace("_", " ").strip()
+
+
+def asks_for(text: str, key: str) -> bool:
+    """Whether an agent message asks for the known-info item `key` (its words, or for an
+    `*_id` key its first word plus "id", e.g. "patient id"; "email" for "email address")."""
+    lowered = " ".join(text.lower().split())
+    words = key_words(key)
+    if " " in words and any(c.isdigit() for c in words.split(" ", 1)[1]):  # "order #W123": asked as "order"
+        words = words.split(" ")[0]
+    variants = {words, words.replace(" id", " number"), words.split(" ")[0] if words.endswith(" address") else words}
+    if words == "email":
+        variants |= {"email address", "e-mail"}
+    if words in ("user id", "customer id", "account id"):  # one account id, by any of its names
+        variants |= {"user id", "customer id", "account id"}
+    if words == "zip code":
+        variants |= {"zip", "postal code"}
+    return any(v and v in lowered for v in variants)
+
+
+GO_AHEAD = "You have my go-ahead for all of it; there is no need to ask me to confirm."
+_ANYTHING_ELSE = re.compile(r"\banything else\b", re.IGNORECASE)
+
+
+class ScriptedUser:
+    """A deterministic user, driven by the task's scenario. It states its goal (never an id
+    or other detail the goal itself does not say), answers the agent's identity and
+    clarification questions from its known info only (each item once), says yes to a plan
+    it is asked to confirm (up to `max_confirmations` times), says it does not know anything
+    else it is asked, and ends the conversation (``###STOP###``) when the agent stops asking
+    or offers help with anything else.
+    Its wording is drawn from a few realisations per act, seeded by the task and `seed`."""
+
+    def __init__(self, task: Task, max_confirmations: int = 6, seed: int = 0) -> None:
         self.task = task
         self.max_confirmations = max_confirmations
         self.confirmations = 0
         self.given: set[str] = set()
+        self.unknown_answers = 0
+        import random
+
+        # seeded by what the task is, not its id (which covers the dialogue this user shapes)
+        self.rng = random.Random(f"{task.instruction}|{task.initial_state.state_hash}|user|{seed}")
 
     def first_message(self) -> str:
-        """The goal plus the user's identifier (`user_id`, else the first `*_id` they know)."""
-        known = self.task.user.known_info
-        key = self._first_key()
-        if key is None:
-            return first_person(self.task.instruction)
-        self.given.add(key)
-        return first_person(self.task.instruction) + f" My {key.replace('_', ' ')} is {known[key]}."
+        """The goal in the user's own words (known info it mentions counts as given)."""
+        text = first_person(self.task.user.task_instructions or self.task.instruction)
+        self.given |= {k for k, v in self.task.user.known_info.items() if str(v) and str(v) in text}
+        return text
 
-    def _first_key(self) -> str | None:
-        known = self.task.user.known_info
-        return "user_id" if "user_id" in known else next((k for k in known if k.endswith("_id")), None)
+    def standalone_message(self) -> str:
+        """The opening of an episode that no one answers (an `rl` row's prompt, played in
+        TRL's environment loop, which has no user turns): the goal, every detail the agent
+        would ask for, and, for a change, the go-ahead the policy asks for."""
+        parts = [self.first_message()]
+        parts += [f"My {key_words(k)} is {v}." for k, v in self.task.user.known_info.items() if k not in self.given]
+        if self.task.verification.outcome == "change":
+            parts.append(GO_AHEAD)
+        return " ".join(parts)
 
     async def respond(self, messages: list[dict[str, Any]]) -> str:
         last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
         text = (last or {}).get("content") or ""
-        lowered = text.lower()
-        for key, value in self.task.user.known_info.items():
-            if key not in self.given and key.split()[0].replace("_", " ") in lowered:
-                self.given.add(key)
-                return f"It is {value}."
-        if "?" in text and self.confirmations < self.max_confirmations:
+        known = self.task.user.known_info
+        questions = " ".join(q for q in re.split(r"(?<=[.!?])\s+", text) if q.rstrip().endswith("?"))
+        asked = [k for k in known if k not in self.given and asks_for(questions, k)]
+        if asked:
+            self.given |= set(asked)
+            if len(asked) == 1:
+                return self.rng.choice(ANSWERS).format(v=known[asked[0]])
+            return " ".join(f"My {key_words(k)} is {known[k]}." for k in asked)
+        if "?" in text and asks_confirmation(text) and self.confirmations < self.max_confirmations:
             self.confirmations += 1
-            return "Yes, please go ahead."
-        return f"Thanks, that's all. {STOP}"
+            return self.rng.choice(CONFIRMATIONS)
+        if "?" in text and _ANYTHING_ELSE.search(questions):
+            return f"{self.rng.choice(CLOSINGS)} {STOP}"  # an offer of more help: the user is done
+        if "?" in text and self.unknown_answers < 2:
+            self.unknown_answers += 1
+            return "Sorry, I don't know that." if self.unknown_answers > 1 else (
+                "I'm not sure. What I want is this: " + first_person(self.task.user.task_instructions
+                                                                      or self.task.instruction))
+        return f"{self.rng.choice(CLOSINGS)} {STOP}"
 
     def resume(self, messages: list[dict[str, Any]]) -> None:
         """Take up a stored conversation prefix: what was given and confirmed so far."""
-        replies = [m.get("content") or "" for m in messages if m["role"] == "user"][1:]
-        first = self._first_key()
-        self.given = {first} if first is not None else set()
-        self.given |= {k for k, v in self.task.user.known_info.items() if f"It is {v}." in replies}
-        self.confirmations = sum(r == "Yes, please go ahead." for r in replies)
+        replies = [m.get("content") or "" for m in messages if m["role"] == "user"]
+        if replies:
+            first = replies[0]
+            self.given = {k for k, v in self.task.user.known_info.items() if str(v) and str(v) in first}
+        self.given |= {k for k, v in self.task.user.known_info.items() if any(str(v) in r for r in replies[1:])}
+        self.confirmations = sum(r in CONFIRMATIONS for r in replies[1:])
+        self.unknown_answers = sum(r.startswith(("I'm not sure.", "Sorry, I don't know")) for r in replies[1:])
 
 
 # -- the LLM user ----------------------------------------------------------------------------

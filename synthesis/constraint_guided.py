@@ -38,6 +38,7 @@ from envs.constraints import (
 )
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.dialogue import with_dialogue
 
 METHOD = "constraint_guided"
 PERSONA = "novice"
@@ -108,7 +109,10 @@ def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connec
         task.target_diff = [c.as_dict() for c in st.diff_states(conn, final)]
     finally:
         final.close()
-    return task.with_id()
+    done, why = with_dialogue(world, task.with_id(), basis=["CONSTRAINTS", "COMMUNICATE", "POLICY"])
+    if done is None:
+        result.drops[why] += 1
+    return done
 
 
 def _described(task: Task) -> list[tuple[str, str, dict[str, Any], Any]]:

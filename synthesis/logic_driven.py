@@ -29,6 +29,7 @@ from envs import state as st
 from envs.rules import trace_rules
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.dialogue import with_dialogue
 from synthesis.explorer import ExplorerConfig, explore
 from synthesis.paraphrase import paraphrase_tasks
 from synthesis.set_designer import (
@@ -187,6 +188,17 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if replay(world, task) != task.target_state_hash:
                 result.drops["replay_mismatch"] += 1
                 continue
+            refused, rule = (refused_request(world, ref, variant) if goal_state is root else (None, None))
+            if goal_state is root and refused is None:
+                result.drops["refusal_without_rule"] += 1
+                continue
+            task, why = with_dialogue(world, task, refused, rule)
+            if task is None:
+                result.drops[why] += 1
+                continue
+            if result.has(task):
+                result.drops["duplicate"] += 1
+                continue
             result.accept(task, cfg.test_fraction)
             if len(result.tasks) >= cfg.n_tasks:
                 break
@@ -205,6 +217,25 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     return result
 
 
+
+
+def refused_request(world: World, ref: StateRef, variant: Any) -> tuple[ToolCall | None, str | None]:
+    """For a task whose right outcome is to change nothing: the request the user makes (a
+    candidate write on the variant's records) and the rule of the variant that refuses it."""
+    conn = world.build_state(ref.seed, ref.scale, ref.patches)
+    try:
+        calls = world.design.candidate_calls(conn, variant.focus)
+    finally:
+        conn.close()
+    for call in calls:
+        env = world.env(ref)
+        try:
+            obs = env.call(call)
+        finally:
+            env.close()
+        if obs.error == "rule_violation" and obs.code in variant.rules:
+            return call, obs.code
+    return None, None
 
 
 def _haystack_meta(added: list[AddedRow]) -> dict[str, Any]:

@@ -1,22 +1,29 @@
 """τ²-bench task export and import (methods.md §6).
 
-`to_tau2` writes a `Task` in the τ²-bench task JSON shape::
+`to_tau2` writes a `Task` in the shape of τ²-bench's `Task` model::
 
     {"id", "description": {"purpose", "relevant_policies", "notes"},
      "user_scenario": {"persona", "instructions": {"domain", "reason_for_call",
                        "known_info", "unknown_info", "task_instructions"}},
-     "initial_state": {"initialization_data": {"agent_data": {...}, "user_data": null},
-                       "initialization_actions": null, "message_history": null},
+     "initial_state": null,
      "evaluation_criteria": {"actions": [{"action_id", "requestor", "name", "arguments",
                              "compare_args"}], "reward_basis": ["DB"],
                              "communicate_info": [], "env_assertions": null, "nl_assertions": null},
-     "trajforge": {...}}
+     "trajforge": {"format", "state": {...}, ...}}
 
-τ²'s `known_info` and `unknown_info` are text, so they are rendered as lines; the state
-recipe (world, seed, scale, Set Designer patches, hash) goes in
-`initial_state.initialization_data.agent_data`; what τ² has no field for (method, split,
-target hash and diff, metadata, the exact known-info mapping) goes in the `trajforge`
-block, which τ²'s loader ignores. `from_tau2` reads it back to an equal `Task`.
+What it is, exactly: the tasks validate against τ²'s `Task` model, but they run on
+trajforge's worlds, not in τ²'s domains. The tool names in `actions` are the trajforge
+world's (`domain` names that world), and the state a task starts from and is judged
+against is trajforge's: the state recipe (world, generator seed and scale, Set Designer
+patches, the hash they must produce) and the target state hash and diff are in the
+`trajforge` block, which τ²'s loader ignores. `initial_state` is null, so nothing is
+applied to a τ² domain database (τ²'s `RetailDB` and the others reject foreign fields), and
+`reward_basis: ["DB"]` means trajforge's state check against the target in that block,
+which τ²'s environment cannot evaluate. τ²'s `known_info` and `unknown_info` are text, so
+they are rendered as lines; the exact mappings are in the block too. `from_tau2` reads an
+export back to an equal `Task` (exports of the first format, with the recipe under
+`initial_state.initialization_data.agent_data.trajforge_state`, too), and refuses τ²'s own
+tasks with what an import of them would need.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ def _unknown_text(unknown: list[str]) -> str | None:
 
 
 def to_tau2(task: Task) -> dict[str, Any]:
-    """One task in τ²-bench's task shape (plus a `trajforge` block for a lossless import)."""
+    """One task in τ²-bench's `Task` shape, to run on trajforge's world (the `trajforge` block
+    holds its state recipe and target; see the module docstring)."""
     meta = task.metadata
     rules = meta.get("rules_crossed") or meta.get("rules") or []
     return {
@@ -61,23 +69,20 @@ def to_tau2(task: Task) -> dict[str, Any]:
                 "task_instructions": task.user.task_instructions,
             },
         },
-        "initial_state": {
-            "initialization_data": {"agent_data": {"trajforge_state": task.initial_state.model_dump()},
-                                    "user_data": None},
-            "initialization_actions": None,
-            "message_history": None,
-        },
+        "initial_state": None,  # the state is trajforge's: see `trajforge.state`
         "evaluation_criteria": {
             "actions": [{"action_id": f"{i}_{c.name}", "requestor": "assistant", "name": c.name,
                          "arguments": c.arguments, "compare_args": None}
                         for i, c in enumerate(task.reference_solution)],
-            "reward_basis": ["DB"],
-            "communicate_info": [],
+            "reward_basis": ["DB", *(["COMMUNICATE"] if task.verification.communicate else [])],
+            "communicate_info": [f.any_of[0] for f in task.verification.communicate],
             "env_assertions": None,
-            "nl_assertions": None,
+            "nl_assertions": list(task.verification.nl_assertions) or None,
         },
         "trajforge": {
             "format": FORMAT,
+            "runs_on": f"trajforge world {task.world!r}",
+            "state": task.initial_state.model_dump(),
             "schema_version": task.schema_version,
             "method": task.method,
             "split": task.split,
@@ -89,6 +94,8 @@ def to_tau2(task: Task) -> dict[str, Any]:
             "difficulty": task.difficulty,
             "metadata": task.metadata,
             "call_ids": [c.id for c in task.reference_solution],
+            "verification": task.verification.model_dump(mode="json"),
+            "dialogue": [t.model_dump(mode="json") for t in task.dialogue],
         },
     }
 
@@ -99,12 +106,19 @@ def from_tau2(data: dict[str, Any]) -> Task:
         raise ValueError(f"a τ²-bench task must be a JSON object, got {type(data).__name__}")
     ext = data.get("trajforge")
     if not isinstance(ext, dict) or ext.get("format") != FORMAT:
-        raise ValueError(f"task {data.get('id')!r} is not a trajforge export: its 'trajforge' block "
-                         f"(format {FORMAT}) holds the state recipe and target that τ²-bench has no field for")
+        raise ValueError(
+            f"task {data.get('id')!r} is not a trajforge export: it has no 'trajforge' block (format {FORMAT}). "
+            "A trajforge task starts from and is judged against a state of one of trajforge's worlds: a state "
+            "recipe (world, generator seed and scale, Set Designer patches, the state hash they produce) and a "
+            "target state hash and diff, which τ²-bench tasks do not carry (they run on τ²'s own domain "
+            "databases and tools). Importing a τ²-bench task would need a trajforge world of its domain whose "
+            "database and tool names match τ²'s, a state recipe that rebuilds τ²'s initial database, and the "
+            "target state its gold actions reach; no built-in world has them.")
     try:
         scenario = data["user_scenario"]
         instructions = scenario["instructions"]
-        state = data["initial_state"]["initialization_data"]["agent_data"]["trajforge_state"]
+        state = ext["state"] if "state" in ext else \
+            data["initial_state"]["initialization_data"]["agent_data"]["trajforge_state"]  # first exports
         actions = data["evaluation_criteria"]["actions"] or []
     except (KeyError, TypeError) as exc:
         raise ValueError(f"task {data.get('id')!r} lacks a τ²-bench field: {exc}") from exc
@@ -132,6 +146,8 @@ def from_tau2(data: dict[str, Any]) -> Task:
                             for a, cid in zip(actions, ids, strict=True)],
         difficulty=ext["difficulty"],
         metadata=ext["metadata"],
+        **({"verification": ext["verification"]} if "verification" in ext else {}),
+        dialogue=ext.get("dialogue") or [],
     )
     if task.id != task.compute_id():
         raise ValueError(f"task {task.id!r}: its content does not hash to its id (edited after export?)")
@@ -155,7 +171,7 @@ def import_tau2(path: Path | str) -> list[Task]:
 
 
 def export_tau2_file(tasks_path: Path | str, out: Path | str) -> Path:
-    """`trajforge export-tau2 --tasks PATH --out FILE`: a committed tasks dataset to τ² JSON."""
+    """`trajforge export-tau2 --tasks PATH --to FILE`: a committed tasks dataset to τ² JSON."""
     from data.store import read_records
 
     return export_tau2(read_records(tasks_path, kind="tasks"), out)

@@ -14,6 +14,7 @@ from verifiers.audit import (
     WRITE_KINDS,
     VerifierAuditError,
     audit,
+    build_dialogue,
     build_trajectory,
     mutants,
     replay_hash,
@@ -152,8 +153,14 @@ def _with(task: Task, **verification: Any) -> Task:
     return task.model_copy(update={"verification": block})
 
 
+def _bare(task: Task) -> Task:
+    """`task` as if synthesized without a reference dialogue: no facts to tell, no basis of its
+    own (its method's default decides)."""
+    return _with(task, communicate=[], basis=[]).model_copy(update={"dialogue": []})
+
+
 def test_communicate(tasks: list[Task]) -> None:
-    task = _with(tasks[0], communicate=_facts("1,234", "HAT012"))
+    task = _with(_bare(tasks[0]), communicate=_facts("1,234", "HAT012"))
     v = get_verifier("communicate")
     said = build_trajectory(
         task, task.reference_solution, text="Refunded 1234 dollars for flight hat012."
@@ -162,7 +169,8 @@ def test_communicate(tasks: list[Task]) -> None:
     half = build_trajectory(task, task.reference_solution, text="Refunded 1234 dollars.")
     verdict = v.verify(task, half)
     assert not verdict.passed and verdict.score == 0.5 and "HAT012" in verdict.reasons[0]
-    assert not v.applies_to(tasks[0])  # type: ignore[attr-defined]
+    assert v.applies_to(tasks[0])  # type: ignore[attr-defined]  # its dialogue states facts
+    assert not v.applies_to(_bare(tasks[0]))  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="any_of"):
         _with(tasks[0], communicate=[{"label": "HAT012", "any_of": "HAT012"}])
     report = audit([task], ["communicate", "composite"])  # composite adds COMMUNICATE for this task
@@ -181,8 +189,12 @@ def test_action_match(tasks: list[Task]) -> None:
 
 def test_composite_by_reward_basis(tasks: list[Task], cg_tasks: list[Task]) -> None:
     c = CompositeVerifier()
-    task = tasks[0]
-    assert c.basis(task) == ["DB"] and c.basis(cg_tasks[0]) == ["CONSTRAINTS"]
+    task = _bare(tasks[0])
+    assert c.basis(task) == ["DB"] and c.basis(_bare(cg_tasks[0])) == ["CONSTRAINTS"]
+    # a task with a reference dialogue names outcome, communication and process; its dialogue passes
+    assert c.basis(tasks[0]) == ["DB", "COMMUNICATE", "POLICY"]
+    assert c.basis(cg_tasks[0]) == ["CONSTRAINTS", "COMMUNICATE", "POLICY"]
+    assert c.verify(tasks[0], build_dialogue(tasks[0], tasks[0].dialogue)).passed
     t2 = _with(task, basis=["db", "COMMUNICATE", "ACTION"], communicate=_facts("complete"))
     gold = build_trajectory(t2, t2.reference_solution)
     v = c.verify(t2, gold)
@@ -215,7 +227,7 @@ class FakeJudge:
 
 
 def test_llm_judge_through_any_chat_model(tasks: list[Task]) -> None:
-    task = _with(tasks[0], nl_assertions=["The agent booked the flight.", "The agent was polite."])
+    task = _with(_bare(tasks[0]), nl_assertions=["The agent booked the flight.", "The agent was polite."])
     traj = build_trajectory(task, task.reference_solution)
     judge = FakeJudge(
         'Sure. {"results": [{"id": 1, "met": true}, {"id": 2, "met": false, "reason": "curt"}]}'

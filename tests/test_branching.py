@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from data.records import Sampling, Task, ToolCall, Trajectory
+from envs.conversation import is_affirmative
 from envs.world import World
 from rollout.agent import AgentConfig, run_episode
 from rollout.branching import BranchError, as_response, branch_episode, branch_point
@@ -32,55 +33,64 @@ def branch(task: Task, world: World, parent: Trajectory, at_step: int, message: 
 
 @pytest.fixture(scope="module")
 def bags(airline: World, tasks: list[Task]) -> Task:
-    """A bags-at-limit task with its path as read, book, add bags (its two writes are
-    independent, so either order reaches the target): from the session's tasks, else from
-    the next seed whose bags-at-limit goal is that compound one."""
-    order = ["get_user_details", "book_reservation", "update_baggage"]
+    """A bags-at-limit task whose reference dialogue asks for the user id, reads, then
+    announces, confirms and makes two writes (add bags, book): from the session's tasks,
+    else from the next seed that draws one."""
 
     def compound(found: list[Task]) -> Task | None:
-        return next((t for t in found if t.metadata["boundary"] == "bags_at_limit"
-                     and sorted(c.name for c in t.reference_solution) == sorted(order)), None)
+        return next((t for t in found if t.metadata["boundary"] == "bags_at_limit" and sorted(
+            c.name for turn in t.dialogue for c in turn.tool_calls if c.name in WRITES) == sorted(WRITES)), None)
 
     task, seed = compound(tasks), 12
     while task is None and seed < 16:
         task = compound(get_method("logic_driven")(SynthesisConfig(n_tasks=7, seed=seed), airline).tasks)
         seed += 1
     assert task is not None, "no compound bags-at-limit task"
-    path = sorted(task.reference_solution, key=lambda c: order.index(c.name))
-    assert [c.name for c in path] == order
-    return task.model_copy(update={"reference_solution": path})
+    return task
+
+
+WRITES = {"update_baggage", "book_reservation"}
+
+
+def step_of(parent: Trajectory, name: str) -> int:
+    """The index of the parent's step that called `name`."""
+    return next(i for i, s in enumerate(parent.steps) if s.action is not None and s.action.name == name)
 
 
 def test_assistant_turn_substituted_by_a_question(airline: World, bags: Task) -> None:
     parent = gold(bags, airline)
-    assert [a.name for a in parent.actions()] == ["get_user_details", "book_reservation", "update_baggage"]
-    question = {"role": "assistant", "content": "Before I book it: shall I go ahead with this flight?"}
-    child = branch(bags, airline, parent, 1, question)
-    idx = [i for i, m in enumerate(parent.messages) if m["role"] == "assistant"][1]
+    names = [a.name for a in parent.actions()]
+    assert names == [c.name for c in bags.reference_solution] and set(names[-2:]) == WRITES
+    at = step_of(parent, "update_baggage")
+    question = {"role": "assistant", "content": "Before I change the bags: shall I go ahead?"}
+    child = branch(bags, airline, parent, at, question)
+    idx = [i for i, m in enumerate(parent.messages) if m["role"] == "assistant"][at]
     assert child.messages[:idx] == parent.messages[:idx] and child.messages[idx] == question
-    assert child.messages[idx + 1] == {"role": "user", "content": "Yes, please go ahead."}
-    assert child.steps[0] == parent.steps[0] and child.steps[1].action is None
-    assert [a.name for a in child.actions()] == [a.name for a in parent.actions()]
+    assert child.messages[idx + 1]["role"] == "user" and is_affirmative(child.messages[idx + 1]["content"])
+    assert child.steps[:at] == parent.steps[:at] and child.steps[at].action is None
+    assert [a.name for a in child.actions()] == names  # the plan picks up at the turn the question replaced
     assert child.final_state_hash == bags.target_state_hash and child.termination == "user_stop"
-    assert child.metadata["branch"] == {"parent_id": parent.id, "at_step": 1, "role": "assistant",
+    assert child.metadata["branch"] == {"parent_id": parent.id, "at_step": at, "role": "assistant",
                                         "substituted": question}
     assert child.id != parent.id and child.trial == parent.trial
-    assert child.usage.model_calls == 3  # book, bags, closing: the continuation's calls only
+    # the continuation's calls only: the parent's turns from the substituted one on
+    assert child.usage.model_calls == len(parent.steps) - at
     assert child.metadata["persistent_state"] is True
 
 
 def test_assistant_turn_substituted_by_another_call_changes_the_outcome(airline: World, bags: Task) -> None:
     parent = gold(bags, airline)
-    args = dict(parent.steps[2].action.arguments, total_bags=2)  # type: ignore[union-attr]
+    at = step_of(parent, "book_reservation")
+    args = dict(parent.steps[at].action.arguments, insurance=True)  # type: ignore[union-attr]
     wrong = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "alt", "type": "function", "function": {"name": "update_baggage", "arguments": json.dumps(args)}}]}
-    child = branch(bags, airline, parent, 2, wrong)
-    assert child.steps[:2] == parent.steps[:2]
-    assert child.steps[2].action == ToolCall(name="update_baggage", arguments=args) and child.steps[2].error is None
-    assert child.steps[2].state_hash != parent.steps[2].state_hash
+        {"id": "alt", "type": "function", "function": {"name": "book_reservation", "arguments": json.dumps(args)}}]}
+    child = branch(bags, airline, parent, at, wrong)
+    assert child.steps[:at] == parent.steps[:at]
+    assert child.steps[at].action == ToolCall(name="book_reservation", arguments=args) and child.steps[at].error is None
+    assert child.steps[at].state_hash != parent.steps[at].state_hash
     assert child.final_state_hash != bags.target_state_hash and child.termination == "user_stop"
     tool_msg = next(m for m in child.messages if m["role"] == "tool" and m["tool_call_id"] == "alt")
-    assert tool_msg["name"] == "update_baggage"
+    assert tool_msg["name"] == "book_reservation"
 
 
 def test_user_turn_substituted(airline: World, bags: Task) -> None:
@@ -101,22 +111,30 @@ def test_branch_with_the_llm_user_and_another_sampling(airline: World, bags: Tas
     from tests.test_llm_user import RuleUser
 
     parent = gold(bags, airline)
+    at = step_of(parent, "update_baggage")
     model = ScriptedPolicy(bags)
-    user = LLMUser(bags, RuleUser(), max_turns=5)
-    child = branch(bags, airline, parent, 1, {"role": "assistant", "content": "Shall I book it?"},
+    user = LLMUser(bags, RuleUser(), max_turns=8)
+    child = branch(bags, airline, parent, at, {"role": "assistant", "content": "Shall I add the bags?"},
                    model=model, user=user, sampling=Sampling(temperature=0.1, seed=9))
-    assert child.sampling.temperature == 0.1 and child.metadata["user"]["turns"] == 2
+    assert child.sampling.temperature == 0.1
+    # the LLM user answered each agent turn after the branch point (the substituted question,
+    # the announcement of the booking, the closing reply); its replies count the prefix's too
+    idx = [i for i, m in enumerate(parent.messages) if m["role"] == "assistant"][at]
+    prefix_replies = sum(m["role"] == "user" for m in parent.messages[:idx]) - 1  # less the opening
+    assert child.metadata["user"]["calls"] == 3 and STOP in child.messages[-1]["content"]
+    assert child.metadata["user"]["turns"] == prefix_replies + 3
     assert child.final_state_hash == bags.target_state_hash
 
 
 def test_replay_must_reproduce_the_recorded_states(airline: World, bags: Task) -> None:
     parent = gold(bags, airline)
+    at = step_of(parent, "update_baggage")
     tampered = parent.model_copy(deep=True)
-    tampered.steps[1].state_hash = "0" * 16
-    with pytest.raises(BranchError, match="replaying step 1"):
-        branch(bags, airline, tampered, 2, {"role": "assistant", "content": "Shall I add the bags?"})
-    # a branch before the tampered step replays nothing past it
-    ok = branch(bags, airline, tampered, 1, {"role": "assistant", "content": "Shall I book it?"})
+    tampered.steps[at].state_hash = "0" * 16
+    with pytest.raises(BranchError, match=f"replaying step {at}"):
+        branch(bags, airline, tampered, at + 1, {"role": "assistant", "content": "Shall I book it?"})
+    # a branch at the tampered step replays nothing from it on
+    ok = branch(bags, airline, tampered, at, {"role": "assistant", "content": "Shall I add the bags?"})
     assert ok.final_state_hash == bags.target_state_hash
     other = parent.model_copy(update={"task_id": "task-other"})
     with pytest.raises(BranchError, match="not"):
@@ -125,11 +143,12 @@ def test_replay_must_reproduce_the_recorded_states(airline: World, bags: Task) -
 
 def test_stateless_parent_is_replayed_statelessly(airline: World, bags: Task) -> None:
     parent = gold(bags, airline, persistent_state=False)
-    child = branch(bags, airline, parent, 2, {"role": "assistant", "content": "Shall I add the bags?"})
+    at = step_of(parent, "book_reservation")
+    child = branch(bags, airline, parent, at, {"role": "assistant", "content": "Shall I book it?"})
     assert child.metadata["persistent_state"] is False
     assert child.final_state_hash == parent.final_state_hash != bags.target_state_hash
     with pytest.raises(BranchError, match="persistent_state"):
-        branch(bags, airline, parent, 2, {"role": "assistant", "content": "x"}, cfg=AgentConfig())
+        branch(bags, airline, parent, at, {"role": "assistant", "content": "x"}, cfg=AgentConfig())
 
 
 def test_bad_branch_points_and_messages(airline: World, tasks: list[Task]) -> None:

@@ -85,7 +85,7 @@ def test_missing_name(body: str) -> None:
     assert calls == [] and [m.error for m in bad] == ["missing_name"]
 
 
-@pytest.mark.parametrize("args", ["[1, 2]", "7", '"just words"', '"[1, 2]"', "true"])
+@pytest.mark.parametrize("args", ["[1, 2]", "7", '"\\"just words\\""', '"[1, 2]"', "true"])
 def test_arguments_not_object(args: str) -> None:
     _, calls, bad = parse_tool_calls(f'<tool_call>{{"name": "a", "arguments": {args}}}</tool_call>')
     assert calls == [] and [m.error for m in bad] == ["arguments_not_object"]
@@ -99,10 +99,10 @@ def test_arguments_as_json_string_are_decoded() -> None:
     assert bad == [] and calls[0].arguments == {"order_id": "A1"}
 
 
-def test_arguments_as_broken_json_string_is_bad_json() -> None:
-    _, calls, bad = parse_tool_calls(
-        '<tool_call>{"name": "a", "arguments": "{\\"k\\": "}</tool_call>'
-    )
+@pytest.mark.parametrize("args", ['"{\\"k\\": "', '"just words"'])
+def test_arguments_as_broken_json_string_is_bad_json(args: str) -> None:
+    # as on the native path: an arguments string is JSON or it is bad_json
+    _, calls, bad = parse_tool_calls(f'<tool_call>{{"name": "a", "arguments": {args}}}</tool_call>')
     assert calls == [] and [m.error for m in bad] == ["bad_json"]
 
 
@@ -231,3 +231,27 @@ def test_unicode_arguments() -> None:
         '<tool_call>{"name": "a", "arguments": {"city": "Zürich"}}</tool_call>'
     )
     assert calls[0].arguments == {"city": "Zürich"}
+
+
+def test_reasoning_stays_in_the_text_unparsed() -> None:
+    out = ('<think>maybe <tool_call>{"name": "a", "arguments": {}}</tool_call></think>'
+           'Then: <tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    text, calls, bad = parse_tool_calls(out)
+    assert [c.name for c in calls] == ["b"] and bad == []
+    assert text == '<think>maybe <tool_call>{"name": "a", "arguments": {}}</tool_call></think>Then:'
+
+
+def test_duplicate_keys_and_strict_numbers() -> None:
+    _, calls, bad = parse_tool_calls('{"name": "a", "arguments": {"k": 1}, "name": "b"} and '
+                                     '<x> {"name": "c", "arguments": {"k": NaN}}')
+    assert calls == [] and [m.error for m in bad] == ["duplicate_key", "bad_json"]
+    _, calls, bad = parse_tool_calls('<tool_call>{"name": "a", "arguments": {"k": 1' + "0" * 5000 + '}}</tool_call>')
+    assert calls == [] and [m.error for m in bad] == ["bad_json"]  # past int's digit limit: no crash
+
+
+def test_tool_names_sharpen_the_python_call_rule() -> None:
+    out = 'calculate(expression="2+2")'
+    assert parse_tool_calls(out)[2] == []  # a name without "_" could be prose
+    _, calls, bad = parse_tool_calls(out, tool_names=["calculate"])
+    assert calls == [] and [m.error for m in bad] == ["unsupported_syntax"]
+    assert "calculate" in bad[0].detail and "<tool_call>" in bad[0].detail

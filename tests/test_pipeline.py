@@ -115,7 +115,7 @@ def test_constraint_guided_through_the_flow(tmp_path: Path, flows) -> None:
     assert summary["tasks"] == 3
     verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
     names = {v.verifier for v in verdicts}
-    assert names == {"state_equivalence", "constraint_satisfaction"}
+    assert names == {"composite", "state_equivalence", "constraint_satisfaction", "communicate", "policy"}
     tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
     assert all(t.method == "constraint_guided" and t.verification.constraints for t in tasks)
     sft = store.read_table(summary["releases"]["sft"]).to_pylist()
@@ -136,10 +136,10 @@ def test_mixed_worlds_topology_curation_and_report(tmp_path: Path) -> None:
     terminal = {t.id for t in tasks if t.world == "terminal"}
     assert len(terminal) == 2
     verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))
-    assert {v.verifier for v in verdicts if v.task_id in terminal} == {"tests_pass"}
+    assert {v.verifier for v in verdicts if v.task_id in terminal} == {"composite", "tests_pass"}
     gold = {t.id for t in store.read_records(store.latest(tmp_path / "datasets", "trajectories"))
             if t.reference and t.task_id in terminal}
-    gold_verdicts = [v for v in verdicts if v.trajectory_id in gold]
+    gold_verdicts = [v for v in verdicts if v.trajectory_id in gold and v.verifier == "tests_pass"]
     assert len(gold_verdicts) == 2 and all(v.passed for v in gold_verdicts), \
         "the reference solutions of terminal tasks must pass in the sandbox"
     sft = Path(summary["releases"]["sft"])

@@ -71,7 +71,7 @@ def test_a_curation_strategy(tasks: list[Task]) -> None:
     cfg = load_config(None, {"curation": "shortest", "curation_options": {"per_task": 1},
                              "rollout.model.kind": "scripted", "rollout.model.noise": 0.5, "rollout.trials": 3})
     trajectories = stages.rollout_shard(tasks[:3], cfg)
-    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajectories, ["state_equivalence"])
+    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajectories, cfg.verifiers)
     selection = stages.curate(cfg, tasks[:3], trajectories, verdicts)
     per_task = [t.task_id for t, _ in selection.sft]
     assert per_task and len(per_task) == len(set(per_task))  # one row per task

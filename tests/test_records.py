@@ -30,12 +30,13 @@ def test_version_1_rows_are_upgraded(tasks: list[Task], tmp_path: Path) -> None:
     column) and its task JSON (rl releases) read as version 2."""
     row = task_to_row(tasks[0])
     row.pop("verification")
+    row.pop("dialogue")
     row["schema_version"] = 1
     row["metadata"] = json.dumps({"boundary": "b", "reward_basis": ["DB", "COMMUNICATE"],
                                   "communicate_info": ["R1A2B3", 520], "verifier": "state_equivalence",
                                   "constraints": [{"kind": "book", "fields": {"flight_id": "F1"}}],
                                   "fail_to_pass": ["t::a"], "nl_assertions": ["polite"]})
-    old_schema = pa.schema([f for f in TASK_SCHEMA if f.name != "verification"])
+    old_schema = pa.schema([f for f in TASK_SCHEMA if f.name not in ("verification", "dialogue")])
     with store.DatasetWriter(tmp_path, "old", "tasks", old_schema, 1, version="v1") as w:
         w.write_rows([row])
         path = w.commit(LIN)
@@ -48,6 +49,7 @@ def test_version_1_rows_are_upgraded(tasks: list[Task], tmp_path: Path) -> None:
     assert v.fail_to_pass == ["t::a"] and v.nl_assertions == ["polite"]
     as_json = json.loads(json.dumps({**task_to_row(tasks[0]), "schema_version": 1}))
     as_json.pop("verification")
+    as_json.pop("dialogue")
     assert task_from_row(as_json).verification == Verification()
 
 

@@ -1,9 +1,11 @@
-"""Sandboxes: escape probes on the default backend (bwrap), functions of every backend.
+"""Sandboxes: escape probes and functions on every isolating backend (bwrap and docker).
 
 Each probe runs a real attack inside a sandbox, checks it was blocked or killed within its
 limit and reported, that the host is untouched, and that the next command works. Where it
 matters, the same probe is run without isolation (the unsafe backend, or `network=True`)
 to show that the probe itself would succeed: a probe that cannot succeed proves nothing.
+Tests taking `backend` (or `sb`) run once per backend; a backend that cannot start here
+(no bubblewrap, no Docker daemon) skips with the reason.
 """
 
 from __future__ import annotations
@@ -25,9 +27,16 @@ from envs.sandbox import ExecResult, Limits, SandboxError, open_sandbox
 from envs.sandbox.bwrap import BwrapSandbox, bwrap_argv, bwrap_unusable
 from envs.sandbox.pool import SandboxPool
 from envs.sandbox.process import limit_argv
+from tests.backends import BACKENDS, unusable
 
 REASON = bwrap_unusable()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    why = unusable(request.param)
+    if why is not None:
+        pytest.skip(f"{request.param} backend unusable: {why}")
+    return request.param
 SYS_PY = "/usr/bin/python3"
 needs_py = pytest.mark.skipif(not os.path.exists(SYS_PY), reason="no system python3 in /usr/bin")
 FAST = Limits(timeout_s=10, cpu_s=10)
@@ -49,10 +58,8 @@ def python_probe(sb, code: str, **kw) -> ExecResult:
 
 
 @pytest.fixture
-def sb():
-    if REASON is not None:
-        pytest.skip(f"bubblewrap unusable: {REASON}")
-    with open_sandbox("bwrap", None, FAST) as box:
+def sb(backend: str):
+    with open_sandbox(backend, None, FAST) as box:
         yield box
 
 
@@ -69,7 +76,6 @@ def src(tmp_path: Path) -> Path:
 
 # ---------------------------------------------------------------- functional -----------
 
-@needs_bwrap
 def test_run_basics(sb) -> None:
     r = sb.run("pwd; id -u; id -g; echo err >&2; exit 3")
     assert r.returncode == 3 and not r.ok
@@ -88,9 +94,8 @@ def test_run_basics(sb) -> None:
         sb.run("true", timeout=0)
 
 
-@needs_bwrap
-def test_source_copy_files_and_paths(src: Path) -> None:
-    with open_sandbox("bwrap", src, FAST) as sb:
+def test_source_copy_files_and_paths(backend: str, src: Path) -> None:
+    with open_sandbox(backend, src, FAST) as sb:
         assert sb.run("cat README && ./run.sh && cat pkg/mod.py").stdout == "hello\nran\nX = 1\n"
         sb.run("echo changed > README && mkdir -p out && echo 1 > out/a")
         assert (src / "README").read_text() == "hello\n"  # the source is never touched
@@ -108,12 +113,11 @@ def test_source_copy_files_and_paths(src: Path) -> None:
     with pytest.raises(SandboxError):
         sb.run("true")
     with pytest.raises(SandboxError):
-        open_sandbox("bwrap", src / "README", FAST)
+        open_sandbox(backend, src / "README", FAST)
 
 
-@needs_bwrap
-def test_snapshot_restore_reset(src: Path) -> None:
-    with open_sandbox("bwrap", src, FAST) as sb:
+def test_snapshot_restore_reset(backend: str, src: Path) -> None:
+    with open_sandbox(backend, src, FAST) as sb:
         sb.run("echo v1 > state && ln -s state link && mkdir empty && chmod 600 state")
         snap = sb.snapshot()
         sb.run("echo v2 > state && rm -r empty pkg && echo x > extra")
@@ -128,17 +132,16 @@ def test_snapshot_restore_reset(src: Path) -> None:
             sb.restore(b"not a snapshot")
 
 
-@needs_bwrap
-def test_pool_resets_bounds_and_threads(src: Path) -> None:
+def test_pool_resets_bounds_and_threads(backend: str, src: Path) -> None:
     def setup(box) -> None:
         box.run("echo prepared > setup.txt")
 
-    with SandboxPool(src, size=1, limits=FAST, background_reset=False) as plain:
+    with SandboxPool(src, size=1, backend=backend, limits=FAST, background_reset=False) as plain:
         with plain.sandbox() as box:
             box.run("echo dirty > README")
         with plain.sandbox() as box:  # reset in release itself
             assert box.read_file("README") == b"hello\n"
-    with SandboxPool(src, size=2, limits=FAST, setup=setup) as pool:
+    with SandboxPool(src, size=2, backend=backend, limits=FAST, setup=setup) as pool:
         assert pool.idle == 2
         with pool.sandbox() as a:
             a.run("rm README; echo dirty > junk")
@@ -173,7 +176,7 @@ def test_pool_resets_bounds_and_threads(src: Path) -> None:
     with pytest.raises(SandboxError):
         pool.acquire()
     with pytest.raises(ValueError):
-        SandboxPool(src, size=0)
+        SandboxPool(src, size=0, backend=backend)
 
 
 def test_unsafe_needs_explicit_consent(tmp_path: Path, caplog) -> None:
@@ -227,7 +230,6 @@ def planted():
         p.unlink(missing_ok=True)
 
 
-@needs_bwrap
 def test_probe_host_files_are_hidden(sb, planted) -> None:
     token, paths = planted
     script = "; ".join(f"cat {p}" for p in paths) + "; ls /root /home /work /var /run; true"
@@ -246,13 +248,12 @@ def test_probe_host_files_are_hidden(sb, planted) -> None:
     assert not Path("/etc/x").exists()
     # The host's /proc is not there: a fresh one with the sandbox's few processes.
     r = sb.run("ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '")
-    assert int(r.stdout.split()[0]) < 8 and "bwrap" in r.stdout
+    assert int(r.stdout.split()[0]) < 8 and ("bwrap" if sb.backend == "bwrap" else "docker-init") in r.stdout
     healthy(sb)
     with unsafe() as u:  # control: the same reads succeed without isolation
         assert token in u.run(script).stdout
 
 
-@needs_bwrap
 @needs_py
 def test_probe_network_and_host_sockets(sb, tmp_path: Path) -> None:
     srv = socket.socket()
@@ -290,7 +291,7 @@ print(tcp("127.0.0.1", {port}), tcp("1.1.1.1", 80), tcp("8.8.8.8", 53),
         healthy(sb)
         # Controls: a sandbox with the network on reaches the host's TCP port, and a plain
         # process reaches both Unix sockets, so the probes above can succeed.
-        with open_sandbox("bwrap", None, Limits(timeout_s=20, network=True)) as net:
+        with open_sandbox(sb.backend, None, Limits(timeout_s=20, network=True)) as net:
             assert python_probe(net, code).stdout.split()[0] == "OPEN"
         with unsafe(limits=Limits(timeout_s=20)) as u:
             out = python_probe(u, code).stdout.split()
@@ -300,7 +301,6 @@ print(tcp("127.0.0.1", {port}), tcp("1.1.1.1", 80), tcp("8.8.8.8", 53),
             s.close()
 
 
-@needs_bwrap
 def test_probe_writes_outside_the_workspace(sb) -> None:
     name = f"probe_{uuid.uuid4().hex}"
     targets = [f"/etc/{name}", f"/usr/{name}", f"/{name}", f"/workspace/../{name}",
@@ -316,7 +316,6 @@ def test_probe_writes_outside_the_workspace(sb) -> None:
     healthy(sb)
 
 
-@needs_bwrap
 def test_probe_sleep_past_timeout_and_leftovers(sb) -> None:
     t0 = time.perf_counter()
     r = sb.run("sleep 30", timeout=1)
@@ -324,19 +323,20 @@ def test_probe_sleep_past_timeout_and_leftovers(sb) -> None:
     assert time.perf_counter() - t0 < 4
     # Background and detached processes die with the command, they do not hold it open.
     t0 = time.perf_counter()
-    r = sb.run("sleep 60 & setsid sleep 61 & nohup sleep 62 >/dev/null 2>&1 & echo started")
+    n = uuid.uuid4().int % 10**6  # this test's own sleeps, not another run's on the same host
+    sleeps = [f"sleep 6{i}.{n:06d}" for i in range(3)]
+    r = sb.run(f"{sleeps[0]} & setsid {sleeps[1]} & nohup {sleeps[2]} >/dev/null 2>&1 & echo started")
     assert r.ok and r.stdout == "started\n" and time.perf_counter() - t0 < 4
     assert "sleep" not in sb.run("ps -eo comm").stdout
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not any(a in out for a in ("sleep 60", "sleep 61", "sleep 62"))
+    assert not any(a in out for a in sleeps)
     healthy(sb)
 
 
-@needs_bwrap
 @needs_py
-def test_probe_fork_bomb() -> None:
+def test_probe_fork_bomb(backend: str) -> None:
     lim = Limits(timeout_s=4, processes=16, cpu_s=10)
-    with open_sandbox("bwrap", None, lim) as sb:
+    with open_sandbox(backend, None, lim) as sb:
         counter = """
 import os, time
 kids = []
@@ -352,18 +352,20 @@ except OSError as e:
         r = python_probe(sb, counter)
         stopped, n, err = r.stdout.split()
         assert stopped == "stopped" and int(n) < 16 and err == "BlockingIOError", r
+        r = python_probe(sb, "import os, time\nfor _ in range(64):\n    os.fork()\ntime.sleep(1)\n")
+        assert r.killed_reason == "processes" and "BlockingIOError" in r.stderr, r  # named
         t0 = time.perf_counter()
         r = sb.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived")
         assert time.perf_counter() - t0 < lim.timeout_s + 3
         assert "Cannot fork" in r.stderr  # the process limit, not luck, stopped it
+        assert r.killed_reason == "processes", r
         assert subprocess.run(["true"]).returncode == 0  # the host can still fork
         healthy(sb)
 
 
-@needs_bwrap
 @needs_py
-def test_probe_memory_bomb() -> None:
-    with open_sandbox("bwrap", None, Limits(timeout_s=20, memory_mb=256)) as sb:
+def test_probe_memory_bomb(backend: str) -> None:
+    with open_sandbox(backend, None, Limits(timeout_s=20, memory_mb=256)) as sb:
         r = python_probe(sb, "x = bytearray(2 * 1024**3)\nprint('allocated')")
         assert not r.ok and "allocated" not in r.stdout
         assert r.killed_reason == "memory", r
@@ -372,10 +374,9 @@ def test_probe_memory_bomb() -> None:
         healthy(sb)
 
 
-@needs_bwrap
-def test_probe_disk_fill() -> None:
+def test_probe_disk_fill(backend: str) -> None:
     lim = Limits(timeout_s=20, file_size_mb=8, disk_mb=64)
-    with open_sandbox("bwrap", None, lim) as sb:
+    with open_sandbox(backend, None, lim) as sb:
         r = sb.run("dd if=/dev/zero of=big bs=1M count=100")  # one big file
         assert r.killed_reason == "file_size" and not r.ok, r
         assert (sb.workdir / "big").stat().st_size <= 8 << 20
@@ -392,9 +393,8 @@ def test_probe_disk_fill() -> None:
         healthy(sb)
 
 
-@needs_bwrap
-def test_probe_cpu_and_output_floods() -> None:
-    with open_sandbox("bwrap", None, Limits(timeout_s=30, cpu_s=1,
+def test_probe_cpu_and_output_floods(backend: str) -> None:
+    with open_sandbox(backend, None, Limits(timeout_s=30, cpu_s=1,
                                             max_output_bytes=10_000)) as sb:
         t0 = time.perf_counter()
         r = sb.run("while :; do :; done")
@@ -411,53 +411,338 @@ def test_probe_cpu_and_output_floods() -> None:
 
 def test_docker_config_applies_limits() -> None:
     pytest.importorskip("docker")
-    from envs.sandbox.docker import container_config, exec_argv
+    import json
+
+    from envs.sandbox.docker import WRAPPER, container_config, exec_argv, seccomp_profile
 
     lim = Limits(memory_mb=300, processes=20, cpu_s=5, file_size_mb=2, open_files=99,
                  disk_mb=50)
     cfg = container_config(lim, "img", volume="v", io_volume="io", cpus=0.5)
     assert cfg["mem_limit"] == cfg["memswap_limit"] == "300m" and cfg["pids_limit"] == 20
     assert cfg["network_disabled"] and cfg["network_mode"] == "none" and cfg["read_only"]
-    assert cfg["nano_cpus"] == 500_000_000 and cfg["user"] == "1000:1000"
+    assert cfg["nano_cpus"] == 500_000_000 and cfg["init"] and cfg["user"] == "0:0"
     assert cfg["volumes"]["v"] == {"bind": "/workspace", "mode": "rw"}
     assert "size=50m" in cfg["tmpfs"]["/tmp"] and cfg["cap_drop"] == ["ALL"]
+    assert "no-new-privileges" in cfg["security_opt"]
+    profile = json.loads(next(o for o in cfg["security_opt"] if o.startswith("seccomp="))[8:])
+    assert profile == seccomp_profile() and profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    denied = {n for r in profile["syscalls"] if r["action"] == "SCMP_ACT_ERRNO" and "args" not in r
+              for n in r["names"]}
+    assert {"ptrace", "mount", "keyctl", "bpf", "perf_event_open", "unshare", "setns"} <= denied
+    assert sum(r["names"] == ["clone"] for r in profile["syscalls"]) == 8  # one per namespace flag
     ul = {u["Name"]: (u["Soft"], u["Hard"]) for u in cfg["ulimits"]}
     assert ul["cpu"] == (5, 6) and ul["fsize"] == (2 << 20, 2 << 20) and ul["nofile"] == (99, 99)
-    net = container_config(Limits(network=True), "img", volume="v", io_volume="io")
-    assert not net["network_disabled"] and net["network_mode"] is None
-    assert exec_argv(["ls"], 2.5) == ["timeout", "-s", "KILL", "2.500", "ls"]
-    assert exec_argv(["cat"], 1, "/sandbox-io/stdin-1") == [
-        "timeout", "-s", "KILL", "1.000", "sh", "-c", 'exec "$@" < "$0"', "/sandbox-io/stdin-1",
-        "cat"]
+    net = container_config(Limits(network=True), "img", volume="v", io_volume="io", seccomp=False)
+    assert not net["network_disabled"] and net["network_mode"] == "host"  # as bwrap's --share-net
+    assert "seccomp=unconfined" in net["security_opt"]
+    assert exec_argv(["ls"], 2.5) == ["sh", "-c", WRAPPER, "sh", "2.500", "", "ls"]
+    assert exec_argv(["cat"], 1, "/sandbox-io/stdin-1")[4:] == ["1.000", "/sandbox-io/stdin-1", "cat"]
     with pytest.raises(ValueError):
         container_config(lim, "img", volume="v", io_volume="io", cpus=0)
 
 
-def test_docker_sandbox_runs() -> None:
-    pytest.importorskip("docker")
-    from envs.sandbox.docker import docker_unusable
-
-    why = docker_unusable()
+@pytest.fixture
+def docker_ok() -> None:
+    why = unusable("docker")
     if why is not None:
-        with pytest.raises(SandboxError):
-            open_sandbox("docker", None, FAST)
+        pytest.importorskip("docker")
+        from envs.sandbox.docker import docker_unusable
+
+        if docker_unusable() is not None:
+            with pytest.raises(SandboxError):
+                open_sandbox("docker", None, FAST)
         pytest.skip(f"docker backend not exercised: {why}")
-    with open_sandbox("docker", None, Limits(timeout_s=10, network=False)) as sb:
-        assert sb.run("id -u; pwd").stdout.split() == ["1000", "/workspace"]
-        sb.write_file("d/f.txt", "x")
-        assert sb.run("cat d/f.txt", stdin="").stdout == "x"
-        assert sb.run("cat", stdin="in").stdout == "in"
-        snap = sb.snapshot()
-        sb.run("rm -r d")
-        sb.restore(snap)
-        assert sb.read_file("d/f.txt") == b"x"
-        r = sb.run("sleep 30", timeout=1)
-        assert r.timed_out and r.killed_reason == "timeout"
-        assert not sb.run("touch /etc/x").ok
+
+
+def test_docker_limits_checked_from_inside(docker_ok, tmp_path: Path) -> None:
+    lim = Limits(timeout_s=10, memory_mb=300, processes=40, cpu_s=7, open_files=123, file_size_mb=3)
+    with open_sandbox("docker", None, lim, cpus=0.5) as sb:
+        r = sb.run("cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes "
+                   "/sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu.max "
+                   "/sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null; "
+                   "grep -E '^(CapEff|CapBnd|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status; "
+                   "ulimit -t; ulimit -n; ulimit -f; id -u; "
+                   "awk '$2 == \"/\" {print $4}' /proc/mounts; touch /root-probe 2>&1; true")
+        out = r.stdout
+        assert str(300 << 20) in out.split(), out  # memory (v1 limit_in_bytes or v2 memory.max)
+        assert "40" in out.split(), out  # pids
+        assert "50000 100000" in out or ("50000" in out.split() and "100000" in out.split()), out  # 0.5 CPU
+        status = dict(line.split(":\t") for line in out.splitlines() if ":\t" in line)
+        assert status["CapEff"] == status["CapBnd"] == status["CapPrm"] == "0000000000000000", status
+        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+        lines = out.splitlines()
+        assert ["7", "123", str(3 * 2048)] == lines[lines.index("7"):lines.index("7") + 3], out  # -f: 512-byte blocks
+        assert "1000" in lines and any(line.startswith("ro,") or line == "ro" for line in lines), out
+        assert "Read-only file system" in out
         healthy(sb)
+
+
+def test_docker_offline_image(docker_ok) -> None:
+    import docker
+
+    from envs.sandbox.image import build_image, image_tag
+
+    tag = image_tag()
+    assert tag.startswith("trajforge-sandbox:") and len(tag.split(":")[1]) == 16
+    t0 = time.perf_counter()
+    assert build_image() == tag and time.perf_counter() - t0 < 5  # same content: not rebuilt
+    image = docker.from_env().images.get(tag)
+    assert not image.attrs.get("RepoDigests")  # never pulled from (or pushed to) a registry
+    with open_sandbox("docker", None, FAST) as sb:
+        r = sb.run("python3 -c 'import pytest, sys; print(pytest.__version__, sys.version_info[0])'; "
+                   "git --version; timeout --version | head -1; ls /opt /home 2>&1; true")
+        assert r.stdout.split()[1] == "3" and "git version" in r.stdout and "timeout" in r.stdout, r
+        assert r.stdout.count("No such file") == 2
+
+
+def test_docker_mirror_workspace(docker_ok, src: Path) -> None:
+    """A remote daemon's workspace: a local mirror pulled after every command (what leaves
+    it is skipped), pushed on writes and restores."""
+    with open_sandbox("docker", src, FAST, workspace="mirror") as sb:
+        assert not str(sb.workdir).startswith("/var/lib/docker")
+        assert sb.run("cat README && ./run.sh").stdout == "hello\nran\n"
+        sb.write_file("d/new.txt", "x")
+        r = sb.run("cat d/new.txt; echo y > made.txt; chmod 000 d; ln -s /etc leak; "
+                   "mkdir real && ln -s /tmp real/out && mkfifo pipe")
+        assert r.stdout == "x" and sb.read_file("made.txt") == b"y\n", r
+        assert (sb.workdir / "leak").is_symlink() and not (sb.workdir / "pipe").exists()
+        with pytest.raises(ValueError):
+            sb.read_file("leak/passwd")
+        snap = sb.snapshot()
+        sb.run("rm -rf made.txt; chmod 777 d")
+        sb.restore(snap)
+        assert sb.run("cat made.txt").stdout == "y\n" and sb.read_file("made.txt") == b"y\n"
+        sb.reset()
+        assert sorted(os.listdir(sb.workdir)) == ["README", "pkg", "run.sh"]
+        assert sb.run("ls").stdout.split() == ["README", "pkg", "run.sh"]
+        healthy(sb)
+    assert not sb.workdir.exists()
 
 
 def test_bwrap_missing_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     with pytest.raises(SandboxError, match="apt-get install -y bubblewrap"):
         BwrapSandbox(None, FAST)
+
+
+# ---------------------------------------------------------------- issue 18 probes ------
+# Each probe runs in the default sandbox and, as a control, with isolation off: the unsafe
+# backend (the host, as this user) and, for the seccomp filter, bwrap with `seccomp=False`.
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, json, os, platform, signal, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {"x86_64": dict(keyctl=250, add_key=248, bpf=321, perf_event_open=298, io_uring_setup=425,
+                     userfaultfd=323, setns=308),
+      "aarch64": dict(keyctl=219, add_key=217, bpf=280, perf_event_open=241, io_uring_setup=425,
+                      userfaultfd=282, setns=268)}[platform.machine()]
+out = {}
+def result(name, rc):
+    out[name] = "ok" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+def ptrace_child():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(5); os._exit(0)
+    rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+    result("ptrace_child", rc)
+    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
+ptrace_child()
+result("unshare", libc.unshare(0))
+result("keyctl", libc.syscall(NR["keyctl"], 0, -3, 1))  # KEYCTL_GET_KEYRING_ID, session
+result("add_key", libc.syscall(NR["add_key"], b"user", b"probe", b"v", 1, -2))
+attr = ctypes.create_string_buffer(struct.pack("IIQ", 1, 128, 0) + bytes(24) + struct.pack("Q", 1 << 5)
+                                   + bytes(128 - 48))  # software cpu-clock, exclude_kernel
+result("perf_event_open", libc.syscall(NR["perf_event_open"], attr, 0, -1, -1, 0))
+params = ctypes.create_string_buffer(120)
+result("io_uring_setup", libc.syscall(NR["io_uring_setup"], 1, params))
+result("userfaultfd", libc.syscall(NR["userfaultfd"], 0))
+bpf_attr = ctypes.create_string_buffer(struct.pack("IIII", 2, 4, 4, 1) + bytes(112))  # array map
+result("bpf", libc.syscall(NR["bpf"], 0, bpf_attr, 128))
+fd = os.open("/proc/self/ns/uts", os.O_RDONLY)
+result("setns", libc.syscall(NR["setns"], fd, 0))
+# mount: in a private mount namespace of its own when that is allowed (the host control)
+libc.unshare(0x00020000)  # CLONE_NEWNS
+libc.mount(None, b"/", None, (1 << 14) | (1 << 18), None)  # MS_REC | MS_PRIVATE
+os.makedirs("mnt", exist_ok=True)
+result("mount", libc.mount(b"none", os.path.abspath("mnt").encode(), b"tmpfs", 0, None))
+result("umount2", libc.umount2(os.path.abspath("mnt").encode(), 2))
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+out["seccomp_mode"] = status.get("Seccomp", "?").strip()
+print(json.dumps(out))
+"""
+PROBED = ("ptrace_child", "unshare", "keyctl", "add_key", "perf_event_open", "io_uring_setup",
+          "userfaultfd", "bpf", "setns", "mount", "umount2")
+
+
+def syscalls(sb) -> dict[str, str]:
+    import json
+
+    r = python_probe(sb, SYSCALL_PROBE, timeout=20)
+    assert r.returncode == 0 and r.stdout.strip(), r
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@needs_py
+def test_probe_seccomp_denies_dangerous_syscalls(sb) -> None:
+    got = syscalls(sb)
+    assert got["seccomp_mode"] == "2", got  # a filter is installed
+    assert {k: got[k] for k in PROBED} == dict.fromkeys(PROBED, "EPERM"), got
+    healthy(sb)
+    # Controls: without the filter the unprivileged calls succeed in the same sandbox, and
+    # on the host (as root) the privileged ones do too; every probe can succeed somewhere.
+    with open_sandbox(sb.backend, None, FAST, seccomp=False) as off:
+        bare = syscalls(off)
+    assert bare["seccomp_mode"] == "0"
+    assert bare["ptrace_child"] == bare["unshare"] == bare["keyctl"] == "ok", bare
+    with unsafe() as u:
+        host = syscalls(u)
+    works = {k for k in PROBED if "ok" in (bare[k], host[k])}
+    if os.geteuid() == 0:
+        assert works == set(PROBED), (bare, host)
+
+
+@needs_bwrap
+@needs_py
+def test_probe_ptrace_of_the_sandbox_init() -> None:
+    """The attack the filter stops: attach to the sandbox's own init (pid 1) and leave it
+    stopped, which wedged the command until its timeout."""
+    attack = ("import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "print(libc.ptrace(16, 1, 0, 0), ctypes.get_errno(), flush=True)\n")
+    lim = Limits(timeout_s=4, cpu_s=10)
+    with open_sandbox("bwrap", None, lim) as sb:
+        t0 = time.perf_counter()
+        r = python_probe(sb, attack)
+        assert r.ok and r.stdout.split() == ["-1", "1"], r  # EPERM
+        assert time.perf_counter() - t0 < 3
+        healthy(sb)
+    with open_sandbox("bwrap", None, lim, seccomp=False) as off:  # control: it wedges
+        r = python_probe(off, attack)
+        assert r.timed_out and r.stdout.split()[:1] == ["0"], r
+
+
+def test_probe_reset_restores_the_workspace_root(backend: str, src: Path) -> None:
+    with SandboxPool(src, size=1, backend=backend, limits=FAST, background_reset=False) as pool:
+        for attack in ("chmod 000 .", "chmod 0777 .", "chmod 1700 . && mkdir -p d/e && chmod 000 d/e d"):
+            with pool.sandbox() as box:
+                before = box.run("stat -c %a .").stdout.strip()
+                box.run(attack)
+                # control: without the reset the attack does carry over to the next command
+                after = box.run("stat -c %a . 2>&1; ls >/dev/null 2>&1 && echo listed")
+                assert after.stdout != before + "\nlisted\n", (attack, after)
+            with pool.sandbox() as box:  # the next trajectory gets the workspace as prepared
+                r = box.run("stat -c %a .; ls")
+                assert r.ok and r.stdout.split() == [before, "README", "pkg", "run.sh"], (attack, r)
+                assert os.stat(box.workdir).st_mode & 0o7777 == int(before, 8)
+
+
+@pytest.fixture
+def opt_canary():
+    """A world-readable canary under host /opt (root only)."""
+    if not os.access("/opt", os.W_OK):
+        pytest.skip("cannot plant a canary under /opt (not root)")
+    token = f"CANARY-{uuid.uuid4().hex}"
+    path = Path("/opt") / f"trajforge_probe_{uuid.uuid4().hex}"
+    path.write_text(token)
+    path.chmod(0o644)
+    yield token, path
+    path.unlink(missing_ok=True)
+
+
+def test_probe_only_the_listed_host_parts_are_visible(sb, opt_canary) -> None:
+    token, path = opt_canary
+    host_passwd = Path("/etc/passwd").read_text()
+    script = f"cat {path}; cat /etc/passwd; ls /opt /etc /usr /usr/share /usr/include 2>&1; true"
+    r = sb.run(script)
+    assert token not in r.stdout + r.stderr
+    passwd = sb.run("cat /etc/passwd").stdout
+    assert passwd != host_passwd and "sandbox:x:1000:1000" in passwd
+    assert set(sb.run("ls /etc").stdout.split()) <= {"passwd", "group", "hosts", "nsswitch.conf",
+                                                     "resolv.conf", "ssl", "alternatives", "hostname", "mtab"}
+    assert "No such file" in sb.run("ls /opt /usr/include /usr/share/doc 2>&1; true").stdout
+    # what tasks need is there: the shell tools, python3 and git
+    r = sb.run("for c in sh bash ls cat grep sed awk sort find xargs tar gzip diff head tail wc "
+               "tr cut python3 git prlimit timeout ps; do command -v $c >/dev/null || echo no $c; done; "
+               "python3 -c 'import json, sqlite3, csv, subprocess; print(1)'; git --version")
+    assert r.ok and "no " not in r.stdout and "git version" in r.stdout, r
+    with unsafe() as u:  # control: the host's files are there without isolation
+        out = u.run(script).stdout
+        assert token in out and host_passwd in out
+
+
+def test_seccomp_program_decisions() -> None:
+    from envs.sandbox import seccomp as sc
+
+    for arch, table in sc.SYSCALLS.items():
+        prog, audit = sc.filter_program(arch), sc.AUDIT_ARCH[arch]
+        deny = sc.RET_ERRNO | 1  # EPERM
+        for name in sc.DENIED:
+            if name in table:
+                assert sc.decide(prog, table[name], audit) == deny, (arch, name)
+        allowed = {n for n in range(0, 450)} - set(table.values())
+        assert all(sc.decide(prog, n, audit) == sc.RET_ALLOW for n in allowed), arch
+        clone = table["clone"]
+        assert sc.decide(prog, clone, audit, (0x01200011,)) == sc.RET_ALLOW  # fork-like
+        assert sc.decide(prog, clone, audit, (0x003D0F00,)) == sc.RET_ALLOW  # a thread
+        for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x00000080):
+            assert sc.decide(prog, clone, audit, (0x11 | flag,)) == deny, (arch, hex(flag))
+        assert sc.decide(prog, table["clone3"], audit) == sc.RET_ERRNO | 38  # ENOSYS: use clone
+        assert sc.decide(prog, 1, 0x40000003) == sc.RET_KILL_PROCESS  # another ABI (i386)
+    assert sc.decide(sc.filter_program("x86_64"), 0x40000000 | 1, sc.AUDIT_ARCH["x86_64"]) \
+        == sc.RET_KILL_PROCESS  # x32
+
+
+def test_seccomp_numbers_match_libseccomp() -> None:
+    import ctypes
+    import ctypes.util
+
+    from envs.sandbox import seccomp as sc
+
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        pytest.skip("libseccomp is not installed (apt-get install libseccomp2) to check against")
+    lib = ctypes.CDLL(name)
+    lib.seccomp_syscall_resolve_name_arch.restype = ctypes.c_int
+    for arch, table in sc.SYSCALLS.items():
+        for call, nr in table.items():
+            assert lib.seccomp_syscall_resolve_name_arch(sc.AUDIT_ARCH[arch], call.encode()) == nr, \
+                (arch, call)
+
+
+def test_mirror_pull_skips_what_leaves_the_workspace(tmp_path: Path) -> None:
+    """A remote container's workspace archive is untrusted: absolute names, `..`, writes
+    through a link, hard links out, devices are skipped; links stay links."""
+    import io
+    import tarfile
+
+    from envs.sandbox.workspace import Workspace
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"x", link: str = "", mode: int = 0o644):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode, info.size = kind, link, mode, len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+        add("workspace", tarfile.DIRTYPE, mode=0o750)
+        add("workspace/ok.txt", data=b"fine")
+        add("workspace/run.sh", data=b"#!/bin/sh\n", mode=0o4755)
+        add("workspace/../escape.txt")
+        add(f"workspace/{outside}/abs.txt")
+        add("/abs.txt")
+        add("workspace/link", tarfile.SYMTYPE, link=str(outside))
+        add("workspace/link/through.txt")
+        add("workspace/hard", tarfile.LNKTYPE, link=str(outside / "x"))
+        add("workspace/dev", tarfile.CHRTYPE)
+        add("other/file.txt")
+    ws = Workspace(None, base_dir=tmp_path / "ws")
+    ws.write("old.txt", "gone after the pull")
+    ws.load_archive(buf.getvalue())
+    assert sorted(os.listdir(ws.path)) == ["link", "ok.txt", "run.sh"]
+    assert ws.read("ok.txt") == b"fine" and (ws.path / "link").is_symlink()
+    assert os.stat(ws.path / "run.sh").st_mode & 0o7777 == 0o755  # no setuid
+    assert os.stat(ws.path).st_mode & 0o777 == 0o750
+    assert os.listdir(outside) == [] and not (tmp_path / "escape.txt").exists()
+    assert not Path("/abs.txt").exists()
+    ws.remove()

@@ -89,8 +89,32 @@ def test_duckdb_and_hf_datasets_read_a_release(tmp_path: Path) -> None:
     ds = load_dataset("parquet", data_files=str(path / "data" / "*.parquet"), split="train")
     assert ds.num_rows == 3
     call = ds[0]["messages"][1]["tool_calls"][0]
-    assert call["function"]["arguments"] == '{"a": 1}'  # arguments stay JSON strings
-    assert json.loads(ds[0]["tools"])[0]["function"]["name"] == "f"
+    assert call["function"]["arguments"] == {"a": 1}  # JSON-typed: datasets yields the object
+    assert ds[0]["tools"][0]["function"]["name"] == "f"
+    # pyarrow keeps the JSON text, DuckDB reads it as JSON
+    row = store.read_table(path).to_pylist()[0]
+    assert json.loads(row["messages"][1]["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
+    got = store.query("select messages[2].tool_calls[1].function.arguments->>'a' as a from sft", sft=path)
+    assert got.column("a").to_pylist() == ["1"] * 3
+
+
+def test_json_arguments_keep_their_own_keys_and_empty_shards_load(tmp_path: Path) -> None:
+    """Arguments of different tools never merge (no `"cabin": null` in a `get_user` call), and
+    a shard without rows is written without a row group (datasets fails on an empty one)."""
+    calls = [("get_user", {"user_id": "u1"}), ("book", {"cabin": "economy", "n": 2})]
+    rows = [{"messages": [normalize_message({"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}]})],
+        "tools": "[]", "task_id": "t", "trajectory_id": f"tr{i}", "world": "airline", "method": "m", "model": "m",
+        "trial": 0, "score": 1.0, "split": "train"} for i, (n, a) in enumerate(calls)]
+    with store.DatasetWriter(tmp_path, "sft", "sft", SFT_SCHEMA, 2) as w:
+        w.write_rows(rows, prefix="train")
+        w.write_rows([], prefix="train")
+        path = w.commit(LIN)
+    assert [f.path for f in store.read_manifest(path).files] == ["data/train-00000.parquet", "data/train-00001.parquet"]
+    from datasets import load_dataset
+
+    ds = load_dataset("parquet", data_files=str(path / "data" / "*.parquet"), split="train")
+    assert [m[0]["tool_calls"][0]["function"]["arguments"] for m in ds["messages"]] == [a for _, a in calls]
 
 
 def test_verdict_roundtrip(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 Each probe is a trajectory an agent could produce without solving the task. Where a probe
 only means something if a naive runner would fall for it (conftest.py, ini files, plugins),
 a control runs plain `pytest` in the agent's workspace and shows that the hack works there.
+Every probe runs on each sandbox backend that can start here (bwrap, docker).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import shlex
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +22,8 @@ from envs.registry import get_world
 from envs.workspace import RUNNER, WorkspaceWorld, pytest_paths
 from synthesis.base import SynthesisResult
 from synthesis.terminal import seed_candidate, validate
+from tests.backends import BACKENDS, unusable
 from verifiers.tests import TestsVerifier, replay
-
-pytestmark = pytest.mark.skipif(
-    (lambda: __import__("envs.sandbox.bwrap", fromlist=["x"]).bwrap_unusable())() is not None,
-    reason="bubblewrap cannot start a sandbox here")
 
 PASS_ALL_PLUGIN = '''import pytest
 
@@ -46,21 +45,35 @@ def shell(command: str) -> ToolCall:
     return ToolCall(name="run_shell", arguments={"command": command})
 
 
-@pytest.fixture(scope="module")
-def world() -> WorkspaceWorld:
+@pytest.fixture(scope="module", params=BACKENDS)
+def world(request) -> Iterator[WorkspaceWorld]:
+    """The terminal world on one backend (TRAJFORGE_SANDBOX reaches the verifier's replays)."""
+    why = unusable(request.param)
+    if why is not None:
+        pytest.skip(f"{request.param} backend unusable: {why}")
     w = get_world("terminal")
     assert isinstance(w, WorkspaceWorld)
-    return w
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRAJFORGE_SANDBOX", request.param)
+        assert w.sandbox_backend == request.param
+        yield w
+
+
+_validated: dict[str, Task] = {}
 
 
 @pytest.fixture(scope="module")
 def tasks(world: WorkspaceWorld) -> dict[str, Task]:
-    names = ["fix_median", "sort_unique_words", "git_commit_changes", "git_feature_branch", "git_revert_last",
-             "git_find_commit", "git_ignore_artifacts"]
-    result = SynthesisResult()
-    out = validate(world, [seed_candidate(world, n, f"{n}:hack") for n in names], result.drops)
-    assert len(out) == len(names), dict(result.drops)
-    return {t.metadata["seed"]: t for _, t in out}
+    """The tasks, validated on the first backend; the others replay the same records (their
+    workspaces must hash the same there: the verifier checks it)."""
+    if not _validated:
+        names = ["fix_median", "sort_unique_words", "git_commit_changes", "git_feature_branch", "git_revert_last",
+                 "git_find_commit", "git_ignore_artifacts"]
+        result = SynthesisResult()
+        out = validate(world, [seed_candidate(world, n, f"{n}:hack") for n in names], result.drops)
+        assert len(out) == len(names), dict(result.drops)
+        _validated.update({t.metadata["seed"]: t for _, t in out})
+    return dict(_validated)
 
 
 def verdict(task: Task, calls: list[ToolCall]):

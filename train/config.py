@@ -62,7 +62,7 @@ class GRPOStageConfig(BaseModel):
     num_generations: int = 2
     # Multi-turn: the budget covers the model's tokens *and* the tool results between them.
     # Too small a budget cuts every episode mid tool loop, which the verifier scores 0.
-    max_completion_length: int = 768
+    max_completion_length: int = 1024  # holds a reference path with its lookups and tool results
     learning_rate: float = 1e-6
     temperature: float = 1.0
     beta: float = 0.0

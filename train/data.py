@@ -4,18 +4,18 @@ A release (`<out>/releases/<sft|rl>/<version>/`) is verified through its manifes
 (`data.store.read_manifest`: `_SUCCESS`, checksums) before its Parquet files are loaded
 with `datasets`.
 
-Two things stay JSON strings inside a `datasets.Dataset`, on purpose:
+Since release schema version 2, `tools`, tool-call `arguments`, `task` and
+`reference_solution` are JSON-typed (`data.schema`): `datasets` yields them as objects
+(its `Json` feature), never as Arrow structs, so no field is merged across tools or rows
+(no `"x": null` parameters or arguments) and templates that apply `| tojson` render each
+object once. TRL 1.16's SFT tokenizer takes `tools` as a list (or a JSON string, which it
+decodes). Version 1 releases stored them as JSON strings; `load_release` casts those
+columns to `Json` so both read the same.
 
-- `tools`: decoded into lists, the tool schemas become Arrow structs whose fields are merged
-  across tools and rows, so every tool would render with the other tools' parameters as
-  `"x": null`. TRL 1.16's SFT tokenizer decodes a string `tools` per example itself
-  (`sft_trainer.py`, `tokenize_fn`), so the string is what SFTTrainer wants.
-- tool-call `arguments`: the same merge would add `null` arguments to every call; our chat
-  template emits a string `arguments` as is.
-
-For the same reason a `Dataset` cannot hold messages without their null fields (Arrow gives
-every struct every field); our template ignores them (`tool_calls or []`, `content` none).
-`clean_messages` / `decode_tools` give the plain OpenAI form for code outside `datasets`.
+A `Dataset` cannot hold messages without their null fields (Arrow gives every struct every
+field); transformers' `apply_chat_template` drops keys whose value is None, and our template
+ignores them anyway. `clean_messages` / `decode_tools` give the plain OpenAI form for code
+outside `datasets`.
 
 `datasets` (and, for rendering, the tokenizer) are imported inside functions.
 """
@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data import store
-from data.schema import strip_message
+from data.schema import RELEASE_SCHEMA_VERSION, RL_SCHEMA, SFT_SCHEMA, strip_message
+from rollout.control_tokens import control_tokens, escape_messages
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
 SFT_COLUMNS = ("messages", "tools")
 RL_COLUMNS = ("prompt", "tools", "task", "task_id")
+# What an rl row (schema version 2) says about its environment, passed on to `reset(**row)`.
+ENV_COLUMNS = ("environment", "world_version", "verifier", "verifier_version")
 
 
 def release_files(path: Path | str) -> tuple[store.Manifest, list[str]]:
@@ -44,16 +47,32 @@ def release_files(path: Path | str) -> tuple[store.Manifest, list[str]]:
 
 
 def load_release(path: Path | str, split: str | None = None) -> Dataset:
-    """Rows of a verified release as a `datasets.Dataset`, keeping only `split` when given."""
+    """Rows of a verified release as a `datasets.Dataset`, keeping only `split` when given
+    (from the `split` column, so releases of every schema version read the same)."""
     from datasets import load_dataset
 
-    _, files = release_files(path)
+    manifest, files = release_files(path)
     ds = load_dataset("parquet", data_files=files, split="train")
+    if manifest.schema_version < RELEASE_SCHEMA_VERSION and manifest.kind in ("sft", "rl"):
+        ds = _json_columns(ds, SFT_SCHEMA if manifest.kind == "sft" else RL_SCHEMA)
     if split is not None:
         if "split" not in ds.column_names:
             raise store.DatasetError(f"{path}: no `split` column to select {split!r} from")
         ds = ds.filter(lambda s: s == split, input_columns="split")
     return ds
+
+
+def _json_columns(ds: Dataset, schema: Any) -> Dataset:
+    """A version 1 release with its JSON-string columns cast to the `Json` features of the
+    current schema (columns the old release lacks are left out)."""
+    from datasets import Features
+
+    target = Features.from_arrow_schema(schema)
+    features = ds.features.copy()
+    for name in ds.column_names:
+        if name in target:
+            features[name] = target[name]
+    return ds.cast(features)
 
 
 def decode_tools(tools: str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -91,13 +110,15 @@ def sft_example(row: dict[str, Any], decode_arguments: bool = False) -> dict[str
     }
 
 
-def to_trl_sft(ds: Dataset) -> Dataset:
+def to_trl_sft(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     """An `sft` release as TRL's conversational language-modeling dataset.
 
     Keeps `messages` (Arrow structs; `arguments` JSON strings) and `tools` (a JSON string,
     validated here; SFTTrainer decodes it per example), drops the metadata columns, and
     refuses rows without an assistant turn. See the module docstring for why nothing is
-    decoded into Arrow structs.
+    decoded into Arrow structs. Control tokens in the messages (`<|im_start|>` written by a
+    model or echoed by a tool) are escaped (`rollout.control_tokens`), those of `tokenizer`
+    and any `<|...|>`-shaped one, since TRL renders rows to text and tokenises them.
     """
 
     missing = [c for c in SFT_COLUMNS if c not in ds.column_names]
@@ -108,13 +129,16 @@ def to_trl_sft(ds: Dataset) -> Dataset:
         decode_tools(row["tools"])
         if not any(m["role"] == "assistant" for m in row["messages"]):
             raise ValueError(f"sft row {i} has no assistant message")
-    return ds
+    tokens = control_tokens(tokenizer) if tokenizer is not None else []
+    return ds.map(lambda messages: {"messages": escape_messages(messages, tokens)},
+                  input_columns=["messages"], features=ds.features)
 
 
 def render_prompt(tokenizer: Any, prompt: list[dict[str, Any]], tools: str | list | None) -> str:
-    """The prompt as the model sees it: its chat template with the row's tools and a generation prompt."""
+    """The prompt as the model sees it: its chat template with the row's tools and a generation
+    prompt (control tokens in the messages escaped: the text is tokenised again)."""
     return tokenizer.apply_chat_template(
-        clean_messages(prompt),
+        escape_messages(clean_messages(prompt), control_tokens(tokenizer)),
         tools=decode_tools(tools) or None,
         add_generation_prompt=True,
         tokenize=False,
@@ -153,7 +177,8 @@ def to_trl_env_prompts(ds: Dataset) -> Dataset:
 
     `prompt` stays conversational (system + opening user turn, only `role` and `content`),
     `environment` names the row's world (TRL picks that world's environment and renders its
-    tools), and `task` / `task_id` stay for the environment's `reset(**row)`. The row's own
+    tools), and `task` / `task_id` (and, from schema version 2, the world and verifier
+    versions and the verifier) stay for the environment's `reset(**row)`. The row's own
     `tools` column is dropped: TRL renders the tool schemas from the environment's methods.
     """
     missing = [c for c in RL_COLUMNS if c not in ds.column_names]
@@ -161,14 +186,15 @@ def to_trl_env_prompts(ds: Dataset) -> Dataset:
         raise ValueError(f"not an rl release: missing columns {missing}")
     from datasets import Features, Value
 
-    def convert(prompt: list[dict[str, Any]], task: str) -> dict[str, Any]:
-        world = json.loads(task).get("world")
+    def convert(prompt: list[dict[str, Any]], task: Any) -> dict[str, Any]:
+        world = (json.loads(task) if isinstance(task, str) else task or {}).get("world")
         if not world:
             raise ValueError("an rl row's task has no world")
         return {"prompt": [{"role": m["role"], "content": m.get("content") or ""} for m in prompt],
                 "environment": world}
 
+    keep = ["prompt", "task", "task_id", *[c for c in ENV_COLUMNS if c in ds.column_names]]
     features = Features({"prompt": [{"role": Value("string"), "content": Value("string")}],
-                         "task": Value("string"), "task_id": Value("string"), "environment": Value("string")})
-    ds = ds.select_columns(["prompt", "task", "task_id"])
+                         **{c: ds.features[c] for c in keep if c != "prompt"}, "environment": Value("string")})
+    ds = ds.select_columns([c for c in keep if c != "environment"])
     return ds.map(convert, input_columns=["prompt", "task"], features=features)

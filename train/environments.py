@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
+from rollout.control_tokens import escape_control_tokens
 from verifiers.base import applies, get_verifier, primary_verifier
 
 DEFAULT_VERIFIERS = ("state_equivalence", "constraint_satisfaction")
@@ -63,6 +64,23 @@ def as_task(value: str | dict[str, Any] | Task) -> Task:
     return _task(value)
 
 
+def check_row_versions(row: dict[str, Any], task: Task, check_verifier: bool = True) -> None:
+    """Refuse a release row whose `world_version` (or, with `check_verifier`, its verifier's
+    version) is not the installed world's or verifier's (rows without them, schema version
+    1, are not checked)."""
+    from envs.registry import world_version
+
+    want = row.get("world_version")
+    if want and want != (have := world_version(task.world)):
+        raise ValueError(f"row of task {task.id} was made with world {task.world!r} version {want}, but the "
+                         f"installed world is version {have}: install the trajforge version named in the "
+                         "release's lineage (code version) to train on it")
+    name, version = row.get("verifier"), row.get("verifier_version")
+    if check_verifier and name and version and version != (have := get_verifier(name).version):
+        raise ValueError(f"row of task {task.id} is judged by {name} {version}, but the installed {name} is "
+                         f"{have}: install the trajforge version named in the release's lineage")
+
+
 class WorldEnvironment:
     """One rollout's live copy of a task's world. Subclasses (see `environment_class`) add
     one method per tool; the tool methods route here through `_call`. TRL exposes every
@@ -78,15 +96,24 @@ class WorldEnvironment:
         self.errors: Counter[str] = Counter()
         self.verdict: Verdict | None = None
         self.resets = 0
+        self.row_verifier: str | None = None
 
     def reset(self, **row: Any) -> str | None:
-        """Start a fresh episode of `row["task"]`: a new copy of its initial state."""
+        """Start a fresh episode of `row["task"]`: a new copy of its initial state.
+
+        An rl release row (schema version 2) also names its world and verifier versions; a
+        row made by another version of either is refused (its rewards would not mean what
+        the release says). Its `verifier` then judges the episode, when it is one of the
+        class's `verifiers`.
+        """
         if "task" not in row:
             raise ValueError("an environment row needs a `task` column (the rl release's task JSON)")
         task = as_task(row["task"])
         if task.world != self.world_name:
             raise ValueError(f"task {task.id} is in world {task.world!r}, not {self.world_name!r}")
+        check_row_versions(row, task, check_verifier=row.get("verifier") in self.verifiers)
         self._close()
+        self.row_verifier = row.get("verifier") or None
         self.task = task
         self.env = get_world(task.world).env(task.initial_state)
         self.steps, self.errors, self.verdict = [], Counter(), None
@@ -102,7 +129,7 @@ class WorldEnvironment:
             self.errors[obs.error] += 1
         self.steps.append(Step(index=len(self.steps), turn=len(self.steps) + 1, action=call,
                                observation=obs.content, error=obs.error, error_detail=obs.detail))
-        return obs.content
+        return escape_control_tokens(obs.content)  # TRL renders it into the next prompt
 
     # Every public method is a tool to TRL, so the helpers below are private.
 
@@ -122,6 +149,8 @@ class WorldEnvironment:
         """The task's primary verifier's verdict on this episode (kept in `self.verdict`)."""
         if self.task is None:
             raise RuntimeError("no episode: reset() was never called")
+        if names is None and self.row_verifier in self.verifiers:
+            names = [self.row_verifier]  # the row's own, unless the trainer configured others
         names = list(names or self.verifiers)
         verifier = get_verifier(primary_verifier(self.task, names))
         if not applies(verifier, self.task):

@@ -3,8 +3,8 @@
 Both models play the release's `test` tasks through the rollout engine
 (`rollout.collector.collect`, the embedded backend with `ModelConfig.path`, scripted user,
 the same sampling for both), and each trajectory is judged by its task's primary verifier
-(`verifiers.base.primary_verifier`: state equivalence, or constraint satisfaction for tasks
-with a constraint set). Reported per model: pass rate, mean score, terminations, tool
+(`verifiers.base.primary_verifier`: by default the composite verdict over the task's reward
+basis — outcome, what the user was told, the policy's process). Reported per model: pass rate, mean score, terminations, tool
 errors; and the difference trained − base.
 
 Where the tasks come from: an `rl` release carries each task's JSON (`task` column); for
@@ -29,7 +29,8 @@ from train.environments import as_task
 from train.lineage import read_run, refresh_release_card
 from verifiers.base import get_verifier, primary_verifier
 
-DEFAULT_VERIFIERS = ["state_equivalence", "constraint_satisfaction"]
+# the whole verdict: outcome, what the user was told, and the policy's process (the eval has a user)
+DEFAULT_VERIFIERS = ["composite"]
 
 
 def release_tasks(release: Path | str, split: str = "test") -> list[Task]:

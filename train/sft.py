@@ -56,14 +56,26 @@ def load_model(name_or_path: str) -> tuple[Any, Any]:
     learning rates like 1e-6 vanish in bf16 weights. `bf16=True` in a stage config means
     mixed precision (autocast), which is ~2.3x faster on this CPU (avx512_bf16).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = load_tokenizer(name_or_path)
+    return load_weights(name_or_path), tokenizer
+
+
+def load_tokenizer(name_or_path: str) -> Any:
+    """The tokenizer of a model, from local files only (pad token: eos when it has none)."""
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch.float32, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+    return tokenizer
+
+
+def load_weights(name_or_path: str) -> Any:
+    """The causal LM with fp32 weights, from local files only (see `load_model`)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch.float32, local_files_only=True)
 
 
 def use_chat_template(tokenizer: Any, path: str | None) -> None:
@@ -105,6 +117,71 @@ def check_generation_markers(tokenizer: Any) -> str:
             "Set sft.chat_template_path to a template that has them (docs/training.md) or "
             "sft.assistant_only_loss=false.")
     return "trl"
+
+
+def training_template(tokenizer: Any) -> str | None:
+    """The template SFTTrainer swaps in for assistant-only loss (TRL's training version of the
+    tokenizer's), or None when it keeps the tokenizer's own."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        return get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        return None
+
+
+def check_renders_tool_use(dataset_path: Path | str, tokenizer: Any, ds: Any, chat_template: str | None = None) -> None:
+    """`DatasetError` when the chat template leaves the rows' tool schemas or tool calls out
+    of the text (SmolLM2's own template does: training would see conversations with the
+    calls cut out, silently). Checked on the first row that has both: the text must change
+    when the tools, or the assistant turns' calls, are removed."""
+
+    def render(messages: list[dict[str, Any]], tools: Any) -> str:
+        return tokenizer.apply_chat_template(messages, tools=tools, chat_template=chat_template, tokenize=False)
+
+    for row in ds:
+        messages, tools = row["messages"], row.get("tools") or None
+        if not tools or not any(m.get("tool_calls") for m in messages):
+            continue
+        first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        no_calls = [{**m, "tool_calls": None, "content": m.get("content") or ""} if m.get("tool_calls") else m
+                    for m in messages]
+        dropped = [what for what, same in (
+            ("tool schemas", render(messages[:first], tools) == render(messages[:first], None)),
+            ("assistant tool calls", render(messages, None) == render(no_calls, None))) if same]
+        if dropped:
+            raise store.DatasetError(
+                f"{dataset_path}: the chat template leaves the {' and '.join(dropped)} out of the text, so "
+                "training would see the conversations without them. Use a template that renders `tools` and "
+                "assistant `tool_calls` (sft.chat_template_path; docs/training.md, 'Bringing a template').")
+        return
+
+
+def check_max_length(dataset_path: Path | str, cfg: SFTStageConfig, tokenizer: Any, splits: dict[str, Any],
+                     chat_template: str | None = None) -> dict[str, Any]:
+    """Token lengths of the rows SFTTrainer will see (before the first assistant turn and in
+    total, with the template it will use); `DatasetError` when, with assistant-only loss,
+    `cfg.max_length` would leave rows without an assistant token (TRL drops them, or trains
+    on nothing), naming the length needed. Returns the figures and how many rows are cut."""
+    from train.release_card import row_lengths
+
+    out: dict[str, Any] = {"max_length": cfg.max_length}
+    for name, ds in splits.items():
+        if ds is None:
+            continue
+        pairs = [row_lengths(tokenizer, row, "sft", chat_template) for row in ds]
+        before, total = [p[0] for p in pairs], [p[1] for p in pairs]
+        dropped = sum(b >= cfg.max_length for b in before)
+        out[name] = {"rows": len(pairs), "before_first_assistant_max": max(before), "total_max": max(total),
+                     "rows_truncated": sum(t > cfg.max_length for t in total),
+                     "rows_dropped": dropped if cfg.assistant_only_loss else 0}
+        if cfg.assistant_only_loss and dropped:
+            raise store.DatasetError(
+                f"{dataset_path}: sft.max_length={cfg.max_length} would drop {dropped} of {len(pairs)} {name} rows: "
+                f"their first assistant turn starts at token {min(b for b in before if b >= cfg.max_length)}"
+                f"-{max(before)} with this tokenizer and template, and TRL drops a row left without assistant "
+                f"tokens. Set sft.max_length to at least {max(before) + 1} ({max(total)} keeps every row whole).")
+    return out
 
 
 def metrics_callback(path: Path) -> TrainerCallback:
@@ -175,7 +252,8 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
 
     Call inside `hub_offline()`. TRL truncates to `cfg.max_length` (keeping the start) and
     drops rows left without loss tokens; with packing it cuts overflow instead. Raises
-    `DatasetError` when no loss token is left. The eval set is `cfg.eval_split` when it has rows.
+    `DatasetError`, before loading the weights, when `cfg.max_length` would drop rows
+    (`check_max_length`, naming the length needed), and when no loss token is left. The eval set is `cfg.eval_split` when it has rows.
     """
     from trl import SFTConfig, SFTTrainer
 
@@ -184,15 +262,18 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     if manifest.kind != "sft":
         raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
     model_path = resolve_model(cfg.model)
-    model, tokenizer = load_model(model_path)
+    tokenizer = load_tokenizer(model_path)
     use_chat_template(tokenizer, cfg.chat_template_path)
-    if cfg.assistant_only_loss:
-        check_generation_markers(tokenizer)
-    train_ds = to_trl_sft(load_release(dataset_path, "train"))
+    markers = check_generation_markers(tokenizer) if cfg.assistant_only_loss else None
+    train_ds = to_trl_sft(load_release(dataset_path, "train"), tokenizer)
     if len(train_ds) == 0:
         raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split)) if cfg.eval_split else None
+    eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split), tokenizer) if cfg.eval_split else None
     eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
+    template = training_template(tokenizer) if markers == "trl" else None
+    check_renders_tool_use(dataset_path, tokenizer, train_ds, template)
+    lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds}, template)
+    model = load_weights(model_path)
 
     peft_config = None
     if cfg.lora:
@@ -237,7 +318,7 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     facts = {
         "manifest": manifest, "model_path": model_path, "tokenizer": tokenizer,
         "train_rows": len(train_ds), "eval_rows": len(eval_ds) if eval_ds is not None else 0,
-        "train_tokens": train_tokens, "eval_tokens": token_stats(trainer.eval_dataset),
+        "train_tokens": train_tokens, "eval_tokens": token_stats(trainer.eval_dataset), "lengths": lengths,
     }
     return trainer, facts
 
@@ -290,7 +371,8 @@ def _train_sft(dataset_path: Path | str, cfg: SFTStageConfig, out: Path, started
         "eval": eval_metrics,
         "dataset": {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
                     "rows": manifest.rows, "train_rows": facts["train_rows"], "eval_rows": facts["eval_rows"],
-                    "train_tokens": facts["train_tokens"], "eval_tokens": facts["eval_tokens"]},
+                    "train_tokens": facts["train_tokens"], "eval_tokens": facts["eval_tokens"],
+                    "lengths": facts["lengths"]},
         "model": {"requested": cfg.model, "path": facts["model_path"], "lora": cfg.lora},
         "config": cfg.model_dump(),
         "code_version": store.code_version(),

@@ -67,7 +67,7 @@ class ActionVerifier(BaseVerifier):
             if not ok
         ]
         score, clean, episode = episode_checks(
-            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination
+            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination, task
         )
         return Verdict(
             trajectory_id=trajectory.id,

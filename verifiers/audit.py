@@ -40,8 +40,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from data.records import Step, Task, ToolCall, Trajectory
+from data.records import Step, Task, ToolCall, Trajectory, Turn
 from envs.constraints import load_constraints, world_constraints
+from envs.conversation import argument_values, conversation, grounded_params, mentions_value
 from envs.registry import get_world
 from envs.tools import ToolSpec
 from envs.world import World
@@ -269,6 +270,128 @@ def replay_hash(task: Task, calls: list[ToolCall]) -> tuple[str, int]:
 # -- mutants ---------------------------------------------------------------------------------
 
 
+def build_dialogue(task: Task, turns: list[Turn], name: str = "gold") -> Trajectory:
+    """A trajectory that says `turns` (a task's reference dialogue, or a variant of it), with
+    the observations and final state of a real replay of its tool calls."""
+    r = replayer_for(task.world, task.initial_state)
+    if r is None:
+        raise RuntimeError("the replay cache is turned off (verifiers.state.REPLAY_CACHE_SIZE = 0)")
+    messages: list[dict[str, Any]] = []
+    steps: list[Step] = []
+    r.tracked.begin()
+    try:
+        for i, turn in enumerate(turns):
+            if turn.role == "user":
+                messages.append({"role": "user", "content": turn.content})
+                continue
+            wire = [{"id": f"call_{i}_{k}", "type": "function",
+                     "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                    for k, c in enumerate(turn.tool_calls)]
+            messages.append({"role": "assistant", "content": turn.content, **({"tool_calls": wire} if wire else {})})
+            for call, w in zip(turn.tool_calls, wire, strict=True):
+                obs = r.env.call(call)
+                messages.append({"role": "tool", "tool_call_id": w["id"], "name": call.name, "content": obs.content})
+                steps.append(Step(index=len(steps), turn=i + 1, action=call, observation=obs.content,
+                                  error=obs.error, error_detail=obs.detail))
+            if not wire:
+                steps.append(Step(index=len(steps), turn=i + 1))
+        final_hash = r.tracked.current().hash
+    finally:
+        r.tracked.rollback()
+    return Trajectory(id=f"audit-{task.id}-{name}", task_id=task.id, trial=0, model="audit", messages=messages,
+                      steps=steps, termination="user_stop", final_state_hash=final_hash,  # type: ignore[arg-type]
+                      metadata={"audit": name})
+
+
+def _write_turns(world: World, turns: list[Turn]) -> list[int]:
+    return [i for i, t in enumerate(turns) if t.role == "assistant" and any(_is_write(world, c) for c in t.tool_calls)]
+
+
+def dialogue_mutants(task: Task, max_per_kind: int = 3) -> list[tuple[str, str, list[Turn]]]:
+    """Known-bad variants of the reference dialogue: (kind, note, turns)."""
+    world = get_world(task.world)
+    conv = conversation(world)
+    turns = list(task.dialogue)
+    writes = _write_turns(world, turns)
+    out: list[tuple[str, str, list[Turn]]] = []
+    for k, i in enumerate(writes[:max_per_kind]):
+        if i > 0 and turns[i - 1].role == "user":
+            out.append(("skip_confirmation", f"write {k + 1} without the user's yes", turns[: i - 1] + turns[i:]))
+            declined = Turn(role="user", content="No, please don't do that.")
+            out.append(("write_after_decline", f"write {k + 1} after the user said no",
+                        [*turns[: i - 1], declined, *turns[i:]]))
+    identity = {j for j, t in enumerate(turns) if t.role == "assistant"
+                and any(c.name in conv.identity.lookups for c in t.tool_calls)}
+    grounding = [j for j, t in enumerate(turns) if t.role == "assistant" and t.tool_calls and j not in identity
+                 and not any(_is_write(world, c) for c in t.tool_calls)]
+    for j in grounding if writes else []:  # each read whose absence leaves a write's id unseen
+        without = [t for n, t in enumerate(turns) if n != j]
+        if _ungrounded(task, world, without):
+            out.append(("ungrounded_id", f"the read {turns[j].tool_calls[0].name} left out", without))
+            if sum(k == "ungrounded_id" for k, _, _ in out) >= max_per_kind:
+                break
+    if writes and identity:
+        first = min(identity)
+        ask = [j for j in range(1, first) if turns[j].role in ("assistant", "user")]  # the identity exchange
+        out.append(("skip_identity", "no identity question, answer or lookup",
+                    [t for j, t in enumerate(turns) if j not in identity and j not in ask]))
+    texts = [j for j, t in enumerate(turns) if t.role == "assistant" and t.content and not t.tool_calls]
+    if task.verification.outcome == "refusal" and texts:
+        claim = Turn(role="assistant", content="Done. I've taken care of that and you will get your money back.")
+        out.append(("claim_success", "the refusal replaced by a claim of success", [*turns[: texts[-1]], claim]))
+    if writes and texts and task.verification.communicate:
+        after = {j for j in texts if j > writes[0]}
+        plain = [Turn(role="assistant", content="Your request is complete.") if j in after else t
+                 for j, t in enumerate(turns)]
+        out.append(("omit_result", "the replies after the first write say nothing of the result", plain))
+    for k, i in enumerate(writes[:max_per_kind]):
+        call = turns[i].tool_calls[0]
+        prefix = [c for t in turns[:i] for c in t.tool_calls]
+        changed = _changed_calls(task, world, call, prefix)
+        if changed:
+            _, detour = changed[0]
+            extra = Turn(role="assistant", tool_calls=[detour])
+            out.append(("detour", f"{detour.name} with another value before write {k + 1}, then the right one",
+                        [*turns[:i], extra, *turns[i:]]))
+    return out
+
+
+def _ungrounded(task: Task, world: World, turns: list[Turn]) -> bool:
+    """Whether some write in `turns` uses an id or amount no earlier user turn or tool result shows."""
+    traj = build_dialogue(task, turns, "probe")
+    seen: list[str] = []
+    for m in traj.messages:
+        if m["role"] in ("user", "tool"):
+            seen.append(m.get("content") or "")
+        for wire in m.get("tool_calls") or []:
+            spec = world.tools.get(wire["function"]["name"])
+            if spec is None or not spec.write:
+                continue
+            args = json.loads(wire["function"]["arguments"])
+            text = "\n".join(seen)
+            if any(not mentions_value(text, v) for p in grounded_params(spec) for v in argument_values(args.get(p))):
+                return True
+    return False
+
+
+def dialogue_alternatives(task: Task) -> list[tuple[str, str, list[Turn]]]:
+    """Good variants of the reference dialogue: independent write blocks in another order."""
+    world = get_world(task.world)
+    turns = list(task.dialogue)
+    writes = _write_turns(world, turns)
+    if len(writes) < 2:
+        return []
+    starts = [w - 2 if w >= 2 and turns[w - 1].role == "user" else w for w in writes]
+    blocks = [turns[a: w + 1] for a, w in zip(starts, writes, strict=True)]
+    if any(len(b) < 3 for b in blocks) or any(starts[k + 1] != writes[k] + 1 for k in range(len(writes) - 1)):
+        return []
+    swapped = [*turns[: starts[0]], *[t for b in reversed(blocks) for t in b], *turns[writes[-1] + 1:]]
+    calls = [c for t in swapped for c in t.tool_calls]
+    if replay_hash(task, calls) != replay_hash(task, [c for t in turns for c in t.tool_calls]):
+        return []
+    return [("reorder_writes", "the write blocks in reverse order", swapped)]
+
+
 def _is_write(world: World, call: ToolCall) -> bool:
     spec = world.tools.get(call.name)
     return spec is not None and spec.write
@@ -465,15 +588,27 @@ class AuditCase(NamedTuple):
 
 
 def cases(task: Task, max_per_kind: int = 3) -> list[Case]:
-    """The gold, its mutants and its alternatives (module docstring), built once per task."""
+    """The gold, its mutants and its alternatives (module docstring), built once per task.
+    A task with a reference dialogue gets its gold, the dialogue's mutants and its reordered
+    writes from the dialogue; the other kinds are built from bare call lists."""
     gold_calls = list(task.reference_solution)
     gold_hash, _ = replay_hash(task, gold_calls)
-    out = [Case("gold", "the reference", True, build_trajectory(task, gold_calls))]
+    gold = build_dialogue(task, task.dialogue) if task.dialogue else build_trajectory(task, gold_calls)
+    out = [Case("gold", "the reference", True, gold)]
     for i, m in enumerate(mutants(task, max_per_kind)):
         equivalent = m.kind in WRITE_KINDS and replay_hash(task, m.calls)[0] == gold_hash
         traj = build_trajectory(task, m.calls, name=f"{m.kind}-{i}", text=final_message(task, m.communicate))
         out.append(Case(m.kind, m.note, False, traj, equivalent))
+    if task.dialogue:
+        for i, (kind, note, turns) in enumerate(dialogue_mutants(task, max_per_kind)):
+            calls = [c for t in turns for c in t.tool_calls]
+            equivalent = kind == "detour" and replay_hash(task, calls)[0] == gold_hash
+            out.append(Case(kind, note, False, build_dialogue(task, turns, f"{kind}-{i}"), equivalent))
+        for i, (kind, note, turns) in enumerate(dialogue_alternatives(task)):
+            out.append(Case(kind, note, True, build_dialogue(task, turns, f"{kind}-{i}")))
     for i, alt in enumerate(alternatives(task)):
+        if task.dialogue and alt.kind == "reorder_writes":
+            continue  # from the dialogue above
         out.append(Case(alt.kind, alt.note, True, build_trajectory(task, alt.calls, name=f"{alt.kind}-{i}")))
     return out
 

@@ -29,7 +29,8 @@ from data.registry import Registry
 # Mutation kinds of the self-audit (verifiers/audit.py): known-bad variants of the gold.
 WRITE_KINDS = frozenset({"drop_write", "change_argument", "extra_write", "stop_early"})
 MUTATION_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early", "drop_communication",
-                  "world_mutation")
+                  "world_mutation", "detour", "skip_confirmation", "ungrounded_id", "skip_identity",
+                  "write_after_decline", "claim_success", "omit_result")
 # Good variants of the gold that a verifier of outcomes must still pass.
 ALTERNATIVE_KINDS = ("reorder_writes", "reorder_reads", "skip_reads")
 
@@ -75,17 +76,22 @@ CLEAN_TERMINATIONS = {"user_stop", "agent_stop", "transfer", "out_of_scope"}
 
 
 def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
-                   require_clean_termination: bool) -> tuple[float, bool, list[str]]:
+                   require_clean_termination: bool, task: Task | None = None) -> tuple[float, bool, list[str]]:
     """Checks every execution verifier makes of the episode itself.
 
     Returns (score, clean, reasons): any termination other than the agent or the user
-    stopping scores 0 (τ²-bench) when `require_clean_termination`; a replay that does not
-    reproduce the state recorded during rollout is reported.
+    stopping scores 0 (τ²-bench) when `require_clean_termination`; a transfer to a human is a
+    clean ending only for a task whose expected outcome is a transfer (`task` given); a replay
+    that does not reproduce the state recorded during rollout is reported.
     """
     reasons: list[str] = []
     clean = trajectory.termination in CLEAN_TERMINATIONS
-    if require_clean_termination and not clean:
+    if clean and trajectory.termination == "transfer" and task is not None and task.verification.outcome != "transfer":
+        clean = False
+        reasons.append("transferred to a human, but the task can be done within the policy")
+    elif require_clean_termination and not clean:
         reasons.append(f"terminated by {trajectory.termination}")
+    if require_clean_termination and not clean:
         score = 0.0
     if trajectory.final_state_hash and trajectory.final_state_hash != replay_hash:
         reasons.append("replayed state differs from the state recorded during rollout")
@@ -109,9 +115,12 @@ def audit_kinds_for(verifier: Verifier, task: Task) -> tuple[frozenset[str], fro
 
 
 def primary_verifier(task: Task, names: list[str]) -> str:
-    """The verifier whose verdict decides curation for `task`: the task's own
+    """The verifier whose verdict decides curation for `task`: the composite verdict (every
+    part of the task's reward basis) when it is configured, else the task's own
     (`verification.verifier`, or constraint satisfaction for tasks with a constraint set)
     when it is configured, else the first configured one."""
+    if "composite" in names:
+        return "composite"
     v = task.verification
     own = v.verifier or ("constraint_satisfaction" if v.constraints is not None else None)
     return own if own in names else names[0]
@@ -119,7 +128,7 @@ def primary_verifier(task: Task, names: list[str]) -> str:
 
 VERIFIERS: Registry[Callable[..., Verifier]] = Registry("verifier", [
     "verifiers.state", "verifiers.constraints", "verifiers.communicate", "verifiers.actions",
-    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests"], group="verifiers")
+    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests", "verifiers.policy"], group="verifiers")
 register = VERIFIERS.register
 
 

@@ -1,11 +1,21 @@
-"""COMMUNICATE (τ²-bench, methods.md §6): the agent told the user what it had to.
+"""COMMUNICATE (τ²-bench, methods.md §6): the agent told the user what it had to, and did not
+tell them what is not so.
 
-`task.verification.communicate` lists the facts the agent must tell (a refund amount, a
-reservation id, a flight number). A fact counts as told when one of its spellings appears,
-lower-cased with commas stripped, in the text of some assistant message (tool calls and tool results do not
-count: the user never sees them). Score (ours) = share of the required strings said;
-`passed` = all of them said and a clean termination. A task with an empty list passes (there
-is nothing to communicate), as in τ²-bench.
+`task.verification.communicate` lists the facts the user must be told (a new reservation id,
+an amount charged or refunded, a new flight; for a refused request, the rule that forbids
+it in the policy's words). A fact counts as told when one of its spellings appears in the
+text of an assistant message (tool calls and results do not count: the user never sees
+them), compared by `envs.conversation.mentions_value`: numbers as numbers (520 = $520.00),
+dates in any common form, ids case-insensitively. The facts of a change count only when
+said after the agent's first successful write: the result must be reported, not just the
+plan. By the task's expected outcome (`verification.outcome`):
+
+- "refusal": no assistant message may claim that a change was made (`claims_success`), and
+  the replies must say that the request cannot be done (`signals_refusal`);
+- "answer": the facts are the answer (any assistant message counts).
+
+Score (ours) = share of the checks passed; `passed` = all passed and a clean termination.
+A task with nothing to tell and no refusal passes, as in τ²-bench.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from data.records import Task, Trajectory, Verdict
+from envs.conversation import claims_success, is_error_result, mentions_value, signals_refusal
 from verifiers.base import (
     ALTERNATIVE_KINDS,
     BaseVerifier,
@@ -51,46 +62,86 @@ def required_info(task: Task) -> list[str]:
     return [f.label for f in task.verification.communicate]
 
 
+def replies_after_first_write(trajectory: Trajectory, write_tools: set[str]) -> list[str]:
+    """The agent's replies to the user after its first successful write (all replies when it
+    made none)."""
+    results = {m.get("tool_call_id"): m for m in trajectory.messages if m.get("role") == "tool"}
+    texts: list[str] = []
+    started = False
+    for m in trajectory.messages:
+        if m.get("role") != "assistant":
+            continue
+        if started and message_text(m):
+            texts.append(message_text(m))
+        for call in m.get("tool_calls") or []:
+            name = (call.get("function") or {}).get("name")
+            result = results.get(call.get("id"))
+            if name in write_tools and result is not None and not is_error_result(message_text(result)):
+                started = True
+    return texts if started else agent_messages_to_user(trajectory)
+
+
 class CommunicateVerifier(BaseVerifier):
-    """Each required fact appears in some assistant message to the user."""
+    """The facts the user must hear were said; a refusal was said, and no success was claimed."""
 
     name = "communicate"
-    version = "1.0.0"
+    version = "2.0.0"
     basis_name = "COMMUNICATE"
-    audit_kinds = frozenset({"drop_communication"})
+    audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
 
     def applies_to(self, task: Task) -> bool:
-        """Only tasks that say what must be communicated."""
-        return bool(task.verification.communicate)
+        """Tasks with something to tell, a refusal or an answer to give, or that name
+        COMMUNICATE in their reward basis."""
+        v = task.verification
+        return bool(v.communicate) or v.outcome != "change" or "COMMUNICATE" in v.basis
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
-        facts = task.verification.communicate
-        info = [f.label for f in facts]
-        said = [normalize(t) for t in agent_messages_to_user(trajectory)]
-        found = [any(normalize(x) in s for x in f.any_of for s in said) for f in facts]
-        score = sum(found) / len(found) if found else 1.0
-        reasons = [
-            f"never told the user {x!r}" for x, ok in zip(info, found, strict=True) if not ok
-        ]
-        # No replay here: the recorded final state is taken as is.
+        v = task.verification
+        facts = v.communicate
+        write_tools = _write_tools(task.world)
+        replies = (agent_messages_to_user(trajectory) if v.outcome in ("refusal", "answer", "transfer")
+                   else replies_after_first_write(trajectory, write_tools))
+        found = [any(mentions_value(r, x) for x in f.any_of for r in replies) for f in facts]
+        reasons = [f"never told the user the {f.label} ({f.any_of[0]!r})" for f, ok in zip(facts, found, strict=True)
+                   if not ok]
+        checks = len(facts)
+        if v.outcome == "refusal":
+            said = agent_messages_to_user(trajectory)
+            claims = [r for r in said if claims_success(r)]
+            checks += 2
+            if claims:
+                reasons.append(f"claimed a change on a request the policy refuses: {claims[0][:120]!r}")
+            if not any(signals_refusal(r) for r in said):
+                reasons.append("never told the user that the request cannot be done")
+        score = (checks - len(reasons)) / checks if checks else 1.0
         score, clean, episode = episode_checks(
-            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination
+            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination, task
         )
-        reasons += episode
+        passed = not reasons and (clean or not self.require_clean_termination)
         return Verdict(
             trajectory_id=trajectory.id,
             task_id=task.id,
             verifier=self.name,
             verifier_version=self.version,
-            passed=all(found) and (clean or not self.require_clean_termination),
+            passed=passed,
             score=round(score, 6),
-            reasons=reasons,
-            details={"required": info, "found": found, "assistant_messages": len(said)},
+            reasons=reasons + episode,
+            details={"required": [f.label for f in facts], "found": found, "outcome": v.outcome,
+                     "assistant_messages": len(replies)},
         )
+
+
+def _write_tools(world: str) -> set[str]:
+    from envs.registry import get_world
+
+    try:
+        return {n for n, t in get_world(world).tools.items() if t.write}
+    except KeyError:
+        return set()
 
 
 register(CommunicateVerifier.name, options=VerifierOptions)(CommunicateVerifier)

@@ -114,7 +114,7 @@ class ConstraintVerifier(BaseVerifier):
     name = "constraint_satisfaction"
     version = "1.0.0"
     basis_name = "CONSTRAINTS"
-    audit_kinds = WRITE_KINDS | {"world_mutation"}
+    audit_kinds = WRITE_KINDS | {"world_mutation", "detour"}
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, redundancy_weight: float = REDUNDANCY_WEIGHT, require_clean_termination: bool = True) -> None:
@@ -135,7 +135,7 @@ class ConstraintVerifier(BaseVerifier):
                    for i, d in enumerate(s.details) if not d["satisfied"]]
         if s.redundant_writes:
             reasons.append(f"{s.redundant_writes} redundant write(s)")
-        score, clean, episode = episode_checks(trajectory, s.final_hash, s.score, self.require_clean_termination)
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.score, self.require_clean_termination, task)
         reasons += episode
         details: dict[str, Any] = {
             "satisfied": s.satisfied, "constraints": s.details, "replayed_writes": s.replayed_writes,

@@ -202,6 +202,7 @@ class LLMJudgeVerifier(BaseVerifier):
             trajectory.final_state_hash or "",
             sum(met) / len(met),
             self.require_clean_termination,
+            task,
         )
         return Verdict(
             **base,

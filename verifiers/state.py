@@ -23,6 +23,7 @@ from envs.registry import get_world
 from envs.world import Env, World
 from verifiers.base import (
     ALTERNATIVE_KINDS,
+    WRITE_KINDS,
     BaseVerifier,
     VerifierOptions,
     episode_checks,
@@ -188,6 +189,7 @@ class StateVerifier(BaseVerifier):
     name = "state_equivalence"
     version = "1.0.0"
     basis_name = "DB"
+    audit_kinds = WRITE_KINDS | {"detour"}
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     def __init__(self, require_clean_termination: bool = True) -> None:
@@ -203,7 +205,7 @@ class StateVerifier(BaseVerifier):
         if not s.exact:
             reasons.append(f"final state differs from target ({s.cells_matched}/{s.cells_in_target} target cells, "
                            f"{s.extra_writes} extra cell writes)")
-        score, clean, episode = episode_checks(trajectory, s.final_hash, s.reward, self.require_clean_termination)
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.reward, self.require_clean_termination, task)
         reasons += episode
         details: dict[str, Any] = {
             "final_hash": s.final_hash, "cells_matched": s.cells_matched, "cells_in_target": s.cells_in_target,

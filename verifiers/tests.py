@@ -144,7 +144,7 @@ class TestsVerifier(BaseVerifier):
         if not audit[0]:
             reasons += [f"task audit failed: {r}" for r in audit[1]]
             score = 0.0
-        score, clean, episode = episode_checks(trajectory, replay_hash, score, self.require_clean_termination)
+        score, clean, episode = episode_checks(trajectory, replay_hash, score, self.require_clean_termination, task)
         reasons += episode
         passed = (report.ok and len(got_f2p) == len(f2p) and len(got_p2p) == len(p2p) and audit[0]
                   and (clean or not self.require_clean_termination))

@@ -51,7 +51,9 @@ class ExecResult:
     stderr: str
     duration_s: float
     timed_out: bool = False
-    killed_reason: str | None = None  # "timeout", "memory", "cpu", "file_size", "output", "disk"
+    # "timeout", "memory", "cpu", "file_size", "output", "disk", or "processes" (a fork failed
+    # at the process limit; the command itself may still exit 0)
+    killed_reason: str | None = None
     truncated: bool = False
 
     @property

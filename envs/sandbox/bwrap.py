@@ -4,13 +4,20 @@ A sandbox is a private workspace folder on the host plus a fresh bubblewrap name
 each command; nothing is started or kept between commands, so opening one is a folder copy.
 
 Each command sees:
-- the system read-only (`/usr`, `/etc`, `/opt` and the merged-/usr links; not `/`, so no
-  `/root`, `/home`, `/work`, `/var`, `/run` of the host), plus `ro_binds` if given;
+- only the parts of the host that tasks need, read-only: the assembled root of
+  `envs.sandbox.sysroot` (the listed commands, python3 with its standard library, git, the
+  libraries they load, a synthetic `/etc`) as `/usr` and `/etc` with the merged-/usr links,
+  plus `ro_binds` if given (a world's `sandbox_options`) and, with the network on, the
+  host's `/etc/resolv.conf` and `/etc/ssl`. No `/opt`, `/home`, `/root`, `/work`, `/var`,
+  `/run`, host `/etc` or the rest of `/usr`; extra commands come from `commands`;
 - the workspace read-write at `/workspace` (its cwd), a private `/tmp` and `/dev/shm` sized
   `Limits.disk_mb`, a fresh `/proc` (own pid namespace) and a minimal `/dev`; the rest of
   the sandbox's root is read-only;
 - every namespace unshared (no network unless `Limits.network`), uid/gid 1000 without
   capabilities, no further user namespaces, a new session, and death with its parent;
+- a seccomp filter (`envs.sandbox.seccomp`: no ptrace, mount, keyctl, bpf, perf_event_open,
+  unshare/setns, namespace clones, ...); `seccomp=False` opens without it (controls and
+  debugging only);
 - the rlimits of `Limits` (set by `process.limit_argv` inside the namespace).
 
 When the host process is root, `bwrap` itself is started as uid 1000 (so the sandbox is
@@ -32,14 +39,22 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import MB, classify, command_argv, limit_argv, run_limited
+from envs.sandbox.process import (
+    MB,
+    classify,
+    command_argv,
+    limit_argv,
+    next_disk_floor,
+    run_limited,
+)
+from envs.sandbox.sysroot import SysRoot, system_root
 from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
 
 SANDBOX_UID = 1000
 WORKSPACE = "/workspace"
-SYSTEM_DIRS = ("/usr", "/etc", "/opt")
-MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+NETWORK_BINDS = ("/etc/resolv.conf", "/etc/ssl")  # from the host, only with the network on
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
                "LANG": "C.UTF-8", "USER": "sandbox", "PWD": WORKSPACE}
 INSTALL_HINT = "install bubblewrap: `apt-get install -y bubblewrap` (or dnf/yum/apk)"
@@ -52,39 +67,25 @@ def bwrap_binary() -> str:
     return path
 
 
-def _mounts(ro_binds: Iterable[str]) -> tuple[list[str], list[str]]:
-    """bwrap arguments for the read-only system, and the host roots they expose."""
-    args: list[str] = []
-    roots: list[str] = []
-    for d in SYSTEM_DIRS:
-        if os.path.isdir(d) and not os.path.islink(d):
-            args += ["--ro-bind", d, d]
-            roots.append(d)
-    for d in MERGED_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-            roots.append(d)
-    for d in ro_binds:
-        roots.append(d)
-    return args, roots
-
-
 def bwrap_argv(workspace: Path, limits: Limits, *, ro_binds: Iterable[str] = (),
-               env: dict[str, str] | None = None, status_fd: int | None = None) -> list[str]:
-    """The `bwrap ... --` prefix for one command in `workspace` under `limits`."""
-    mounts, _ = _mounts(ro_binds)
+               env: dict[str, str] | None = None, status_fd: int | None = None,
+               root: SysRoot | None = None, seccomp_fd: int | None = None) -> list[str]:
+    """The `bwrap ... --` prefix for one command in `workspace` under `limits`: the system
+    from `root` (default: `system_root()`), the filter read from `seccomp_fd` if given."""
+    root = root or system_root()
     tmp_bytes = str((limits.disk_mb or 1024) * MB)
     args = [bwrap_binary(), "--unshare-all", "--unshare-user"]
     if limits.network:
         args.append("--share-net")
     args += ["--disable-userns", "--die-with-parent", "--new-session",
              "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
-    args += mounts
-    if limits.network and os.path.islink("/etc/resolv.conf"):  # e.g. systemd-resolved's stub
-        target = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
-        args += ["--ro-bind-try", target, target]
+    args += root.bwrap_args()
+    if limits.network:
+        for path in NETWORK_BINDS:
+            args += ["--ro-bind-try", path, path]
+        if os.path.islink("/etc/resolv.conf"):  # e.g. systemd-resolved's stub
+            target = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
+            args += ["--ro-bind-try", target, target]
     args += ["--proc", "/proc", "--dev", "/dev",
              "--size", tmp_bytes, "--tmpfs", "/tmp", "--size", tmp_bytes, "--tmpfs", "/dev/shm",
              "--bind", str(workspace), WORKSPACE]
@@ -100,6 +101,8 @@ def bwrap_argv(workspace: Path, limits: Limits, *, ro_binds: Iterable[str] = (),
         args += ["--setenv", key, value]
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     return args + ["--"]
 
 
@@ -161,8 +164,8 @@ class BwrapSandbox:
     backend = "bwrap"
 
     def __init__(self, source: Path | None = None, limits: Limits | None = None, *,
-                 ro_binds: Iterable[str | Path] = (), base_dir: Path | str | None = None
-                 ) -> None:
+                 ro_binds: Iterable[str | Path] = (), base_dir: Path | str | None = None,
+                 commands: Iterable[str] = (), seccomp: bool = True) -> None:
         self.limits = limits or Limits()
         if not isinstance(self.limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(self.limits).__name__}")
@@ -173,10 +176,14 @@ class BwrapSandbox:
                 raise SandboxError(f"ro_binds path {p!r} does not exist")
             self._binds.append(p)
         bwrap_binary()
-        _, roots = _mounts(self._binds)
+        self.seccomp = seccomp
+        if seccomp and (why := sc.seccomp_unavailable()) is not None:
+            raise SandboxError(f"no seccomp filter: {why}; open with seccomp=False to run without one")
+        self._root = system_root(commands)
+        binds = self._binds
         self._prefix = limit_argv(
-            self.limits, visible=lambda p: any(
-                os.path.realpath(p).startswith(r.rstrip("/") + "/") for r in roots))
+            self.limits, visible=lambda p: self._root.visible(p) or any(
+                os.path.realpath(p).startswith(b.rstrip("/") + "/") for b in binds))
         self._ws = Workspace(Path(source) if source is not None else None,
                              owner=SANDBOX_UID, base_dir=base_dir)
         self._finalizer = weakref.finalize(self, self._ws.remove)
@@ -199,18 +206,23 @@ class BwrapSandbox:
         with self._lock:
             self._check_open()
             r, w = os.pipe()
+            filt = sc.write_program_fd() if self.seccomp else None
             try:
                 drop, popen_kw = drop_privileges()
                 full = drop + bwrap_argv(self.workdir, self.limits, ro_binds=self._binds,
-                                         env=env, status_fd=w) + self._prefix + argv
+                                         env=env, status_fd=w, root=self._root,
+                                         seccomp_fd=filt) + self._prefix + argv
                 raw = run_limited(
                     full, timeout=t, limits=self.limits, cwd=str(self._ws.root),
                     env={"PATH": DEFAULT_ENV["PATH"]}, stdin=stdin,
-                    popen_kw={**popen_kw, "pass_fds": (w,)},
+                    popen_kw={**popen_kw, "pass_fds": (w,) if filt is None else (w, filt)},
                     disk_usage=self._ws.disk_bytes, disk_floor=self._disk_floor)
-                self._disk_floor = self._ws.disk_bytes() if raw.killed_by == "disk" else 0
+                self._disk_floor = next_disk_floor(raw.killed_by, raw.disk_bytes, self._disk_floor,
+                                                    self.limits, self._ws.disk_bytes)
             finally:
                 os.close(w)
+                if filt is not None:
+                    os.close(filt)
                 status = _read_status(r)
                 os.close(r)
         if not any("child-pid" in d for d in status) and raw.killed_by is None:

@@ -1,16 +1,30 @@
 """The Docker backend: one container per sandbox, through the `docker` SDK.
 
-The container runs `sleep infinity` from `image` (a name, pulled if missing) or from an image
-built from `dockerfile`; commands run as uid 1000 via `exec` with a read-only root, the
-workspace in a named volume at `/workspace` (its host path, the volume's mountpoint on the
-daemon's host, is `workdir`), a `/tmp` tmpfs, no network unless `Limits.network`, the memory
-(`mem_limit`, no swap), process (`pids_limit`) and CPU (`nano_cpus`) limits of the cgroup,
-rlimits as `ulimits`, all capabilities dropped and no-new-privileges. Files move with
-`put_archive`/`get_archive`, so a remote daemon works too.
+The container idles (`tail -f /dev/null` under Docker's init, as root without any
+capability) from `image`: by default `$TRAJFORGE_DOCKER_IMAGE`, else the offline image of
+`envs.sandbox.image`, built from this host's files on first use with no registry; any other
+image name (pulled if missing, e.g. from a private registry), or one built from `dockerfile`.
+Commands run as uid 1000 through `exec` with:
 
-Each command runs under `timeout -s KILL` inside the container (the image needs `timeout`,
-as in coreutils or busybox); past a grace period, or on an output flood, the container is
-restarted, which kills every process in it (the workspace volume survives).
+- a read-only root, the workspace in a named volume at `/workspace`, a `/tmp` and a
+  `/dev/shm` tmpfs sized `Limits.disk_mb` and emptied after every command (as bwrap's are);
+- no network (`network_mode: none`) unless `Limits.network` (then the host's network, as
+  bwrap's `--share-net`);
+- the cgroup's memory (`mem_limit`, no swap), process (`pids_limit`) and CPU (`nano_cpus`)
+  limits, the rlimits as `ulimits`, all capabilities dropped, no-new-privileges and a seccomp
+  profile denying what `envs.sandbox.seccomp` denies (`seccomp=False`: Docker's unconfined);
+- `timeout -s KILL` around the command, then `kill -9 -1` as uid 1000, so no background
+  process outlives its command. Past the timeout plus a grace period, on an output flood or
+  when the workspace grows past `Limits.disk_mb`, the container is restarted, which kills
+  everything in it (the volume survives).
+
+The workspace is a folder on this host either way (`workdir`), with the same checks as
+bwrap's (`envs.sandbox.workspace`): with a local daemon (`workspace="auto"` finds the volume's
+mount point on this host, as root) it is the volume itself, and its size is polled while a
+command runs; with a remote daemon (`DOCKER_HOST=tcp://...`, `ssh://...`) it is a mirror,
+pulled with `get_archive` after every command (members that would leave it are skipped) and
+pushed with `put_archive` on writes and restores; the size is then checked on the pull
+(a workspace past `Limits.disk_mb` is not pulled: `killed_reason="disk"`).
 """
 
 from __future__ import annotations
@@ -18,7 +32,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
+import select
+import socket
+import stat
 import tarfile
 import threading
 import time
@@ -26,15 +44,34 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import MB, OUTPUT_FLOOD_FACTOR, RawRun, classify, command_argv
-from envs.sandbox.workspace import WorkspaceSnapshot
+from envs.sandbox.process import (
+    MB,
+    OUTPUT_FLOOD_FACTOR,
+    POLL_S,
+    RawRun,
+    classify,
+    command_argv,
+    next_disk_floor,
+)
+from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
 
 WORKSPACE = "/workspace"
 IO_DIR = "/sandbox-io"  # a second small volume for stdin files
 SANDBOX_USER = "1000:1000"
-DEFAULT_IMAGE = "python:3.12-slim"
+IMAGE_ENV = "TRAJFORGE_DOCKER_IMAGE"  # the image when none is given; else the offline one
+IDLE = ["tail", "-f", "/dev/null"]
 GRACE_S = 5.0  # past timeout + this, the container is restarted
+# Runs the command (argv after the timeout and the stdin file), then kills every other uid
+# 1000 process (not the idle root processes) and empties /tmp and /dev/shm.
+WRAPPER = ('t=$1; in=$2; shift 2; timeout -s KILL "$t" "$@" < "${in:-/dev/null}"; rc=$?; '
+           'kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; '
+           'for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do '
+           'if [ -e "$f" ] || [ -L "$f" ]; then find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; break; fi; '
+           'done; exit $rc')
+_ARCHES = {"x86_64": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+           "aarch64": ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]}
 
 
 def docker_unusable() -> str | None:
@@ -51,8 +88,26 @@ def docker_unusable() -> str | None:
     return None
 
 
+def seccomp_profile() -> dict[str, Any]:
+    """A Docker seccomp profile with the decisions of `envs.sandbox.seccomp`."""
+    rules: list[dict[str, Any]] = [
+        {"names": list(sc.DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},  # ENOSYS: use clone
+    ]
+    for bit in range(32):  # clone with any namespace flag (each rule: flags & bit == bit)
+        flag = 1 << bit
+        if sc.CLONE_NS_FLAGS & flag:
+            rules.append({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                          "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]})
+    profile: dict[str, Any] = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}
+    if (arch := sc.native_arch()) in _ARCHES:
+        profile["architectures"] = _ARCHES[arch]
+    return profile
+
+
 def container_config(limits: Limits, image: str, *, volume: str, io_volume: str,
-                     cpus: float = 1.0, labels: dict[str, str] | None = None) -> dict[str, Any]:
+                     cpus: float = 1.0, labels: dict[str, str] | None = None,
+                     seccomp: bool = True) -> dict[str, Any]:
     """Keyword arguments for `client.containers.run` that apply `limits`."""
     from docker.types import Ulimit
 
@@ -60,16 +115,20 @@ def container_config(limits: Limits, image: str, *, volume: str, io_volume: str,
         raise ValueError(f"cpus must be > 0, got {cpus!r}")
     fsize = limits.file_size_mb * MB
     tmp_mb = limits.disk_mb or 1024
+    profile = json.dumps(seccomp_profile()) if seccomp else "unconfined"
     return {
-        "image": image, "command": ["sleep", "infinity"], "detach": True,
-        "user": SANDBOX_USER, "working_dir": WORKSPACE, "hostname": "sandbox",
-        "network_disabled": not limits.network, "network_mode": None if limits.network else "none",
+        "image": image, "command": IDLE, "detach": True, "init": True,
+        # the idle process is root (uid 1000 commands cannot signal it), with no capability
+        "user": "0:0", "working_dir": WORKSPACE, "hostname": "sandbox",
+        "network_disabled": not limits.network, "network_mode": "host" if limits.network else "none",
         "mem_limit": f"{limits.memory_mb}m", "memswap_limit": f"{limits.memory_mb}m",
         "pids_limit": limits.processes, "nano_cpus": int(cpus * 1e9),
-        "read_only": True, "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777"},
+        "read_only": True, "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges", f"seccomp={profile}"],
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777"}, "shm_size": f"{tmp_mb}m",
         "volumes": {volume: {"bind": WORKSPACE, "mode": "rw"},
-                    io_volume: {"bind": IO_DIR, "mode": "ro"}},
+                    # root's folder: the daemon writes stdin files there, commands cannot
+                    io_volume: {"bind": IO_DIR, "mode": "rw"}},
         "ulimits": [Ulimit(name="cpu", soft=limits.cpu_s, hard=limits.cpu_s + 1),
                     Ulimit(name="fsize", soft=fsize, hard=fsize),
                     Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
@@ -81,11 +140,10 @@ def container_config(limits: Limits, image: str, *, volume: str, io_volume: str,
 
 
 def exec_argv(argv: list[str], timeout: float, stdin_file: str | None = None) -> list[str]:
-    """`argv` under `timeout -s KILL` (whole process group), stdin from `stdin_file`."""
+    """`argv` under `timeout -s KILL`, stdin from `stdin_file` (else /dev/null), then every
+    other process of the sandbox user killed and /tmp emptied (`WRAPPER`)."""
     secs = f"{max(timeout, 0.001):.3f}"
-    if stdin_file is None:
-        return ["timeout", "-s", "KILL", secs, *argv]
-    return ["timeout", "-s", "KILL", secs, "sh", "-c", 'exec "$@" < "$0"', stdin_file, *argv]
+    return ["sh", "-c", WRAPPER, "sh", secs, stdin_file or "", *argv]
 
 
 def _tar_of(files: dict[str, bytes], *, uid: int = 1000) -> bytes:
@@ -100,7 +158,7 @@ def _tar_of(files: dict[str, bytes], *, uid: int = 1000) -> bytes:
 
 
 def _tar_of_folder(source: Path) -> bytes:
-    """`source`'s contents as a tar rooted at `workspace/`, owned by the sandbox uid."""
+    """`source`'s contents (not the folder itself) as a tar owned by the sandbox uid."""
 
     def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 1000
@@ -109,7 +167,8 @@ def _tar_of_folder(source: Path) -> bytes:
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(source, arcname="workspace", recursive=True, filter=own)
+        for entry in sorted(os.listdir(source)):
+            tar.add(source / entry, arcname=entry, recursive=True, filter=own)
     return buf.getvalue()
 
 
@@ -122,6 +181,39 @@ def _clean_rel(rel: str) -> str:
     return norm
 
 
+_default_images: dict[str, str] = {}
+_default_lock = threading.Lock()
+
+
+def _default_image(client: Any) -> str:
+    """The offline image's tag on `client`'s daemon (built there once; then remembered)."""
+    from envs.sandbox.image import build_image
+
+    key = str(getattr(client.api, "base_url", ""))
+    with _default_lock:
+        tag = _default_images.get(key)
+        if tag is None:
+            tag = _default_images[key] = build_image(client)
+        return tag
+
+
+def _close(sock: Any) -> None:
+    raw = getattr(sock, "_sock", sock)
+    with contextlib.suppress(OSError, AttributeError):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def _local_folder(volume: Any) -> Path | None:
+    """The volume's mount point when it is a folder on this host we may manage."""
+    mount = (volume.attrs or {}).get("Mountpoint")
+    if not mount or os.geteuid() != 0:
+        return None
+    path = Path(mount)
+    return path if path.is_dir() and not path.is_symlink() else None
+
+
 @SANDBOXES.register("docker")
 class DockerSandbox:
     """A container per sandbox; see the module docstring."""
@@ -130,10 +222,13 @@ class DockerSandbox:
 
     def __init__(self, source: Path | None = None, limits: Limits | None = None, *,
                  image: str | None = None, dockerfile: Path | str | None = None,
-                 cpus: float = 1.0, client: Any = None) -> None:
+                 cpus: float = 1.0, client: Any = None, seccomp: bool = True,
+                 workspace: str = "auto", base_dir: Path | str | None = None) -> None:
         self.limits = limits or Limits()
         if image and dockerfile:
             raise ValueError("give `image` or `dockerfile`, not both")
+        if workspace not in ("auto", "volume", "mirror"):
+            raise ValueError(f"workspace must be auto, volume or mirror, got {workspace!r}")
         if source is not None and not Path(source).is_dir():
             raise SandboxError(f"sandbox source {str(source)!r} is not a folder")
         try:
@@ -145,26 +240,39 @@ class DockerSandbox:
             self._client.ping()
         except Exception as e:  # noqa: BLE001
             raise SandboxError(f"no Docker daemon answers: {e}") from e
-        self._image = self._image_for(image, dockerfile)
-        name = f"trajforge-sbx-{uuid.uuid4().hex[:12]}"
-        self._volume = self._client.volumes.create(name=name, labels={"trajforge.sandbox": "1"})
-        self._io_volume = self._client.volumes.create(name=name + "-io")
         self._lock = threading.RLock()
         self._closed = False
         self._n = 0
+        self._disk_floor = 0
+        self._image = self._image_for(image, dockerfile)
+        name = f"trajforge-sbx-{uuid.uuid4().hex[:12]}"
+        self._volume = self._client.volumes.create(name=name, labels={"trajforge.sandbox": "1"})
+        self._io_volume = self._client.volumes.create(name=name + "-io", labels={"trajforge.sandbox": "1"})
+        self._mirror = False
         try:
             cfg = container_config(self.limits, self._image, volume=self._volume.name,
-                                   io_volume=self._io_volume.name, cpus=cpus)
+                                   io_volume=self._io_volume.name, cpus=cpus, seccomp=seccomp)
             self._container = self._client.containers.run(name=name, **cfg)
-            self._root("chown 1000:1000 /workspace")
-            if source is not None:
-                self._container.put_archive("/", _tar_of_folder(Path(source)))
-            self.workdir = Path(self._volume.attrs.get("Mountpoint") or WORKSPACE)
-            self._oom_base = self._oom_kills()
-            self._initial = self.snapshot()
+            local = _local_folder(self._volume) if workspace != "mirror" else None
+            io_local = _local_folder(self._io_volume) if local is not None else None
+            if workspace == "volume" and (local is None or io_local is None):
+                raise SandboxError("workspace='volume' needs the daemon's volumes on this host (as root)")
+            src = Path(source) if source is not None else None
+            if local is not None and io_local is not None:
+                self._ws = Workspace(src, owner=1000, at=local)
+                self._io_local: Path | None = io_local
+            else:  # a remote daemon: a local mirror of the container's workspace
+                self._mirror, self._io_local = True, None
+                self._ws = Workspace(src, base_dir=base_dir, prefix="trajforge-docker-mirror-")
+                self._push()
+            self.workdir = self._ws.path
+            self._oom_base = 0  # a new container's cgroup has seen no OOM kill
+            self._initial = self._ws.snapshot()
         except Exception:
             self.close()
             raise
+
+    # -- setup -------------------------------------------------------------------------
 
     def _image_for(self, image: str | None, dockerfile: Path | str | None) -> str:
         import docker
@@ -173,27 +281,31 @@ class DockerSandbox:
             path = Path(dockerfile)
             if not path.is_file():
                 raise SandboxError(f"Dockerfile {str(path)!r} not found")
-            tag = "trajforge-sandbox:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            tag = "trajforge-sandbox-custom:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
             try:
                 self._client.images.get(tag)
             except docker.errors.ImageNotFound:
                 self._client.images.build(path=str(path.parent), dockerfile=path.name, tag=tag,
                                           rm=True)
             return tag
-        name = image or DEFAULT_IMAGE
+        image = image or os.environ.get(IMAGE_ENV) or None
+        if not image:
+            return _default_image(self._client)
         try:
-            self._client.images.get(name)
+            self._client.images.get(image)
         except docker.errors.ImageNotFound:
-            self._client.images.pull(name)
-        return name
+            self._client.images.pull(image)
+        return image
 
-    def _root(self, cmd: str) -> tuple[int, bytes]:
-        """A maintenance command as root (workspace ownership, cleanup)."""
-        r = self._container.exec_run(["sh", "-c", cmd], user="0:0")
+    def _user(self, cmd: str) -> tuple[int, bytes]:
+        """A maintenance command as the sandbox user (the root in here has no capability)."""
+        r = self._container.exec_run(["sh", "-c", cmd], user=SANDBOX_USER)
         return r.exit_code, r.output
 
     def _oom_kills(self) -> int:
-        code, out = self._root("cat /sys/fs/cgroup/memory.events 2>/dev/null || true")
+        """The cgroup's OOM kill count (v2 `memory.events`, v1 `memory.oom_control`)."""
+        _, out = self._user("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
+                            "2>/dev/null; true")
         for line in out.decode(errors="replace").splitlines():
             if line.startswith("oom_kill "):
                 return int(line.split()[1])
@@ -202,6 +314,8 @@ class DockerSandbox:
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError("sandbox is closed")
+
+    # -- commands ----------------------------------------------------------------------
 
     def run(self, cmd: str | list[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, stdin: str | None = None) -> ExecResult:
@@ -215,10 +329,18 @@ class DockerSandbox:
             if stdin is not None:
                 self._n += 1
                 name = f"stdin-{self._n}"
-                self._root(f"chmod 0777 {IO_DIR} 2>/dev/null || true")
-                self._container.put_archive(IO_DIR, _tar_of({name: stdin.encode()}))
+                if self._io_local is not None:
+                    for old in self._io_local.iterdir():
+                        old.unlink()
+                    (self._io_local / name).write_bytes(stdin.encode())
+                    os.chmod(self._io_local / name, 0o644)
+                else:
+                    self._container.put_archive(IO_DIR, _tar_of({name: stdin.encode()}))
                 stdin_file = f"{IO_DIR}/{name}"
-            return self._exec(exec_argv(argv, t, stdin_file), t, env)
+            result = self._exec(exec_argv(argv, t, stdin_file), t, env)
+            if self._mirror and not self._pull() and result.killed_reason is None:
+                result.killed_reason = "disk"
+            return result
 
     def _exec(self, argv: list[str], t: float, env: dict[str, str] | None) -> ExecResult:
         api = self._client.api
@@ -226,36 +348,22 @@ class DockerSandbox:
         t0 = time.perf_counter()
         exec_id = api.exec_create(self._container.id, argv, stdout=True, stderr=True,
                                   workdir=WORKSPACE, environment=env or {}, user=SANDBOX_USER)
+        sock = api.exec_start(exec_id, socket=True)
         bufs = [bytearray(), bytearray()]
         seen = [0, 0]
-        state: dict[str, Any] = {"flood": False, "error": None}
-
-        def pump() -> None:
-            try:
-                for chunk in api.exec_start(exec_id, stream=True, demux=True):
-                    for i, part in enumerate(chunk):
-                        if not part:
-                            continue
-                        seen[i] += len(part)
-                        bufs[i] += part[:max(0, cap - len(bufs[i]))]
-                        if seen[i] > cap * OUTPUT_FLOOD_FACTOR:
-                            state["flood"] = True
-                            return
-            except Exception as e:  # noqa: BLE001 - reported below
-                state["error"] = e
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        reader.join(t + GRACE_S)
-        killed_by = None
-        if reader.is_alive() or state["flood"]:
-            killed_by = "output" if state["flood"] else "timeout"
+        measured: list[int] = []
+        try:
+            killed_by = self._read(sock, bufs, seen, t0 + t + GRACE_S, measured)
+        finally:
+            _close(sock)  # before any restart: an open stream holds the container up
+        if killed_by is not None:
             self._container.restart(timeout=0)  # kills every process; the volume stays
-            reader.join(5)
-        elif state["error"] is not None:
-            raise SandboxError(f"docker exec failed: {state['error']}")
-        info = api.exec_inspect(exec_id)
-        rc = info.get("ExitCode")
+            self._oom_base = 0  # and the cgroup starts again
+        self._disk_floor = next_disk_floor(killed_by, measured[-1] if measured else None,
+                                           self._disk_floor, self.limits, self._ws.disk_bytes)
+        rc: Any = None
+        if killed_by is None:  # a restarted container has forgotten its execs
+            rc = api.exec_inspect(exec_id).get("ExitCode")
         rc = 137 if rc is None else int(rc)
         if killed_by is None and rc == 137 and time.perf_counter() - t0 >= t:
             killed_by = "timeout"  # `timeout -s KILL` fired
@@ -270,50 +378,117 @@ class DockerSandbox:
                 result.killed_reason = "memory"
         return result
 
-    def read_file(self, rel: str) -> bytes:
-        rel = _clean_rel(rel)
+    def _read(self, sock: Any, bufs: list[bytearray], seen: list[int], deadline: float,
+              measured: list[int]) -> str | None:
+        """Read the exec's multiplexed stream (8-byte frame headers: stream, size) until it
+        ends; "timeout" past `deadline`, "output" on a flood, "disk" when the local
+        workspace is past its size and still growing, else None."""
+        raw = getattr(sock, "_sock", sock)
+        cap = self.limits.max_output_bytes
+        disk_cap = self.limits.disk_mb * MB if (self.limits.disk_mb and not self._mirror) else None
+        pending = bytearray()
+        last_disk: int | None = None
+        next_disk = time.perf_counter() + POLL_S[0]
+        while True:
+            now = time.perf_counter()
+            if now >= deadline:
+                return "timeout"
+            if disk_cap is not None and now >= next_disk:
+                used = self._ws.disk_bytes()
+                measured.append(used)
+                if used > disk_cap and used > (self._disk_floor if last_disk is None else last_disk):
+                    return "disk"
+                last_disk = used
+                spent = time.perf_counter() - now
+                next_disk = time.perf_counter() + min(max(10 * spent, POLL_S[0]), POLL_S[1])
+            until = min(deadline, next_disk) if disk_cap is not None else deadline
+            ready = getattr(raw, "pending", lambda: 0)() or \
+                select.select([raw], [], [], max(0.0, until - time.perf_counter()))[0]
+            if not ready:
+                continue
+            try:
+                data = raw.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return None  # the daemon closed the stream
+            if not data:
+                return None
+            pending += data
+            while len(pending) >= 8:
+                kind, size = pending[0], int.from_bytes(pending[4:8], "big")
+                if len(pending) < 8 + size:
+                    break
+                part = bytes(pending[8:8 + size])
+                del pending[:8 + size]
+                i = 1 if kind == 2 else 0
+                seen[i] += len(part)
+                bufs[i] += part[:max(0, cap - len(bufs[i]))]
+                if seen[i] > cap * OUTPUT_FLOOD_FACTOR:
+                    return "output"
+
+    # -- files -------------------------------------------------------------------------
+
+    def push(self) -> None:
+        """Send changes made directly in `workdir` to the container (a mirror only; a local
+        volume is the container's workspace already)."""
         with self._lock:
             self._check_open()
-            import docker
+            if self._mirror:
+                self._push()
 
-            try:
-                stream, _ = self._container.get_archive(f"{WORKSPACE}/{rel}")
-            except docker.errors.NotFound:
-                raise FileNotFoundError(f"no file {rel!r} in the workspace") from None
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                member = tar.next()
-                if member is None or not member.isreg():
-                    raise ValueError(f"workspace path {rel!r} is not a regular file")
-                f = tar.extractfile(member)
-                assert f is not None
-                return f.read()
+    def _push(self) -> None:
+        """Make the container's workspace the mirror's (a remote daemon)."""
+        mode = stat.S_IMODE(os.lstat(self._ws.path).st_mode)
+        self._user(f"chmod -R u+rwx {WORKSPACE} 2>/dev/null; find {WORKSPACE} -mindepth 1 -delete; "
+                   f"chmod {mode:o} {WORKSPACE}")
+        self._container.put_archive(WORKSPACE, _tar_of_folder(self._ws.path))
+
+    def _pull(self) -> bool:
+        """Make the mirror the container's workspace; False (mirror unchanged) when the
+        workspace is past `Limits.disk_mb`."""
+        cap = (self.limits.disk_mb or 1 << 20) * MB * 2  # a tar's headers and padding
+        stream, _ = self._container.get_archive(WORKSPACE)
+        data = bytearray()
+        for chunk in stream:
+            data += chunk
+            if len(data) > cap:
+                return False
+        self._ws.load_archive(bytes(data), top="workspace")
+        return True
+
+    def read_file(self, rel: str) -> bytes:
+        with self._lock:
+            self._check_open()
+            return self._ws.read(rel)
 
     def write_file(self, rel: str, data: bytes | str) -> None:
-        rel = _clean_rel(rel)
         if isinstance(data, str):
             data = data.encode()
         with self._lock:
             self._check_open()
-            parent = os.path.dirname(rel)
-            if parent:
-                self._root(f"mkdir -p '{WORKSPACE}/{parent}' && chown -R 1000:1000 "
-                           f"'{WORKSPACE}/{parent.split('/')[0]}'")
-            self._container.put_archive(f"{WORKSPACE}/{parent}" if parent else WORKSPACE,
-                                        _tar_of({os.path.basename(rel): data}))
+            self._ws.write(rel, data)
+            if self._mirror:
+                rel = _clean_rel(rel)
+                parent = os.path.dirname(rel)
+                if parent:
+                    self._user(f"mkdir -p '{WORKSPACE}/{parent}'")
+                self._container.put_archive(f"{WORKSPACE}/{parent}" if parent else WORKSPACE,
+                                            _tar_of({os.path.basename(rel): data}))
 
     def snapshot(self) -> WorkspaceSnapshot:
         with self._lock:
             self._check_open()
-            stream, _ = self._container.get_archive(WORKSPACE)
-            return WorkspaceSnapshot(b"".join(stream))
+            return self._ws.snapshot()
 
     def restore(self, snap: WorkspaceSnapshot) -> None:
         if not isinstance(snap, WorkspaceSnapshot):
             raise TypeError(f"expected a WorkspaceSnapshot, got {type(snap).__name__}")
         with self._lock:
             self._check_open()
-            self._root(f"find {WORKSPACE} -mindepth 1 -delete")
-            self._container.put_archive("/", snap.data)
+            self._ws.restore(snap)
+            if self._mirror:
+                self._push()
 
     def reset(self) -> None:
         self.restore(self._initial)
@@ -329,6 +504,9 @@ class DockerSandbox:
                 if vol is not None:
                     with contextlib.suppress(Exception):
                         vol.remove(force=True)
+            ws = getattr(self, "_ws", None)
+            if ws is not None:
+                ws.remove()  # the mirror (a volume's folder went with the volume)
 
     def __enter__(self) -> DockerSandbox:
         return self

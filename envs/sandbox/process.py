@@ -28,6 +28,14 @@ from envs.sandbox.base import ExecResult, Limits, SandboxError
 MB = 1 << 20
 OUTPUT_FLOOD_FACTOR = 8  # a stream past this many times max_output_bytes gets the command killed
 POLL_S = (0.05, 1.0)  # the workspace size is checked every 10x its measuring time, in this range
+# The process limit (RLIMIT_NPROC, or a pids cgroup) makes fork/clone fail with EAGAIN: shells
+# say "Cannot fork" / "fork: retry", Python raises BlockingIOError from os.fork or cannot
+# start a thread.
+_PROCESSES_RE = re.compile(
+    rb"Cannot fork|can't fork|fork: (?:retry: )?Resource temporarily unavailable|fork failed"
+    rb"|fork\w*\([^\n]*\n(?:[ \t^~]+\n)?BlockingIOError|can't start new thread"
+    rb"|pthread_create failed|Resource temporarily unavailable[^\n]{0,40}(?:fork|clone|spawn)",
+    re.IGNORECASE)
 _MEMORY_RE = re.compile(
     rb"MemoryError|Cannot allocate memory|memory exhausted|out of memory|std::bad_alloc"
     rb"|failed to allocate|mmap failed|Killed process", re.IGNORECASE)
@@ -217,6 +225,20 @@ def run_limited(argv: Sequence[str], *, timeout: float, limits: Limits, cwd: str
         cpu_s=rusage.ru_utime + rusage.ru_stime, disk_bytes=disk_bytes)
 
 
+def next_disk_floor(killed_by: str | None, last_measured: int | None, floor: int, limits: Limits,
+                    measure: Callable[[], int]) -> int:
+    """The workspace size the next command may not grow past while the workspace stays over
+    `Limits.disk_mb` (so a command can still clean it up): its size after a command killed
+    for disk, the last size measured during a command that left it over the limit, 0 once
+    a measure finds it under, and unchanged when the command was too short to measure."""
+    cap = (limits.disk_mb or 0) * MB
+    if killed_by == "disk":
+        return measure()
+    if last_measured is None:
+        return floor
+    return last_measured if cap and last_measured > cap else 0
+
+
 def classify(raw: RawRun, limits: Limits) -> ExecResult:
     """An `ExecResult` with the reason the command died, where it can be told."""
     reason = raw.killed_by
@@ -227,6 +249,8 @@ def classify(raw: RawRun, limits: Limits) -> ExecResult:
             reason = "cpu"
         elif sig == signal.SIGXFSZ:
             reason = "file_size"
+        elif _PROCESSES_RE.search(raw.stderr[-65536:]):
+            reason = "processes"  # fork failed at the process limit (the command may exit 0)
         elif rc != 0 and _MEMORY_RE.search(raw.stderr[-4096:]):
             reason = "memory"
     return ExecResult(

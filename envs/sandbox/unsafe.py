@@ -23,7 +23,7 @@ import weakref
 from pathlib import Path
 
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import classify, command_argv, limit_argv, run_limited
+from envs.sandbox.process import classify, command_argv, limit_argv, next_disk_floor, run_limited
 from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ class UnsafeSandbox:
             raw = run_limited(self._prefix + argv, timeout=t, limits=self.limits,
                               cwd=str(self.workdir), env=full_env, stdin=stdin,
                               disk_usage=self._ws.disk_bytes, disk_floor=self._disk_floor)
-            self._disk_floor = self._ws.disk_bytes() if raw.killed_by == "disk" else 0
+            self._disk_floor = next_disk_floor(raw.killed_by, raw.disk_bytes, self._disk_floor,
+                                                self.limits, self._ws.disk_bytes)
         return classify(raw, self.limits)
 
     def read_file(self, rel: str) -> bytes:

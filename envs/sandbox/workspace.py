@@ -3,7 +3,9 @@
 Commands inside the sandbox may leave anything in the workspace (symlinks to host files,
 FIFOs, deep trees), and this code runs on the host, often as root. So every host-side access
 refuses paths that leave the workspace, never follows a symlink out of it and reads only
-regular files. Snapshots are uncompressed tar archives held in memory.
+regular files. Snapshots are uncompressed tar archives held in memory, with the mode of the
+workspace folder itself: a command may `chmod 000 .` (or `0777`), and a restore puts the
+root's mode and owner back, so the next user of a pooled sandbox gets it as prepared.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ SANDBOX_DIR_ENV = "TRAJFORGE_SANDBOX_DIR"  # where workspaces are created (defau
 
 @dataclass(frozen=True)
 class WorkspaceSnapshot:
-    """An opaque, immutable copy of a workspace (a tar archive in memory)."""
+    """An opaque, immutable copy of a workspace (a tar archive in memory; `root_mode`: the
+    permission bits of the workspace folder itself)."""
 
     data: bytes
+    root_mode: int = 0o755
 
     @property
     def size(self) -> int:
@@ -37,24 +41,31 @@ class Workspace:
     """A private folder `path` (inside its own `root`), owned by `owner` when we are root."""
 
     def __init__(self, source: Path | None = None, *, owner: int | None = None,
-                 base_dir: Path | str | None = None, prefix: str = "trajforge-sbx-") -> None:
+                 base_dir: Path | str | None = None, prefix: str = "trajforge-sbx-",
+                 at: Path | None = None) -> None:
+        """A new private folder, or (`at`) an existing empty one that someone else made and
+        removes (a Docker volume's mount point); `source` is copied into it."""
         if source is not None and not Path(source).is_dir():
             raise SandboxError(f"sandbox source {str(source)!r} is not a folder")
-        base = base_dir or os.environ.get(SANDBOX_DIR_ENV) or None
-        if base is not None:
-            Path(base).mkdir(parents=True, exist_ok=True)
         self.owner = owner if os.geteuid() == 0 else None
-        self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        self.path = self.root / "ws"
+        self._owned = at is None
+        if at is not None:
+            self.root, self.path = Path(at).parent, Path(at)
+        else:
+            base = base_dir or os.environ.get(SANDBOX_DIR_ENV) or None
+            if base is not None:
+                Path(base).mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+            self.path = self.root / "ws"
         try:
             if source is not None:
-                shutil.copytree(source, self.path, symlinks=True)
-            else:
+                shutil.copytree(source, self.path, symlinks=True, dirs_exist_ok=at is not None)
+            elif at is None:
                 self.path.mkdir()
             self.path.chmod(0o755)
-            self._chown_tree(self.root)
+            self._chown_tree(self.root if at is None else self.path)
         except BaseException:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self.remove()
             raise
 
     # ---- ownership -------------------------------------------------------------------
@@ -123,18 +134,39 @@ class Workspace:
 
     # ---- snapshots -------------------------------------------------------------------
     def snapshot(self) -> WorkspaceSnapshot:
+        mode = stat.S_IMODE(os.lstat(self.path).st_mode)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for entry in sorted(os.listdir(self.path)):
                 tar.add(self.path / entry, arcname=entry, recursive=True)
-        return WorkspaceSnapshot(buf.getvalue())
+        return WorkspaceSnapshot(buf.getvalue(), mode)
 
     def clear(self) -> None:
+        """Remove everything in the workspace, whatever modes the commands left on it."""
+        os.chmod(self.path, 0o700)  # the owner (this process, or root) may always chmod it
+        try:
+            self._clear()
+        except PermissionError:  # folders a command made unreadable (only without root)
+            self._make_removable()
+            self._clear()
+
+    def _clear(self) -> None:
         for entry in os.scandir(self.path):
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
+
+    def _make_removable(self) -> None:
+        stack = [str(self.path)]
+        while stack:
+            d = stack.pop()
+            try:
+                os.chmod(d, stat.S_IMODE(os.lstat(d).st_mode) | 0o700)
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            stack += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
 
     def restore(self, snap: WorkspaceSnapshot) -> None:
         if not isinstance(snap, WorkspaceSnapshot):
@@ -143,6 +175,42 @@ class Workspace:
         with tarfile.open(fileobj=io.BytesIO(snap.data), mode="r") as tar:
             # Our own archive of a directory walk: members never pass through a symlink.
             tar.extractall(self.path, numeric_owner=True, filter="fully_trusted")
+        self._chown_one(self.path)
+        os.chmod(self.path, snap.root_mode)
+
+    def load_archive(self, data: bytes, top: str = "workspace") -> None:
+        """Replace the workspace with `top/` of a tar made elsewhere (untrusted: a remote
+        container's workspace). Members that leave the workspace (absolute, `..`, through a
+        symlink already extracted, hard links to outside) and devices or FIFOs are skipped;
+        symlinks are kept as links (nothing here follows them); setuid bits are dropped."""
+        self.clear()
+        root_mode = 0o755
+        real_ws = os.path.realpath(self.path)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            for m in tar.getmembers():
+                name = m.name.rstrip("/")
+                if name == top:
+                    root_mode = stat.S_IMODE(m.mode) & 0o1777
+                    continue
+                if not name.startswith(top + "/"):
+                    continue
+                rel = os.path.normpath(name[len(top) + 1:])
+                if os.path.isabs(rel) or rel == ".." or rel.startswith("../") or "\0" in rel:
+                    continue
+                if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+                    continue
+                parent = os.path.realpath(os.path.join(self.path, os.path.dirname(rel)))
+                if os.path.commonpath([real_ws, parent]) != real_ws:
+                    continue  # through a symlink out of the workspace
+                if m.islnk():
+                    link = os.path.normpath(m.linkname)
+                    if not link.startswith(top + "/"):
+                        continue
+                    m.linkname = link[len(top) + 1:]
+                m.name = rel
+                m.mode &= 0o1777
+                tar.extract(m, self.path, numeric_owner=True, filter="fully_trusted")
+        os.chmod(self.path, root_mode)
 
     # ---- size ------------------------------------------------------------------------
     def disk_bytes(self) -> int:
@@ -166,4 +234,5 @@ class Workspace:
         return total
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._owned:
+            shutil.rmtree(self.root, ignore_errors=True)

@@ -40,7 +40,7 @@ class CallBudgetVerifier(BaseVerifier):
                                else [])
         score = 1.0 / (1 + max(0, len(calls) - self.max_calls) + max(0, errors - self.max_errors))
         score, clean, episode = episode_checks(trajectory, trajectory.final_state_hash or "", score,
-                                               self.require_clean_termination)
+                                               self.require_clean_termination, task)
         return Verdict(trajectory_id=trajectory.id, task_id=task.id, verifier=self.name,
                        verifier_version=self.version, passed=not reasons and (clean or not self.require_clean_termination),
                        score=round(score, 6), reasons=reasons + episode, details={"calls": len(calls), "errors": errors})

@@ -1,0 +1,342 @@
+"""How a world's conversations with its users go: who the user is and how they identify
+themselves, the working rules of the policy that a `policy` verifier checks over a
+trajectory ("clauses"), how records and actions are said to a user, and what the user must
+be told after a change. `verifiers/policy.py` and `verifiers/communicate.py` judge by it;
+`synthesis/dialogue.py` writes reference conversations with it.
+
+A world's folder may hold a ``conversation.py`` with:
+
+- ``IDENTITY``: an `Identity` (the known-info keys a user identifies with, the lookups that
+  establish who they are, fields they must confirm such as a date of birth);
+- ``CLAUSES``: the clause names (`CLAUSES` below) its policy states;
+- ``RULE_TERMS``: rule id -> phrases of the policy that state the rule (a refusal must say one);
+- ``ALTERNATIVES``: rule id -> what the agent may offer instead (optional);
+- ``ASK_IDENTITY``: realisations of the agent's identity question;
+- ``mentions(conn, table, row) -> list[str]``: how a record is named to a user (a flight's
+  number, a card's last digits), used to tell whether an announcement names a write's records;
+- ``action(conn, call) -> list[str]``: realisations of "what I am about to do" for a write;
+- ``facts(before, after, call, result) -> list[Fact]``: what the user must be told after a
+  successful write (ids created, amounts charged or refunded, new dates);
+- ``report(conn, call, result, facts) -> list[str]``: realisations of what a write did, saying
+  its facts (a realisation that misses one is not used);
+- ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids.
+
+Every hook has a generic fallback here, so a world without the file still gets checked.
+Text helpers (`mentions_value`, `is_affirmative`, `claims_success`, ...) are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import date
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from data.records import Fact, ToolCall
+from envs.loader import load_module
+from envs.state import primary_key, tables
+from envs.tools import ToolSpec
+
+# The working rules a policy can state, in the order the policy verifier checks them.
+CLAUSES = {
+    "identity": "the user is identified (a lookup with what they said) before the first write",
+    "confirm_identity": "the user confirms the identity fields the policy names (e.g. date of birth) before the first write",
+    "grounded_arguments": "every record id or amount in a write appeared earlier, in a user message or a tool result",
+    "announce_and_confirm": "each write follows an agent message stating it with its values and a user reply that confirms it",
+    "no_write_after_decline": "no write after the user declined, unless they confirmed again",
+}
+DEFAULT_CLAUSES = ["identity", "grounded_arguments", "announce_and_confirm", "no_write_after_decline"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How a user identifies themselves. `keys`: alternatives, each a set of known-info keys
+    that together identify the user (an email, or first name + last name + zip code);
+    `lookups`: the read tools that establish the identity, each with the argument that must
+    carry a value the user gave; `confirm`: fields of the identity record the user must also
+    state (a date of birth), checked against the lookup's result."""
+
+    keys: list[list[str]] = field(default_factory=lambda: [["user_id"]])
+    lookups: dict[str, list[str]] = field(default_factory=dict)  # tool -> its identifying arguments
+    confirm: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    """A world's conversation contract, with the generic fallbacks filled in."""
+
+    world: str
+    identity: Identity
+    clauses: list[str]
+    rule_terms: dict[str, list[str]]
+    alternatives: dict[str, str]
+    ask_identity: list[str]
+    module: ModuleType | None
+
+    def hook(self, name: str) -> Any:
+        return getattr(self.module, name, None) if self.module is not None else None
+
+
+def conversation(world: Any) -> Conversation:
+    """The conversation contract of `world` (its ``conversation.py``, else the defaults)."""
+    return _conversation(world.name, str(getattr(world, "folder", "")))
+
+
+ACCOUNT_KEYS = ("user_id", "customer_id", "patient_id", "member_id", "account_id")
+
+
+def default_identity(world_name: str) -> Identity:
+    """For a world without ``IDENTITY``: the user identifies with an account id (a read tool's
+    argument named like one), established by the read tools that take it."""
+    from envs.registry import get_world
+
+    tools = getattr(get_world(world_name), "tools", {})
+    lookups = {t.name: [p] for t in tools.values() if not t.write
+               for p in t.params if p in ACCOUNT_KEYS and len(t.params) == 1}
+    keys = sorted({p for ps in lookups.values() for p in ps})
+    return Identity(keys=[[k] for k in keys] or [["user_id"]], lookups=lookups)
+
+
+@lru_cache(maxsize=64)
+def _conversation(name: str, folder: str) -> Conversation:
+    from pathlib import Path
+
+    path = Path(folder) / "conversation.py" if folder else None
+    module = load_module(path, name) if path is not None and path.exists() else None
+    g = (lambda key, default: getattr(module, key, default)) if module else (lambda key, default: default)
+    clauses = list(g("CLAUSES", DEFAULT_CLAUSES))
+    unknown = sorted(set(clauses) - set(CLAUSES))
+    if unknown:
+        raise ValueError(f"world {name!r} declares unknown clauses {unknown}; known: {sorted(CLAUSES)}")
+    return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
+                        rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
+                        ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module)
+
+
+# -- arguments that must be grounded ---------------------------------------------------------------
+
+_AMOUNT_PARAM = re.compile(r"amount|price|balance|fee|total", re.I)
+
+
+def grounded_params(spec: ToolSpec) -> list[str]:
+    """The arguments of a write that name records or amounts: strings that are not enums
+    (ids, addresses, free text the user gave) and numbers named like amounts."""
+    out = []
+    for name, prop in spec.parameters.get("properties", {}).items():
+        kind = prop.get("type")
+        free_text = kind == "string" and "enum" not in prop
+        amount = kind in ("integer", "number") and bool(_AMOUNT_PARAM.search(name))
+        id_list = kind == "array" and prop.get("items", {}).get("type") == "string"
+        if free_text or amount or id_list:
+            out.append(name)
+    return out
+
+
+def argument_values(value: Any) -> list[str]:
+    """The leaf values of an argument as text (list items one by one)."""
+    if isinstance(value, list):
+        return [v for x in value for v in argument_values(x)]
+    if isinstance(value, bool) or value is None:
+        return []
+    return [str(value)]
+
+
+def record_of(conn: sqlite3.Connection, value: str) -> tuple[str, dict[str, Any]] | None:
+    """(table, row) of the record whose one-column primary key is `value`, if any."""
+    for table in tables(conn):
+        pk = primary_key(conn, table)
+        if len(pk) != 1 or table.startswith("_") or table in ("meta", "ledger"):
+            continue
+        cur = conn.execute(f'SELECT * FROM "{table}" WHERE "{pk[0]}" = ?', (value,))
+        row = cur.fetchone()
+        if row is not None:
+            return table, dict(zip([d[0] for d in cur.description], row, strict=True))
+    return None
+
+
+def value_mentions(conv: Conversation, conn: sqlite3.Connection, value: str) -> list[str | tuple[str, ...]]:
+    """Ways a user may be told about `value`: the value itself, plus how its record is named
+    (the world's `mentions` hook; a tuple is a name made of parts that must all be said, such
+    as a flight's number and its date)."""
+    out: list[str | tuple[str, ...]] = [value]
+    found = record_of(conn, value)
+    hook = conv.hook("mentions")
+    if found is not None and callable(hook):
+        out += [m for m in hook(conn, *found) if m]
+    return out
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\$?\d[\d,]*(?:\.\d+)?(?![\w])")
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december"]
+_DATE_WORDS = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?",
+                         re.I)
+_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in _MONTHS)
+                        + r")[a-z]*\.?(?:,?\s+(\d{4}))?", re.I)
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def normalize(text: str) -> str:
+    """Lower-cased, commas inside numbers dropped, whitespace collapsed."""
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text or "")
+    return " ".join(text.lower().split())
+
+
+def numbers_in(text: str) -> set[float]:
+    out = set()
+    for m in _NUMBER.finditer(text or ""):
+        raw = m.group(0).replace("$", "").replace(",", "")
+        try:
+            out.add(float(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def dates_in(text: str) -> set[str]:
+    """Dates written in the text, as 'MM-DD' and 'YYYY-MM-DD' where a year is given."""
+    out: set[str] = set()
+    for y, mo, d in _ISO.findall(text or ""):
+        out |= {f"{mo}-{d}", f"{y}-{mo}-{d}"}
+    for mon, d, y in _DATE_WORDS.findall(text or ""):
+        mm = [m[:3] for m in _MONTHS].index(mon.lower()[:3]) + 1
+        out.add(f"{mm:02d}-{int(d):02d}")
+        if y:
+            out.add(f"{y}-{mm:02d}-{int(d):02d}")
+    for d, mon, y in _DAY_MONTH.findall(text or ""):
+        mm = [m[:3] for m in _MONTHS].index(mon.lower()[:3]) + 1
+        out.add(f"{mm:02d}-{int(d):02d}")
+        if y:
+            out.add(f"{y}-{mm:02d}-{int(d):02d}")
+    return out
+
+
+_ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def mentions_name(text: str, name: str | tuple[str, ...]) -> bool:
+    """Whether `text` names a record by `name` (every part of a tuple said)."""
+    parts = name if isinstance(name, tuple) else (name,)
+    return all(mentions_value(text, p) for p in parts)
+
+
+def mentions_value(text: str, value: str) -> bool:
+    """Whether `text` states `value`: numbers compare as numbers (520 = $520.00 = 520,00 is
+    not), dates in any common form (2026-05-13 = May 13), anything else as a case-insensitive
+    substring not inside a longer word."""
+    value = str(value).strip()
+    if not value:
+        return False
+    if re.fullmatch(r"[-+]?\$?\d[\d,]*(?:\.\d+)?", value):
+        return float(value.replace("$", "").replace(",", "")) in numbers_in(text)
+    if _ISO_VALUE.match(value):
+        iso = value[:10]
+        found = dates_in(text)
+        return iso in found or iso[5:] in found
+    pattern = r"(?<![a-z0-9])" + re.escape(normalize(value)) + r"(?![a-z0-9])"
+    return re.search(pattern, normalize(text)) is not None
+
+
+def date_forms(iso: str) -> list[str]:
+    """'2026-05-13' and 'May 13': how a date may be told."""
+    d = date.fromisoformat(iso[:10])
+    return [iso[:10], f"{_MONTHS[d.month - 1].title()} {d.day}"]
+
+
+_AFFIRM = re.compile(r"\b(yes|yeah|yep|sure|ok|okay|please do|go ahead|confirm(ed)?|correct|that's right|"
+                     r"that is right|do it|proceed|sounds good|absolutely|of course|please)\b", re.I)
+_DECLINE = re.compile(r"\b(no|nope|don't|do not|stop|never mind|nevermind|not now|cancel that|hold on|wait)\b", re.I)
+
+
+def is_affirmative(text: str) -> bool:
+    """A user reply that says yes to what the agent proposed (and does not also say no)."""
+    t = text or ""
+    return bool(_AFFIRM.search(t)) and not is_decline(t)
+
+
+def is_decline(text: str) -> bool:
+    t = re.sub(r"\bno problem\b|\bno worries\b", "", text or "", flags=re.I)
+    return bool(_DECLINE.search(t))
+
+
+_ASKS = re.compile(r"\b(shall i|should i|do you want me to|would you like me to|can i go ahead|may i|"
+                   r"do you confirm|please confirm|is that (ok|okay|right|correct)|go ahead\?|proceed\?)", re.I)
+
+
+def asks_confirmation(text: str) -> bool:
+    return "?" in (text or "") and bool(_ASKS.search(text or ""))
+
+
+_CLAIM = re.compile(
+    r"\b(i(?:'ve| have)? (?:now )?(?:cancel+ed|booked|changed|updated|refunded|processed|placed|returned|exchanged|"
+    r"paid|rescheduled|moved|added|removed|suspended|resumed|terminated|modified|issued|completed)|"
+    r"(?:has|have|was|were) been (?:successfully )?(?:cancel+ed|booked|changed|updated|refunded|processed|placed|"
+    r"returned|exchanged|paid|rescheduled|moved|added|removed|suspended|resumed|terminated|modified|issued)|"
+    r"(?:is|are) (?:now )?(?:cancel+ed|confirmed|booked|refunded|rescheduled)|successfully|all (?:set|done)|"
+    r"you(?:'re| are) all set|request is complete|^done\b|done[.!])", re.I)
+_NEGATION = re.compile(r"\b(not|cannot|can't|can not|couldn't|unable|won't|isn't|aren't|wasn't|no longer|never|"
+                       r"unfortunately|sorry|only)\b", re.I)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text or "") if s.strip()]
+
+
+def claims_success(text: str) -> bool:
+    """Whether a message says a change was made ("I've cancelled it", "is confirmed", "Done."),
+    in a sentence that does not negate it."""
+    return any(_CLAIM.search(s) and not _NEGATION.search(s) for s in _sentences(text))
+
+
+_REFUSAL = re.compile(r"\b(can't|cannot|can not|unable|not able|not possible|not allowed|not eligible|"
+                      r"isn't possible|is not possible|won't be able|i'm sorry|i am sorry|unfortunately|"
+                      r"no longer|not permitted)\b", re.I)
+
+
+def signals_refusal(text: str) -> bool:
+    return bool(_REFUSAL.search(text or ""))
+
+
+def tool_result(content: str) -> Any:
+    """A tool message's JSON (None when it is not JSON)."""
+    try:
+        return json.loads(content)
+    except (TypeError, ValueError):
+        return None
+
+
+def is_error_result(content: str) -> bool:
+    body = tool_result(content)
+    return isinstance(body, dict) and "error" in body and "code" in body
+
+
+# -- facts ----------------------------------------------------------------------------------------
+
+def amount_fact(label: str, amount: float) -> Fact:
+    text = f"{abs(amount):g}" if float(amount).is_integer() else f"{abs(amount):.2f}"
+    return Fact(label=label, any_of=[text], kind="amount")
+
+
+def id_fact(label: str, value: str) -> Fact:
+    return Fact(label=label, any_of=[str(value)], kind="id")
+
+
+def rule_fact(conv: Conversation, rule: str) -> Fact:
+    """The refusal's reason: one of the policy's phrases for `rule` (its `RULE_TERMS`)."""
+    terms = conv.rule_terms.get(rule)
+    if not terms:
+        raise KeyError(f"world {conv.world!r} states no RULE_TERMS for {rule}")
+    return Fact(label=f"the rule {rule}", any_of=list(terms), kind="rule")
+
+
+def write_facts(conv: Conversation, before: sqlite3.Connection, after: sqlite3.Connection, call: ToolCall,
+                result: Any) -> list[Fact]:
+    """What the user must be told after a successful write (the world's `facts` hook)."""
+    hook = conv.hook("facts")
+    return list(hook(before, after, call, result)) if callable(hook) else []

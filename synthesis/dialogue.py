@@ -1,0 +1,269 @@
+"""Reference dialogues: the conversation that carries out a task's reference solution the way
+the world's policy says (methods.md §1, our reference-trajectory design).
+
+For a task with a change to make:
+
+    user:      the goal, in the user's words (no ids they would not say)
+    assistant: asks for what identifies them (the world's `ASK_IDENTITY`)
+    user:      answers from their known info (`rollout.user.ScriptedUser`)
+    assistant: the identity lookup, then the reads that show every id a write will use
+               (the reference's reads, plus the world's `grounding` hook)
+    assistant: the plan of the first write, with its values and amounts (the world's
+               `action` hook), and a question: shall I go ahead?
+    user:      yes
+    assistant: the write; then the next plan (with a word on what was done), and so on
+    assistant: the result: ids created and amounts moved (the world's `facts` hook)
+
+For a request the policy refuses: the lookups that show why, then an explanation with the
+rule in the policy's own words (`policy.md`) and what the policy allows instead.
+
+Phrasing is drawn from several realisations per dialogue act, seeded by the task. The
+dialogue is played through the real agent loop against the scripted user and kept only if
+the episode reaches the task's target and passes every part of the verdict (outcome,
+communication and the policy's process); `Task.dialogue` stores it and the facts the user
+must be told go to `verification.communicate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from data.records import Fact, Sampling, Task, ToolCall, Trajectory, Turn
+from envs import state as st
+from envs.conversation import (
+    Conversation,
+    conversation,
+    mentions_value,
+    rule_fact,
+    tool_result,
+    write_facts,
+)
+from envs.world import World
+from rollout.agent import AgentConfig, run_episode
+from rollout.model import ChatResponse
+from rollout.user import ScriptedUser
+
+ASK_CONFIRM = ["Shall I go ahead?", "Would you like me to go ahead with that?", "Should I proceed?",
+               "Shall I do that for you?"]
+OPEN_PLAN = ["I'll {plan}.", "Here is what I can do: {plan}.", "I can {plan}."]
+DONE = ["Done.", "That's done.", "All set."]
+APOLOGY = ["I'm sorry, I can't {action}.", "Unfortunately I'm not able to {action}.",
+           "I'm sorry, but I can't {action}."]
+
+
+@dataclass
+class Plan:
+    """The planned assistant turns (texts and single tool calls) and the facts to tell."""
+
+    turns: list[Turn] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+
+class DialoguePolicy:
+    """A `ChatModel` that says the planned assistant turns one after another."""
+
+    name = "reference"
+
+    def __init__(self, turns: list[Turn]) -> None:
+        self.turns = turns
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> ChatResponse:
+        k = sum(m["role"] == "assistant" for m in messages)
+        if k >= len(self.turns):
+            return ChatResponse(text="Is there anything else I can help you with?")
+        turn = self.turns[k]
+        calls = [ToolCall(name=c.name, arguments=dict(c.arguments), id=f"call_{k}") for c in turn.tool_calls]
+        return ChatResponse(text=turn.content, tool_calls=calls, completion_tokens=max(1, len(turn.content) // 4))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def policy_rule_text(world: World, rule: str) -> str:
+    """The sentence of `policy.md` that states `rule` (its bold title dropped)."""
+    number = rule.split("_")[0]
+    m = re.search(rf"\*\*{number}(?:\b|_)[^*]*\*\*(?:\s*\*\([^)]*\)\*)?\s*:\s*(.+?)(?=\n-\s|\n\n|\Z)", world.policy, re.S)
+    if m is None:
+        raise KeyError(f"{world.name}: policy.md has no rule {number}")
+    text = " ".join(m.group(1).split())
+    return re.split(r"(?<=\.)\s", text)[0].rstrip(".")
+
+
+def _lowercase_first(text: str) -> str:
+    if not text or text.startswith(("I ", "I'")):
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def _norm_key(key: str) -> str:
+    return key.strip().lower().replace(" ", "_")
+
+
+def _known(task: Task) -> dict[str, str]:
+    """The user's known info by normalised key ("date of birth" = "date_of_birth")."""
+    return {_norm_key(k): str(v) for k, v in task.user.known_info.items()}
+
+
+def _identity_question(conv: Conversation, task: Task, opening: str, rng: random.Random) -> str | None:
+    """The agent's identity question, when the opening does not already identify the user."""
+    known = _known(task)
+    for keys in conv.identity.keys:
+        if all(k in known for k in keys):
+            missing = [k for k in [*keys, *conv.identity.confirm] if k in known and known[k] not in opening]
+            return rng.choice(conv.ask_identity) if missing else None
+    return None
+
+
+def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None) -> Plan:
+    """The reference dialogue's assistant turns for `task` (see the module docstring)."""
+    conv = conversation(world)
+    rng = random.Random(f"{task.id}|dialogue")
+    out = Plan()
+    opening = ScriptedUser(task).first_message()
+    ask = _identity_question(conv, task, opening, rng)
+    if ask:
+        out.turns.append(Turn(role="assistant", content=ask))
+    tools = world.tools
+    reads = [c for c in task.reference_solution if not tools[c.name].write]
+    writes = [c for c in task.reference_solution if tools[c.name].write]
+    env = world.env(task.initial_state)
+    try:
+        grounding = conv.hook("grounding")
+        needed = [grounding(env.conn, c, task.user.known_info) if callable(grounding) else []
+                  for c in [*([refused] if refused else []), *writes]]
+        before_read: dict[str, list[ToolCall]] = {}  # a reference read -> the reads that show its ids
+        for reads_of in needed:
+            for i, g in enumerate(reads_of):
+                before_read.setdefault(g.key(), reads_of[:i])
+        planned: list[ToolCall] = []
+
+        def place(calls: list[ToolCall]) -> None:
+            for c in calls:
+                if c.key() not in {p.key() for p in planned}:
+                    planned.append(c)
+
+        for read in reads:
+            place([*before_read.get(read.key(), []), read])
+        for reads_of in needed:
+            place(reads_of)
+        for read in planned:
+            out.turns.append(Turn(role="assistant", tool_calls=[read]))
+        if refused is not None:
+            assert rule is not None
+            out.turns.append(Turn(role="assistant", content=_refusal(world, conv, env.conn, refused, rule, rng)))
+            out.facts = [rule_fact(conv, rule)]
+            return out
+        action = conv.hook("action")
+        reports: list[str] = []
+        for call in writes:
+            plan_text = (rng.choice(action(env.conn, call)) if callable(action)
+                         else f"{call.name.replace('_', ' ')} with {call.arguments}")
+            lead = (rng.choice(DONE) + " " + reports[-1] + " Next, " if reports else "")
+            opening_line = rng.choice(OPEN_PLAN).format(plan=plan_text)
+            if lead:
+                opening_line = lead + _lowercase_first(opening_line)
+            out.turns.append(Turn(role="assistant", content=f"{opening_line} {rng.choice(ASK_CONFIRM)}"))
+            before = st.restore(env.snapshot())
+            obs = env.call(call)
+            try:
+                found = write_facts(conv, before, env.conn, call, tool_result(obs.content)) if obs.ok else []
+            finally:
+                before.close()
+            out.facts += found
+            reports.append(_report(conv, env.conn, call, obs.content if obs.ok else "", found, rng))
+            out.turns.append(Turn(role="assistant", tool_calls=[call]))
+        if writes:
+            summary = " ".join(r for r in reports if r)
+            out.turns.append(Turn(role="assistant", content=f"{rng.choice(DONE)} {summary}".strip()))
+        return out
+    finally:
+        env.close()
+
+
+def _report(conv: Conversation, conn: Any, call: ToolCall, content: str, facts: list[Fact],
+            rng: random.Random) -> str:
+    """What one write did, with its facts: the world's `report` hook when it says every fact,
+    else a plain sentence of the facts."""
+    hook = conv.hook("report")
+    result = tool_result(content)
+    options = [r for r in (hook(conn, call, result, facts) if callable(hook) and result is not None else [])
+               if all(any(mentions_value(r, x) for x in f.any_of) for f in facts)]
+    if options:
+        return rng.choice(options)
+    parts = [f"the {f.label} is {f.any_of[0]}" for f in facts]
+    return (parts[0][:1].upper() + "; ".join(parts)[1:] + ".") if parts else ""
+
+
+def _refusal(world: World, conv: Conversation, conn: Any, call: ToolCall, rule: str, rng: random.Random) -> str:
+    action = conv.hook("action")
+    what = _lowercase_first(rng.choice(action(conn, call))) if callable(action) else call.name.replace("_", " ")
+    what = re.split(r";|, for a total| and refund", what)[0]
+    reason = policy_rule_text(world, rule)
+    text = f"{rng.choice(APOLOGY).format(action=what)} Under our policy, {_lowercase_first(reason)}."
+    alternative = conv.alternatives.get(rule)
+    return f"{text} {alternative}" if alternative else text
+
+
+def play(world: World, task: Task, turns: list[Turn]) -> Trajectory:
+    """The planned turns played through the agent loop against the scripted user."""
+    cfg = AgentConfig(max_turns=len(turns) + 2, max_tool_calls_per_turn=1)
+    return asyncio.run(run_episode(task, world, DialoguePolicy(turns), ScriptedUser(task), Sampling(seed=0), 0, cfg))
+
+
+def dialogue_of(trajectory: Trajectory) -> list[Turn]:
+    """The conversation after the system prompt, as `Task.dialogue` stores it (the closing
+    user turn with the stop marker is left out)."""
+    turns: list[Turn] = []
+    for m in trajectory.messages[1:]:
+        if m["role"] == "assistant":
+            calls = [ToolCall(name=c["function"]["name"], arguments=tool_result(c["function"]["arguments"]) or {})
+                     for c in m.get("tool_calls") or []]
+            turns.append(Turn(role="assistant", content=m.get("content") or "", tool_calls=calls))
+        elif m["role"] == "user":
+            turns.append(Turn(role="user", content=m.get("content") or ""))
+    while turns and turns[-1].role == "user":
+        turns.pop()
+    return turns
+
+
+def identity_known(conv: Conversation, task: Task) -> bool:
+    """Whether the user knows what identifies them (one of the world's identity key sets)."""
+    known = _known(task)
+    return any(all(k in known for k in keys) for keys in conv.identity.keys)
+
+
+def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None,
+                  basis: list[str] | None = None) -> tuple[Task | None, str]:
+    """`task` with its reference dialogue, facts, expected outcome and reward basis, or
+    (None, why) when no dialogue carries it out cleanly."""
+    from verifiers.composite import CompositeVerifier
+
+    conv = conversation(world)
+    if not identity_known(conv, task):
+        return None, "user_cannot_identify"
+    try:
+        p = plan(world, task, refused, rule)
+    except KeyError as exc:
+        return None, f"dialogue_unplannable:{exc.args[0][:40] if exc.args else 'rule'}"
+    if refused is None and not p.facts and not any(world.tools[c.name].write for c in task.reference_solution):
+        return None, "nothing_to_tell"
+    v = task.verification.model_copy(update={
+        "outcome": "refusal" if refused is not None else "change", "communicate": p.facts,
+        "basis": list(basis or task.verification.basis or ["DB", "COMMUNICATE", "POLICY"])})
+    draft = task.model_copy(update={"verification": v})
+    episode = play(world, draft, p.turns)
+    verdict = CompositeVerifier().verify(draft, episode)
+    if not verdict.passed:
+        failed = sorted({r.split(":", 1)[0] for r in verdict.reasons}) or ["unknown"]
+        return None, "reference_dialogue_fails:" + "+".join(failed)
+    turns = dialogue_of(episode)
+    calls = [ToolCall(name=c.name, arguments=dict(c.arguments)) for t in turns for c in t.tool_calls]
+    done = draft.model_copy(update={"dialogue": turns, "reference_solution": calls})
+    if refused is not None:
+        done.metadata = {**done.metadata, "refused_call": refused.model_dump(exclude={"id"}), "refused_rule": rule}
+    return done.with_id(), ""
+

@@ -1,0 +1,338 @@
+"""What a release card says about training on it, measured on the release's own rows.
+
+At publish time (`pipelines.stages.release`) every row is rendered through the chat
+templates of three families and every tool call of the rendered text is parsed back and
+compared with the row's arguments (`check_templates`); the embedded tokenizer gives the
+token lengths before the first assistant turn and in total (`token_lengths`). The card then
+shows plain `datasets` / TRL code for the release kind: for `rl`, the lines that build TRL's
+`environment_factory` and the verifier reward from the installed trajforge, and the portable
+action-match reward (`train.portable`) for users without it.
+
+transformers and trl are imported inside functions; without them (or without a prepared
+embedded model) the card says what it could not check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from data.card import FOLDER
+from data.schema import RL_SCHEMA, SFT_SCHEMA, decode_row
+
+MAX_ROWS = 5000  # rows rendered per release (the first ones); the card says when it is fewer than all
+
+# family -> (file under trl/chat_templates, or None for the embedded model's; what it is)
+TEMPLATES: dict[str, tuple[str | None, str]] = {
+    "embedded": (None, "trajforge's `rollout/templates/smollm2_tools.jinja`, the template of the embedded "
+                       "SmolLM2-135M-Instruct folder (`trajforge prepare-model`): ChatML with tool schemas in the "
+                       "system turn, `<tool_call>` blocks and `{% generation %}` markers. It is not the template "
+                       "shipped with SmolLM2-135M-Instruct (Hub repo, GGUF), which has no tool support: with it "
+                       "`tools` and `tool_calls` vanish from the text and TRL refuses `assistant_only_loss`"),
+    "qwen2_5": ("qwen2_5_training.jinja", "Qwen2.5, TRL's `trl/chat_templates/qwen2_5_training.jinja` (what "
+                                          "SFTTrainer swaps in for Qwen2.5 with `assistant_only_loss=True`)"),
+    "llama3_2": ("llama3_2.jinja", "Llama 3.1/3.2 tool format, TRL's `trl/chat_templates/llama3_2.jinja` "
+                                   "(one tool call per assistant turn)"),
+}
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_CHATML_TURN = re.compile(r"<\|im_start\|>assistant(.*?)<\|im_end\|>", re.DOTALL)
+_LLAMA_TURN = re.compile(r"<\|start_header_id\|>assistant<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.DOTALL)
+
+
+def template_text(family: str) -> str:
+    """The chat template of a family in `TEMPLATES` (TRL's files need trl installed)."""
+    if family not in TEMPLATES:
+        raise KeyError(f"unknown template family {family!r}; known: {', '.join(TEMPLATES)}")
+    file = TEMPLATES[family][0]
+    if file is None:
+        from rollout.embedded import chat_template
+
+        return chat_template()
+    return (trl_templates_dir() / file).read_text(encoding="utf-8")
+
+
+def trl_templates_dir() -> Path:
+    """TRL's `chat_templates` folder, found without importing trl (a slow import)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("trl is not installed (pip install 'trajforge[train]')")
+    return Path(next(iter(spec.submodule_search_locations))) / "chat_templates"
+
+
+def rendered_calls(text: str, family: str) -> list[tuple[str, Any]]:
+    """(name, arguments) of each tool call in text rendered by `family`'s template."""
+    calls: list[tuple[str, Any]] = []
+    if family == "llama3_2":
+        for body in _LLAMA_TURN.findall(text):
+            try:
+                value = json.loads(body)
+            except ValueError:
+                continue  # a plain-text answer
+            if isinstance(value, dict) and "name" in value and "parameters" in value:
+                calls.append((value["name"], value["parameters"]))
+        return calls
+    for turn in _CHATML_TURN.findall(text):  # assistant turns only (system turns show the format)
+        for body in _TOOL_CALL.findall(turn):
+            value = json.loads(body)
+            calls.append((value["name"], value["arguments"]))
+    return calls
+
+
+def expected_calls(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """(name, arguments) of each assistant tool call of a row, arguments as stored."""
+    return [(c["function"]["name"], c["function"]["arguments"])
+            for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+
+
+def check_row(tokenizer: Any, row: dict[str, Any], family: str, template: str) -> str | None:
+    """None when `row` (as `datasets` yields it) renders with `template` so that every tool
+    call's arguments read back as the stored object; else what went wrong."""
+    messages = row["messages"]
+    if any(not isinstance(args, dict) for _, args in expected_calls(messages)):
+        return "skipped: a malformed tool call (its arguments are the model's text, kept as written)"
+    if family == "llama3_2" and any(len(m.get("tool_calls") or []) > 1 for m in messages):
+        return "skipped: an assistant turn with several tool calls (the template takes one)"
+    try:
+        text = tokenizer.apply_chat_template(messages, tools=row.get("tools") or None, chat_template=template,
+                                             tokenize=False)
+        got = rendered_calls(text, family)
+    except Exception as exc:  # a template error is a finding about this row, not a crash
+        return f"render failed: {type(exc).__name__}: {str(exc)[:200]}"
+    want = expected_calls(messages)
+    if got != want:
+        bad = next(((g, w) for g, w in zip(got, want, strict=False) if g != w), None)
+        detail = f"rendered {bad[0]!r}, stored {bad[1]!r}" if bad else f"{len(got)} calls rendered, {len(want)} stored"
+        return f"arguments differ: {detail}"[:300]
+    return None
+
+
+def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[str] | None = None) -> dict[str, Any]:
+    """Per family: rows checked, rows whose tool calls render right, and the first failures."""
+    out: dict[str, Any] = {}
+    for family in families or list(TEMPLATES):
+        try:
+            template = template_text(family)
+        except (ImportError, OSError) as exc:
+            out[family] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+            continue
+        ok, skipped, failures = 0, Counter(), []
+        for i, row in enumerate(rows):
+            problem = check_row(tokenizer, row, family, template)
+            if problem is None:
+                ok += 1
+            elif problem.startswith("skipped: "):
+                skipped[problem.removeprefix("skipped: ")] += 1
+            else:
+                failures.append({"row": i, "problem": problem})
+        out[family] = {"rows": len(rows), "ok": ok, "skipped": sum(skipped.values()), "skipped_why": dict(skipped),
+                       "failed": len(failures), "failures": failures[:3]}
+    return out
+
+
+def _percentiles(values: list[int]) -> dict[str, int]:
+    """Nearest-rank p50 and p95, and the max."""
+    if not values:
+        return {"p50": 0, "p95": 0, "max": 0}
+    s = sorted(values)
+
+    def rank(q: int) -> int:
+        return s[max(0, -(-len(s) * q // 100) - 1)]
+
+    return {"p50": rank(50), "p95": rank(95), "max": s[-1]}
+
+
+def row_lengths(tokenizer: Any, row: dict[str, Any], kind: str, chat_template: str | None = None) -> tuple[int, int]:
+    """Tokens of a row before its first assistant turn (the prompt, generation header
+    included) and in total (sft: the whole conversation; rl: the prompt), rendered with
+    `chat_template` (default: the tokenizer's)."""
+    tools = row.get("tools") or None
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+
+    def count(messages: list[dict[str, Any]], prompt: bool) -> int:
+        text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=prompt,
+                                             chat_template=chat_template, tokenize=False)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    if kind == "rl":
+        n = count(row["prompt"], True)
+        return n, n
+    messages = row["messages"]
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+    return count(messages[:first], True), count(messages, False)
+
+
+def token_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """p50/p95/max tokens before the first assistant turn and in total, and the `max_length`
+    that drops no row under assistant-only loss (`min_max_length`)."""
+    before, total = zip(*(row_lengths(tokenizer, r, kind) for r in rows), strict=True) if rows else ((), ())
+    return {"rows": len(rows), "before_first_assistant": _percentiles(list(before)),
+            "total": _percentiles(list(total)), "min_max_length": (max(before) + 1) if before else 0}
+
+
+@lru_cache(maxsize=1)
+def embedded_tokenizer() -> Any:
+    """The embedded model's tokenizer with its template, if the model folder is prepared
+    (never downloads); else raises `FileNotFoundError`. One per process: callers must not
+    change it."""
+    from transformers import AutoTokenizer
+
+    from rollout.embedded import READY_MARKER, chat_template, default_model_dir, hub_offline
+
+    folder = default_model_dir()
+    if not (folder / READY_MARKER).is_file():
+        raise FileNotFoundError(f"the embedded model is not prepared in {folder} (run `trajforge prepare-model`)")
+    with hub_offline():
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    tok.chat_template = chat_template()
+    return tok
+
+
+def training_sections(kind: str, table: Any, code_version: str = "") -> tuple[str, dict[str, Any]]:
+    """The card's markdown about training on a release of `kind` (`sft` or `rl`), and its
+    figures (template checks, token lengths) for the manifest's stats."""
+    schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
+    rows = [decode_row(r, schema) for r in table.slice(0, MAX_ROWS).to_pylist()]
+    figures: dict[str, Any] = {"rows_measured": len(rows), "rows": table.num_rows}
+    try:
+        tokenizer = embedded_tokenizer()
+    except (ImportError, OSError) as exc:
+        figures["unmeasured"] = f"{type(exc).__name__}: {exc}"
+        tokenizer = None
+    if tokenizer is not None and rows:
+        try:
+            figures["token_lengths"] = token_lengths(tokenizer, rows, kind)
+            if kind == "sft":
+                figures["templates"] = check_templates(tokenizer, rows)
+        except Exception as exc:  # a card figure must never block a publish; the card says why
+            figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    parts = ["## Training with it", ""]
+    if kind == "sft":
+        parts += _sft_text(figures)
+    else:
+        parts += _rl_text(figures, code_version)
+    return "\n".join(parts) + "\n", figures
+
+
+def _lengths_text(figures: dict[str, Any], kind: str) -> list[str]:
+    lengths = figures.get("token_lengths")
+    if not lengths:
+        return [f"Token lengths were not measured: {figures.get('unmeasured', 'no rows')}.", ""]
+    scope = "" if figures["rows_measured"] == figures["rows"] else f" (the first {figures['rows_measured']} rows)"
+    b, t = lengths["before_first_assistant"], lengths["total"]
+    out = [f"### Token lengths{scope}", "",
+           "With the embedded SmolLM2 tokenizer and template (tool schemas rendered into the system turn):", "",
+           "| tokens | p50 | p95 | max |", "|---|---|---|---|"]
+    if kind == "sft":
+        out += [f"| before the first assistant turn | {b['p50']} | {b['p95']} | {b['max']} |",
+                f"| whole row | {t['p50']} | {t['p95']} | {t['max']} |", "",
+                f"With `assistant_only_loss=True`, TRL drops every row left without an assistant token after "
+                f"truncation to `max_length`: `max_length` must be at least {lengths['min_max_length']} to keep "
+                f"every row, and {t['max']} to keep every row whole. `trajforge train sft` refuses a `max_length` "
+                "that would drop rows and names the length needed (for the model's own tokenizer). Other "
+                "tokenizers and templates give other counts."]
+    else:
+        out += [f"| prompt (system, tools, opening request) | {b['p50']} | {b['p95']} | {b['max']} |", "",
+                "Multi-turn GRPO adds the episode (model tokens and tool results, `max_completion_length`) "
+                "on top of the prompt."]
+    return out + [""]
+
+
+def _templates_text(figures: dict[str, Any]) -> list[str]:
+    out = ["### Chat templates", "",
+           "Tool-call `arguments` (and `tools`) are JSON objects when `datasets` loads this release, so a "
+           "template that applies `| tojson` to them renders each object once, with only its own keys. At "
+           "release every row was rendered, as `datasets` yields it, through these templates, and every tool "
+           "call of the text was parsed back and compared with the row's arguments:", "",
+           "| template | rows | rendered right | skipped | wrong |", "|---|---|---|---|---|"]
+    checks = figures.get("templates") or {}
+    for family, (_, what) in TEMPLATES.items():
+        c = checks.get(family)
+        if c is None or "unavailable" in c:
+            why = (c or {}).get("unavailable") or figures.get("unmeasured", "no rows")
+            out.append(f"| {what} | - | not checked ({why}) | - | - |")
+        else:
+            out.append(f"| {what} | {c['rows']} | {c['ok']} | {c['skipped']} | {c['failed']} |")
+    why = Counter()
+    for c in checks.values():
+        why.update(c.get("skipped_why") or {})
+    if why:
+        out += ["", "Skipped rows: " + "; ".join(f"{n} × {reason}" for reason, n in why.most_common()) + "."]
+    out += ["", "Training another model: its template must render `tools`, assistant `tool_calls` and `tool` "
+            "messages, and, for `assistant_only_loss`, mark assistant output with `{% generation %}`. TRL "
+            "ships training versions of the common ones (`trl/chat_templates/*_training.jinja`); for any other, "
+            "see \"Bringing a template for another model\" in trajforge's `docs/training.md`.", ""]
+    return out
+
+
+def _sft_text(figures: dict[str, Any]) -> list[str]:
+    lengths = figures.get("token_lengths") or {}
+    max_length = lengths.get("total", {}).get("max") or 4096
+    return [*_templates_text(figures), *_lengths_text(figures, "sft"),
+            "### Plain TRL", "",
+            "`messages` and `tools` are TRL's conversational format: no conversion is needed.", "",
+            "```python",
+            "from datasets import load_dataset",
+            "from trl import SFTConfig, SFTTrainer",
+            "",
+            f'ds = load_dataset("{FOLDER}")',
+            'trainer = SFTTrainer(model=model, processing_class=tokenizer, train_dataset=ds["train"],',
+            f"                     args=SFTConfig(assistant_only_loss=True, max_length={max_length}))",
+            "```", ""]
+
+
+ENV_SNIPPET = f'''from datasets import load_dataset
+from train.environments import environment_factories, verifier_reward
+
+rows = load_dataset("{FOLDER}", split="train")
+environment_factory = environment_factories(rows.unique("environment"))
+reward_funcs = [verifier_reward]
+'''
+
+
+def _rl_text(figures: dict[str, Any], code_version: str) -> list[str]:
+    from train.portable import card_code
+
+    return [
+        "Each row names its environment: `environment` (the world; the key of TRL's `environment_factory`), "
+        "`world_version` (a hash of the world's tools, policy and schema), and `verifier` / `verifier_version` "
+        "(what judges an episode). `task` holds the full task (initial state recipe, target state hash and "
+        "diff); checking a completion means replaying it in the world, which needs trajforge's runtime.", "",
+        "### Multi-turn GRPO with trajforge installed", "",
+        f"Install trajforge at the code version that made this release (`{code_version or 'see Lineage'}`; "
+        "`pip install -e '<trajforge checkout>[train]'`): an environment refuses a row whose world or verifier "
+        "version differs from the installed one. Then, with plain TRL:", "",
+        "```python", ENV_SNIPPET.rstrip(), "```", "",
+        "and `GRPOTrainer(model=..., processing_class=..., args=GRPOConfig(max_completion_length=768, "
+        "max_tool_calling_iterations=6), train_dataset=rows, reward_funcs=reward_funcs, "
+        "environment_factory=environment_factory)`. GRPOTrainer ignores the `tools` column: it renders the "
+        "environment's tools (one method per world tool, the same schemas) into each prompt, runs the model's "
+        "calls in a fresh copy of the task's world (`reset(**row)`), and `verifier_reward` scores the episode "
+        "with the row's verifier.", "",
+        "### Without trajforge: the portable reward", "",
+        "Without the runtime a completion cannot be executed, so the only reward the row alone supports is "
+        "action-match: the completion's tool calls against the reference solution's state-changing calls "
+        "(`reference_solution` entries with `\"write\": true`, `write_tools`). It is weaker than the verifier "
+        "(another valid path to the same state scores less; arguments compare exactly). The prompt must carry "
+        "the row's tool schemas, so render it to text with the model's template first:", "",
+        "```python", card_code().rstrip(), "", "",
+        "from datasets import load_dataset",
+        "",
+        f'rows = load_dataset("{FOLDER}", split="train")',
+        'rows = rows.map(lambda r: {"prompt": tokenizer.apply_chat_template(',
+        '    r["prompt"], tools=r["tools"], add_generation_prompt=True, tokenize=False)})',
+        "# GRPOTrainer(model=..., processing_class=tokenizer, train_dataset=rows, reward_funcs=[action_match_reward])",
+        "```", "",
+        *_lengths_text(figures, "rl"),
+        "### τ²-bench", "",
+        "`trajforge export-tau2 --tasks <tasks dataset> --to tasks.json` writes these tasks in τ²-bench's `Task` "
+        "schema (it validates against τ²'s model), but they run on trajforge's worlds, not in τ²'s domains: the "
+        "tool names are trajforge's, and each task's state recipe and target state (what the DB reward basis "
+        "is judged against) are in its `trajforge` block.", "",
+    ]

@@ -1,0 +1,227 @@
+"""POLICY: the working rules a world's policy states, checked over the conversation.
+
+The world declares its clauses (`envs/conversation.py`: `CLAUSES`, `IDENTITY`, `mentions`);
+this verifier walks the trajectory's messages in order and checks, for every write call the
+agent made (a successful one or a refused one):
+
+- `identity`: before it, an identity lookup (`IDENTITY.lookups`) succeeded with an argument
+  value the user had said;
+- `confirm_identity`: before it, the user stated each `IDENTITY.confirm` field (a date of
+  birth), as the identity lookup's result shows it;
+- `grounded_arguments`: every record id or amount among its arguments appeared earlier in a
+  user message or a tool result (never only in the agent's own words);
+- `announce_and_confirm`: the last user message before it confirms (yes, go ahead) and came
+  after the previous write (one yes per change), and the agent message just before that one
+  names the write's records (an id, or how the world
+  names the record: a flight number, a card's last digits) and the amounts it moves (read
+  from the world's ledger when it keeps one);
+- `no_write_after_decline`: the last user message before it is not a refusal ("no, don't").
+
+Score = checks passed / checks made (1.0 for a trajectory without writes); `passed` = every
+check passed and a clean termination. Each failed check is a reason naming its clause.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from data.records import Task, ToolCall, Trajectory, Verdict
+from envs.conversation import (
+    Conversation,
+    argument_values,
+    conversation,
+    grounded_params,
+    is_affirmative,
+    is_decline,
+    is_error_result,
+    mentions_name,
+    mentions_value,
+    tool_result,
+    value_mentions,
+)
+from envs.registry import get_world
+from envs.world import World
+from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
+from verifiers.communicate import message_text
+from verifiers.state import replayer_for
+
+IDENTITY_KEYS = ("user_id", "customer_id", "patient_id")  # the user's own id: named by being the user
+
+
+@dataclass
+class _Write:
+    call: ToolCall
+    at: int  # index of the assistant message that made it
+    seen: str  # user messages and tool results before it
+    said_by_user: str  # user messages before it
+    last_user: str | None  # the last user message before it
+    announcement: str | None  # the agent message just before that user message
+    identified: bool
+    confirmed_fields: dict[str, bool] = field(default_factory=dict)
+    last_user_at: int = -1  # index of the last user message before it
+
+
+def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Write]:
+    """The trajectory's write calls, each with what had been said and shown before it."""
+    tools = world.tools
+    seen: list[str] = []
+    by_user: list[str] = []
+    last_user: str | None = None
+    last_user_at = -1
+    last_text_before_user: str | None = None
+    last_agent_text: str | None = None
+    identified = False
+    identity_record: dict[str, Any] = {}
+    pending: dict[str, ToolCall] = {}  # tool_call_id -> identity lookup awaiting its result
+    writes: list[_Write] = []
+    for i, m in enumerate(trajectory.messages):
+        role = m.get("role")
+        text = message_text(m)
+        if role == "user":
+            by_user.append(text)
+            seen.append(text)
+            last_user = text
+            last_user_at = i
+            last_text_before_user = last_agent_text
+        elif role == "tool":
+            content = text
+            seen.append(content)
+            call = pending.pop(m.get("tool_call_id") or "", None)
+            if call is not None and not is_error_result(content):
+                args = conv.identity.lookups.get(call.name, [])
+                if all(any(mentions_value(u, str(call.arguments.get(a, ""))) for u in by_user) for a in args):
+                    identified = True
+                    body = tool_result(content)
+                    if isinstance(body, dict):
+                        identity_record = body
+        elif role == "assistant":
+            if text.strip():
+                last_agent_text = text
+            for wire in m.get("tool_calls") or []:
+                fn = wire.get("function") or {}
+                name = fn.get("name") or ""
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        args = None
+                call = ToolCall(name=name, arguments=args if isinstance(args, dict) else {})
+                if name in conv.identity.lookups:
+                    pending[wire.get("id") or ""] = call
+                spec = tools.get(name)
+                if spec is None or not spec.write or not isinstance(args, dict):
+                    continue
+                user_said = "\n".join(by_user)
+                confirmed = {f: identity_record.get(f) is not None and mentions_value(user_said, str(identity_record[f]))
+                             for f in conv.identity.confirm}
+                writes.append(_Write(call, i, "\n".join(seen), user_said, last_user, last_text_before_user,
+                                     identified, confirmed, last_user_at))
+    return writes
+
+
+def _write_amounts(task: Task, calls: list[ToolCall]) -> list[list[float]]:
+    """Per write call, the money amounts it moved, from the world's ledger (empty lists for a
+    world without one, or for writes that failed)."""
+    r = replayer_for(task.world, task.initial_state)
+    if r is None or "ledger" not in r.tracked.rows:
+        return [[] for _ in calls]
+    out: list[list[float]] = []
+    r.tracked.begin()
+    try:
+        previous: dict[str, Any] = {}
+        for call in calls:
+            obs = r.env.call(call)
+            now = dict(r.tracked.current().after.get("ledger", {})) if obs.ok else previous
+            added = [row for key, row in now.items() if key not in previous]
+            out.append([abs(float(row["amount"])) for row in added if row.get("amount")])
+            previous = now
+    finally:
+        r.tracked.rollback()
+    return out
+
+
+class PolicyVerifier(BaseVerifier):
+    """The world's working rules over the trajectory (see the module docstring)."""
+
+    name = "policy"
+    version = "1.0.0"
+    basis_name = "POLICY"
+    audit_kinds = frozenset({"skip_confirmation", "ungrounded_id", "skip_identity", "write_after_decline"})
+    alternative_kinds = frozenset({"reorder_writes"})
+
+    def __init__(self, require_clean_termination: bool = True) -> None:
+        self.require_clean_termination = require_clean_termination
+
+    def applies_to(self, task: Task) -> bool:
+        """Conversations in tool-use worlds: tasks with a reference dialogue or that name
+        POLICY in their reward basis (single-question self-play tasks and workspace tasks
+        are judged by their outcome and tests)."""
+        try:
+            world = get_world(task.world)
+        except KeyError:
+            return False
+        return isinstance(world, World) and (bool(task.dialogue) or "POLICY" in task.verification.basis)
+
+    def check(self, task: Task, trajectory: Trajectory) -> tuple[int, list[str]]:
+        """(checks made, failures) of every clause over every write."""
+        world = get_world(task.world)
+        conv = conversation(world)
+        writes = _walk(world, conv, trajectory)
+        amounts = _write_amounts(task, [w.call for w in writes]) if "announce_and_confirm" in conv.clauses else []
+        r = replayer_for(task.world, task.initial_state)
+        conn = r.env.conn if r is not None else None
+        checks = 0
+        failures: list[str] = []
+
+        def check(clause: str, ok: bool, why: str) -> None:
+            nonlocal checks
+            if clause in conv.clauses:
+                checks += 1
+                if not ok:
+                    failures.append(f"{clause}: {why}")
+
+        for k, w in enumerate(writes):
+            label = f"{w.call.name} (write {k + 1})"
+            check("identity", w.identified, f"{label} before the user was identified")
+            for f, ok in w.confirmed_fields.items():
+                check("confirm_identity", ok, f"{label} before the user confirmed their {f.replace('_', ' ')}")
+            spec = world.tools[w.call.name]
+            values = [(p, v) for p in grounded_params(spec) for v in argument_values(w.call.arguments.get(p))]
+            unseen = [f"{p}={v}" for p, v in values if not mentions_value(w.seen, v)]
+            check("grounded_arguments", not unseen, f"{label} uses {', '.join(unseen)}, never shown before")
+            declined = w.last_user is not None and is_decline(w.last_user)
+            check("no_write_after_decline", not declined, f"{label} after the user said {w.last_user!r:.80}")
+            # one yes per write: a reply given before the previous write was already used by it
+            fresh = k == 0 or w.last_user_at > writes[k - 1].at
+            confirmed = fresh and w.last_user is not None and is_affirmative(w.last_user)
+            text = w.announcement or ""
+            missing = []
+            for p, v in values:
+                if p in IDENTITY_KEYS:
+                    continue
+                names = value_mentions(conv, conn, v) if conn is not None else [v]
+                if not any(mentions_name(text, n) for n in names):
+                    missing.append(f"{p}={v}")
+            missing += [f"amount {a:g}" for a in (amounts[k] if k < len(amounts) else [])
+                        if not mentions_value(text, f"{a:g}")]
+            if not confirmed:
+                check("announce_and_confirm", False, f"{label} without the user confirming it")
+            else:
+                check("announce_and_confirm", bool(text) and not missing,
+                      f"{label} was not announced with {', '.join(missing) or 'its values'}")
+        return checks, failures
+
+    def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
+        checks, failures = self.check(task, trajectory)
+        score = (checks - len(failures)) / checks if checks else 1.0
+        score, clean, episode = episode_checks(trajectory, trajectory.final_state_hash or "", score,
+                                               self.require_clean_termination, task)
+        return Verdict(trajectory_id=trajectory.id, task_id=task.id, verifier=self.name, verifier_version=self.version,
+                       passed=not failures and (clean or not self.require_clean_termination), score=round(score, 6),
+                       reasons=failures + episode, details={"checks": checks, "failed": len(failures)})
+
+
+register(PolicyVerifier.name, options=VerifierOptions)(PolicyVerifier)
