@@ -210,12 +210,17 @@ def run_sections(run: dict[str, Any]) -> str:
         for name, version in sorted(verifiers.items()):
             a = audit.get(name, {})
             if not a.get("tasks_audited"):
-                rows.append([name, version, 0, "-", "not audited (applies to no task here, or needs a model)"])
+                rows.append([name, version, 0, "-", "not audited (applies to no task here, or needs a model)", "-"])
                 continue
             kills = ", ".join(f"{k}: {v}" for k, v in sorted(a.get("mutant_kill_rate", {}).items()) if v is not None)
-            rows.append([name, version, a["tasks_audited"], a.get("gold_pass_rate", "-"), kills or "-"])
-        out += ["## Verifiers and self-audit", "", _table(
-            ["verifier", "version", "tasks audited", "gold pass rate", "mutant kill rate by kind"], rows), ""]
+            alts = ", ".join(f"{k}: {v}" for k, v in sorted(a.get("alternative_pass_rate", {}).items())
+                             if v is not None)
+            rows.append([name, version, a["tasks_audited"], a.get("gold_pass_rate", "-"), kills or "-", alts or "-"])
+        out += ["## Verifiers and self-audit", "",
+                "Each verifier judges every audited task's gold (must pass), its mutants (must fail) and its "
+                "alternatives, good variants such as independent writes in another order (must pass).", "",
+                _table(["verifier", "version", "tasks audited", "gold pass rate", "mutant kill rate by kind",
+                        "alternative pass rate by kind"], rows), ""]
         excluded = run.get("verifier_audit", {}).get("excluded", 0)
         out += [f"Tasks excluded by the audit: {excluded}.", ""]
     if hygiene := run.get("hygiene"):

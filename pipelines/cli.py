@@ -135,12 +135,16 @@ def reverify(
     against: Annotated[str | None, typer.Option(help="Old verifier to diff against (default: the same name).")] = None,
     tasks: Annotated[Path | None, typer.Option(help="Tasks dataset (default: from lineage).")] = None,
     verdicts: Annotated[Path | None, typer.Option(help="Old verdicts (default: found by lineage).")] = None,
+    upgrade_tasks: Annotated[bool, typer.Option(
+        "--upgrade-tasks", help="Judge tasks made before reference dialogues as today's synthesis makes them "
+                                "(facts to tell, expected outcome, reward basis).")] = False,
     set_: SetOpt = None,
 ) -> None:
     """Re-verify stored rollouts with a new verifier version, without any model; print the flips."""
     try:
         result = _execute("reverify_flow", _config(config, set_), str(out), str(rollouts) if rollouts else None,
-                          verifier, against, str(tasks) if tasks else None, str(verdicts) if verdicts else None)
+                          verifier, against, str(tasks) if tasks else None, str(verdicts) if verdicts else None,
+                          upgrade_tasks)
     except (RuntimeError, FileNotFoundError, LookupError, ValueError) as exc:
         _fail(exc)
     Console().print(result["table"])
@@ -349,13 +353,19 @@ def prepare_model() -> None:
 
 
 @app.command()
-def worlds() -> None:
-    """List the registered worlds with their rule and tool counts."""
+def worlds(
+    clauses: Annotated[bool, typer.Option("--clauses/--no-clauses",
+                                          help="Also list each world's conversation clauses.")] = True,
+) -> None:
+    """List the registered worlds with their rule and tool counts, and the working rules of
+    the conversation (clauses) the policy verifier checks in each."""
     import re
 
+    from envs.conversation import CLAUSES, conversation
     from envs.registry import get_world, list_worlds
 
     table = Table("world", "kind", "policy rules", "compiled rules", "tools (write)", "folder")
+    contracts = Table("world", "clause", "what it checks")
     for name in list_worlds():
         w = get_world(name)
         tools = getattr(w, "tools", {})
@@ -364,7 +374,18 @@ def worlds() -> None:
         compiled = getattr(w, "compiled_rules", lambda: [])()
         kind = "tool-use" if compiled else "workspace"
         table.add_row(name, kind, str(policy_rules), str(len(compiled)), f"{len(tools)} ({writes})", str(w.folder))
+        if kind == "tool-use":
+            contract = conversation(w)
+            for clause in contract.clauses:
+                what = CLAUSES[clause]
+                if clause == "identity":
+                    what += " — with " + " or ".join(" + ".join(keys) for keys in contract.identity.keys)
+                if clause == "confirm_identity" and contract.identity.confirm:
+                    what += " — " + ", ".join(contract.identity.confirm)
+                contracts.add_row(name, clause, what)
     Console().print(table)
+    if clauses:
+        Console().print(contracts)
 
 
 @datasets_app.command("verify")

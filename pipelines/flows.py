@@ -205,12 +205,12 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
 @flow(name="reverify", task_runner=RUNNER)
 def reverify_flow(config: dict[str, Any], out: str, trajectories_path: str | None, verifier: str,
                   against: str | None = None, tasks_path: str | None = None,
-                  verdicts_path: str | None = None) -> dict[str, Any]:
+                  verdicts_path: str | None = None, upgrade_tasks: bool = False) -> dict[str, Any]:
     """Re-score stored rollouts with a verifier's current version (no model) and diff."""
     cfg, root = _cfg(config), Path(out)
     rp = Path(trajectories_path) if trajectories_path else _latest(root, "trajectories")
     path, diff = stages.reverify(cfg, root, rp, verifier, against, Path(tasks_path) if tasks_path else None,
-                                 Path(verdicts_path) if verdicts_path else None, _run_id())
+                                 Path(verdicts_path) if verdicts_path else None, _run_id(), upgrade_tasks)
     _artifact("trajforge-reverify", f"{verifier} re-verification", [diff.totals()])
     return {"verdicts": str(path), "totals": diff.totals(), "table": diff.table()}
 

@@ -231,10 +231,15 @@ def find_verdicts_for(out: Path, trajectories_path: Path) -> Path | None:
 
 def reverify(cfg: RunConfig, out: Path, trajectories_path: Path, verifier: str, against: str | None = None,
              tasks_path: Path | None = None, verdicts_path: Path | None = None,
-             run_id: str = "") -> tuple[Path, Any]:
+             run_id: str = "", upgrade_tasks: bool = False) -> tuple[Path, Any]:
     """Re-score stored trajectories with `verifier` (its current version) without any model,
     write the new verdicts as a dataset (with `diff.md`/`diff.json` of flips per task), and
-    return its path and the diff. Tasks and old verdicts are found from lineage if not given."""
+    return its path and the diff. Tasks and old verdicts are found from lineage if not given.
+
+    `upgrade_tasks`: tasks made before reference dialogues are judged as today's synthesis
+    would make them (`synthesis.dialogue.upgrade`: facts to tell, expected outcome, reward
+    basis); a trajectory of a task that today would not be released (a no-change task with
+    nothing to tell) gets a failing verdict that says so. The counts go to the diff."""
     from verifiers.reverify import reverify as rescore
 
     trajectories_path = Path(trajectories_path)
@@ -245,8 +250,26 @@ def reverify(cfg: RunConfig, out: Path, trajectories_path: Path, verifier: str, 
             raise FileNotFoundError(f"{trajectories_path}: its lineage names no tasks dataset; pass --tasks")
     verdicts_path = verdicts_path or find_verdicts_for(out, trajectories_path)
     old = store.read_records(verdicts_path, "verdicts") if verdicts_path else []
-    result = rescore(store.read_records(tasks_path, "tasks"), store.read_records(trajectories_path, "trajectories"),
-                     old, verifier, against=against)
+    tasks = store.read_records(tasks_path, "tasks")
+    trajectories = store.read_records(trajectories_path, "trajectories")
+    unreleasable: dict[str, str] = {}
+    upgraded = 0
+    if upgrade_tasks:
+        from synthesis.dialogue import upgrade
+
+        rebuilt: set[str] = set()  # tasks whose world changed since: their recorded states are the old world's
+        for i, task in enumerate(tasks):
+            new, why = upgrade(get_world(task.world), task)
+            upgraded += not why
+            if why and why != "current":
+                unreleasable[task.id] = why
+            if new.initial_state.state_hash != task.initial_state.state_hash:
+                rebuilt.add(task.id)
+            tasks[i] = new
+        trajectories = [t.model_copy(update={"final_state_hash": None}) if t.task_id in rebuilt else t
+                        for t in trajectories]
+    result = rescore(tasks, trajectories, old, verifier, against=against, unreleasable=unreleasable)
+    result.diff.tasks_upgraded = upgraded
     totals = result.diff.totals()
     parents = [trajectories_path, tasks_path, *([verdicts_path] if verdicts_path else [])]
     with store.DatasetWriter(datasets_dir(out), "verdicts", "verdicts", CODECS["verdicts"][0], 1) as w:

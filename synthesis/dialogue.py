@@ -267,3 +267,31 @@ def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rul
         done.metadata = {**done.metadata, "refused_call": refused.model_dump(exclude={"id"}), "refused_rule": rule}
     return done.with_id(), ""
 
+
+
+def upgrade(world: World, task: Task) -> tuple[Task, str]:
+    """A task made before reference dialogues, as it would be judged today: its states
+    rebuilt in the world as it is now (a world's version may have changed since: a ledger
+    added, ids minted from content), then its facts, expected outcome and reward basis derived
+    by writing its dialogue. The id stays, so its stored trajectories still point at it.
+    Returns (task, "") when upgraded, else the task unchanged and why: "current" (it has a
+    dialogue or is not a tool-use task), "reference_fails_today", or `with_dialogue`'s reason
+    (e.g. "nothing_to_tell": a no-change task, which is not released today)."""
+    if task.dialogue or not getattr(world, "tools", None) or task.verification.verifier:
+        return task, "current"
+    env = world.env(task.initial_state)
+    try:
+        initial = env.state_hash()
+        if any(not env.call(c).ok and world.tools[c.name].write for c in task.reference_solution):
+            return task, "reference_fails_today"
+        target = env.state_hash() if task.target_state_hash != task.initial_state.state_hash else initial
+    finally:
+        env.close()
+    today = task.model_copy(update={"initial_state": task.initial_state.model_copy(update={"state_hash": initial}),
+                                    "target_state_hash": target})
+    refused = task.metadata.get("refused_call")
+    call = ToolCall.model_validate(refused) if isinstance(refused, dict) else None
+    done, why = with_dialogue(world, today, call, task.metadata.get("refused_rule") if call else None)
+    if done is None:
+        return task, why
+    return done.model_copy(update={"id": task.id}), ""

@@ -4,6 +4,7 @@ stage flows one by one, the CLI, and the released datasets' contract."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,15 @@ def test_eval_set_contamination_is_removed_and_stated_on_the_card(tmp_path: Path
     report = store.read_manifest(rl).stats["hygiene"]["contamination"]["eval_sets"]["heldout"]
     assert report["flagged_any"] >= 1 and report["removed"] >= 1 and report["longest_match"] >= 13
     assert "heldout:" in (rl / "README.md").read_text()
+
+
+def test_cli_worlds_lists_each_worlds_clauses() -> None:
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "worlds"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if "│" in line]
+    clauses = {(cells[1], cells[2]) for line in rows if len(cells := [c.strip() for c in line.split("│")]) > 3}
+    for world in ("airline", "retail", "telecom", "clinic"):
+        assert {(world, c) for c in ("identity", "grounded_arguments", "announce_and_confirm",
+                                     "no_write_after_decline")} <= clauses, world
+    assert ("clinic", "confirm_identity") in clauses and ("airline", "confirm_identity") not in clauses

@@ -106,3 +106,35 @@ def test_bad_inputs(tasks: list[Task]) -> None:
     assert result.diff.unknown_task == 1 and result.diff.missing_old == 1
     assert reverify(tasks, [traj], [], "constraint_satisfaction").diff.not_applicable == 1
     assert isinstance(result.verdicts[0], Verdict)
+
+
+def test_tasks_made_before_dialogues_are_judged_as_today(tasks: list[Task]) -> None:
+    """An old task (no dialogue, no facts, no basis of its own) passed anything that reached
+    its state; upgraded, it needs the conversation too, and a no-change task with nothing to
+    tell is not released any more."""
+    from envs.registry import get_world
+    from synthesis.dialogue import upgrade
+
+    world = get_world("airline")
+    today = next(t for t in tasks if any(world.tools[c.name].write for c in t.reference_solution))
+    old = today.model_copy(update={"dialogue": [], "verification": today.verification.model_copy(
+        update={"communicate": [], "basis": []})})
+    silent = build_trajectory(old, old.reference_solution, text="Your request is complete.")
+    composite = get_verifier("composite")
+    assert composite.verify(old, silent).passed  # the old judgement: the state matched
+    new, why = upgrade(world, old)
+    assert why == "" and new.id == old.id and new.dialogue and new.verification.communicate
+    verdict = composite.verify(new, silent)
+    assert not verdict.passed and any(r.startswith("POLICY:") for r in verdict.reasons)
+    assert any(r.startswith("COMMUNICATE:") for r in verdict.reasons)
+    assert composite.verify(new, build_trajectory(new, [])).passed is False
+    assert upgrade(world, new) == (new, "current")
+    # a no-change task with nothing to tell: its trajectories fail, unjudged, with the reason
+    nothing = old.model_copy(update={"reference_solution": [c for c in old.reference_solution
+                                                            if not world.tools[c.name].write],
+                                     "target_state_hash": old.initial_state.state_hash})
+    assert upgrade(world, nothing) == (nothing, "nothing_to_tell")
+    quiet = build_trajectory(nothing, [], text="Done.")
+    result = reverify([nothing], [quiet], [], composite, unreleasable={nothing.id: "nothing_to_tell"})
+    assert result.diff.not_released == 1 and not result.verdicts[0].passed
+    assert result.verdicts[0].reasons == ["task not released any more: nothing_to_tell"]

@@ -14,7 +14,7 @@ Verifiers that need a model (`needs_model`, e.g. `llm_judge`) are refused unless
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -58,6 +58,8 @@ class ReverifyDiff(BaseModel):
     missing_old: int = 0  # re-judged trajectories with no old verdict
     not_applicable: int = 0  # trajectories whose task the verifier cannot judge
     unknown_task: int = 0  # trajectories whose task is not among `tasks`
+    tasks_upgraded: int = 0  # old tasks judged as today's synthesis makes them (set by the caller)
+    not_released: int = 0  # trajectories of tasks not released any more (failed, unjudged)
 
     def totals(self) -> dict[str, Any]:
         t = self.tasks.values()
@@ -82,6 +84,8 @@ class ReverifyDiff(BaseModel):
             "missing_old": self.missing_old,
             "not_applicable": self.not_applicable,
             "unknown_task": self.unknown_task,
+            "tasks_upgraded": self.tasks_upgraded,
+            "not_released": self.not_released,
         }
 
     def table(self, only_changed: bool = True) -> str:
@@ -116,8 +120,11 @@ def reverify(
     verifier: str | Verifier,
     against: str | None = None,
     allow_model: bool = False,
+    unreleasable: Mapping[str, str] | None = None,
 ) -> ReverifyResult:
-    """Re-judge `trajectories` with `verifier` and diff against `old_verdicts` (see module doc)."""
+    """Re-judge `trajectories` with `verifier` and diff against `old_verdicts` (see module doc).
+    `unreleasable`: task id -> why such a task is not released any more; its trajectories
+    fail with that reason, unjudged."""
     v = get_verifier(verifier) if isinstance(verifier, str) else verifier
     if getattr(v, "needs_model", False) and not allow_model:
         raise ValueError(
@@ -144,10 +151,14 @@ def reverify(
         if task is None:
             diff.unknown_task += 1
             continue
-        if not applies(v, task):
+        why = (unreleasable or {}).get(task.id)
+        if why is None and not applies(v, task):
             diff.not_applicable += 1
             continue
-        new = v.verify(task, traj)
+        new = v.verify(task, traj) if why is None else Verdict(
+            trajectory_id=traj.id, task_id=task.id, verifier=v.name, verifier_version=v.version,
+            passed=False, score=0.0, reasons=[f"task not released any more: {why}"])
+        diff.not_released += why is not None
         verdicts.append(new)
         d = diff.tasks.setdefault(task.id, TaskDiff(task_id=task.id))
         d.trajectories += 1
