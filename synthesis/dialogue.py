@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,18 +162,23 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
         reports: list[str] = []
         for call in writes:
             plan_text = (rng.choice(action(env.conn, call)) if callable(action)
-                         else f"{call.name.replace('_', ' ')} with {call.arguments}")
-            lead = (rng.choice(DONE) + " " + reports[-1] + " Next, " if reports else "")
-            opening_line = rng.choice(OPEN_PLAN).format(plan=plan_text)
-            if lead:
-                opening_line = lead + _lowercase_first(opening_line)
-            out.turns.append(Turn(role="assistant", content=f"{opening_line} {rng.choice(ASK_CONFIRM)}"))
+                         else _plain_action(call))
             before = st.restore(env.snapshot())
+            ledger_before = _ledger_size(env.conn)
             obs = env.call(call)
             try:
                 found = write_facts(conv, before, env.conn, call, tool_result(obs.content)) if obs.ok else []
             finally:
                 before.close()
+            # the announcement states every amount the write moves (the world's ledger)
+            missing = [a for a in _ledger_amounts(env.conn, ledger_before) if not mentions_value(plan_text, f"{a:g}")]
+            if missing:
+                plan_text += ", for " + " and ".join(f"an amount of {a:g}" for a in missing)
+            lead = (rng.choice(DONE) + " " + reports[-1] + " Next, " if reports else "")
+            opening_line = rng.choice(OPEN_PLAN).format(plan=plan_text)
+            if lead:
+                opening_line = lead + _lowercase_first(opening_line)
+            out.turns.append(Turn(role="assistant", content=f"{opening_line} {rng.choice(ASK_CONFIRM)}"))
             out.facts += found
             reports.append(_report(conv, env.conn, call, obs.content if obs.ok else "", found, rng))
             out.turns.append(Turn(role="assistant", tool_calls=[call]))
@@ -182,6 +188,29 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
         return out
     finally:
         env.close()
+
+
+def _plain_action(call: ToolCall) -> str:
+    """A write said plainly, for a world without an ``action`` hook: the tool as words, then
+    its arguments ("extend rental (rental id R1, days 5)")."""
+    args = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in call.arguments.items())
+    return f"{call.name.replace('_', ' ')}" + (f" ({args})" if args else "")
+
+
+def _ledger_size(conn: Any) -> int | None:
+    """The world's ledger row count (None for a world without a ledger)."""
+    try:
+        return int(conn.execute("SELECT MAX(rowid) FROM ledger").fetchone()[0] or 0)
+    except sqlite3.OperationalError:  # no ledger table
+        return None
+
+
+def _ledger_amounts(conn: Any, since: int | None) -> list[float]:
+    """The amounts of the ledger rows added after row `since`."""
+    if since is None:
+        return []
+    rows = conn.execute("SELECT amount FROM ledger WHERE rowid > ? ORDER BY rowid", (since,)).fetchall()
+    return [abs(float(a)) for (a,) in rows if a]
 
 
 def _report(conv: Conversation, conn: Any, call: ToolCall, content: str, facts: list[Fact],

@@ -12,7 +12,7 @@ from rollout.agent import AgentConfig, run_episode
 from rollout.collector import ModelConfig, RolloutConfig, collect
 from rollout.model import ChatResponse, MalformedCall, ModelError
 from rollout.policies import ScriptedPolicy
-from rollout.user import STOP, ScriptedUser, first_person
+from rollout.user import CONFIRMATIONS, STOP, ScriptedUser, first_person
 
 
 class Replay:
@@ -131,7 +131,7 @@ def test_scripted_user_speaks_in_first_person(tasks: list[Task]) -> None:
     assert msg.startswith("I want to") and tasks[0].user.known_info["user_id"] not in msg
     assert first_person("You want to pay with your card") == "I want to pay with my card"
     reply = asyncio.run(user.respond([{"role": "assistant", "content": "Shall I book it?"}]))
-    assert reply == "Yes, please go ahead."
+    assert reply in CONFIRMATIONS  # one of the seeded realisations of a yes
     uid = tasks[0].user.known_info["user_id"]
     asked = asyncio.run(user.respond([{"role": "assistant", "content": "Could you give me your user id?"}]))
     assert uid in asked

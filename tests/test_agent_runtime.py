@@ -127,8 +127,8 @@ def test_contract_recorded_on_every_trajectory(tasks: list[Task]) -> None:
         assert t.metadata["persistent_state"] is False and t.metadata["max_tool_calls_per_turn"] == 2
 
 
-def test_stateless_runs_each_call_on_the_initial_state(airline: World, tasks: list[Task]) -> None:
-    task = next(t for t in tasks if t.metadata["boundary"] == "bags_at_limit")  # book, then add bags
+def test_stateless_runs_each_call_on_the_initial_state(airline: World, compound_bags: Task) -> None:
+    task = compound_bags  # book and add bags
     writes = [c for c in task.reference_solution if airline.tools[c.name].write]
     assert len(writes) == 2
     persistent = episode(task, airline, ScriptedPolicy(task))

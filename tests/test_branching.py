@@ -17,7 +17,7 @@ from rollout.branching import BranchError, as_response, branch_episode, branch_p
 from rollout.model import ChatResponse
 from rollout.policies import ScriptedPolicy
 from rollout.user import STOP, LLMUser, ScriptedUser
-from synthesis.base import SynthesisConfig, get_method
+from tests.conftest import BAGS_WRITES
 
 
 def gold(task: Task, world: World, **cfg: Any) -> Trajectory:
@@ -32,24 +32,13 @@ def branch(task: Task, world: World, parent: Trajectory, at_step: int, message: 
 
 
 @pytest.fixture(scope="module")
-def bags(airline: World, tasks: list[Task]) -> Task:
+def bags(compound_bags: Task) -> Task:
     """A bags-at-limit task whose reference dialogue asks for the user id, reads, then
-    announces, confirms and makes two writes (add bags, book): from the session's tasks,
-    else from the next seed that draws one."""
-
-    def compound(found: list[Task]) -> Task | None:
-        return next((t for t in found if t.metadata["boundary"] == "bags_at_limit" and sorted(
-            c.name for turn in t.dialogue for c in turn.tool_calls if c.name in WRITES) == sorted(WRITES)), None)
-
-    task, seed = compound(tasks), 12
-    while task is None and seed < 16:
-        task = compound(get_method("logic_driven")(SynthesisConfig(n_tasks=7, seed=seed), airline).tasks)
-        seed += 1
-    assert task is not None, "no compound bags-at-limit task"
-    return task
+    announces, confirms and makes two writes (add bags, book)."""
+    return compound_bags
 
 
-WRITES = {"update_baggage", "book_reservation"}
+WRITES = BAGS_WRITES
 
 
 def step_of(parent: Trajectory, name: str) -> int:
@@ -111,14 +100,14 @@ def test_branch_with_the_llm_user_and_another_sampling(airline: World, bags: Tas
     from tests.test_llm_user import RuleUser
 
     parent = gold(bags, airline)
-    at = step_of(parent, "update_baggage")
+    at = min(step_of(parent, name) for name in WRITES)  # the first write
     model = ScriptedPolicy(bags)
     user = LLMUser(bags, RuleUser(), max_turns=8)
-    child = branch(bags, airline, parent, at, {"role": "assistant", "content": "Shall I add the bags?"},
+    child = branch(bags, airline, parent, at, {"role": "assistant", "content": "Shall I go ahead?"},
                    model=model, user=user, sampling=Sampling(temperature=0.1, seed=9))
     assert child.sampling.temperature == 0.1
     # the LLM user answered each agent turn after the branch point (the substituted question,
-    # the announcement of the booking, the closing reply); its replies count the prefix's too
+    # the announcement of the second write, the closing reply); its replies count the prefix's too
     idx = [i for i, m in enumerate(parent.messages) if m["role"] == "assistant"][at]
     prefix_replies = sum(m["role"] == "user" for m in parent.messages[:idx]) - 1  # less the opening
     assert child.metadata["user"]["calls"] == 3 and STOP in child.messages[-1]["content"]
