@@ -30,9 +30,21 @@ class RLPick:
 @dataclass
 class Selection:
     sft: list[tuple[Trajectory, Verdict]] = field(default_factory=list)
+    sft_reasons: dict[str, str] = field(default_factory=dict)  # sft trajectory id -> why it was kept
     rl: list[RLPick] = field(default_factory=list)
     drops: Counter = field(default_factory=Counter)  # "sft:<reason>" / "rl:<reason>" -> count
     stats: dict = field(default_factory=dict)
+
+
+def failed_calls(t: Trajectory) -> int:
+    """Steps of `t` that failed: tool errors and calls that did not parse."""
+    return sum(1 for s in t.steps if s.error)
+
+
+def cleanest_first(t: Trajectory) -> tuple[int, bool, int, str]:
+    """Sort key among a task's rows: fewest failed calls, then the reference dialogue before
+    a policy rollout, then trial and id (so the first of duplicates is the cleanest)."""
+    return failed_calls(t), not t.reference, t.trial, t.id
 
 
 class Curator(Protocol):

@@ -1,7 +1,9 @@
 """Outcome-based curation: per-task pass rates decide.
 
-- SFT: trajectories whose verdict passed, deduplicated per task by their action sequence
-  (two rollouts making the same calls teach the same thing once).
+- SFT: trajectories whose verdict passed, deduplicated per task by their action signature
+  (calls, arguments, errors and unparsed calls: two rollouts making the same calls teach the
+  same thing once); among duplicates the cleanest row stays (the reference dialogue before a
+  policy rollout).
 - RL: tasks with 0 < pass rate < 1 (mixed outcomes give GRPO reward variance), plus tasks
   no rollout solved but whose reference path the Explorer verified (hard, yet solvable).
   Tasks every rollout solved give no signal and are dropped.
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from curation.base import RLPick, Selection, register
+from curation.base import RLPick, Selection, cleanest_first, failed_calls, register
 from data.records import Task, Trajectory, Verdict, canonical_json
 
 
@@ -37,7 +39,10 @@ def pass_rates(verdicts: list[Verdict]) -> dict[str, TaskOutcome]:
 
 
 def action_key(t: Trajectory) -> str:
-    return canonical_json([[a.name, a.arguments] for a in t.actions()])
+    """The row's action signature: every call with its arguments and error, and every call
+    that did not parse (so a row with a failed call is never a duplicate of a clean one)."""
+    return canonical_json([[s.action.name, s.action.arguments, s.error or ""] if s.action is not None
+                           else ["<malformed>", s.error] for s in t.steps if s.action is not None or s.error])
 
 
 class OutcomeCurator:
@@ -47,7 +52,7 @@ class OutcomeCurator:
         sel = Selection()
         by_traj = {v.trajectory_id: v for v in verdicts}
         seen: dict[str, set[str]] = defaultdict(set)
-        for t in sorted(trajectories, key=lambda t: (t.task_id, t.trial)):
+        for t in sorted(trajectories, key=lambda t: (t.task_id, *cleanest_first(t))):
             v = by_traj.get(t.id)
             if v is None:
                 sel.drops["sft:unverified"] += 1
@@ -58,6 +63,8 @@ class OutcomeCurator:
             else:
                 seen[t.task_id].add(action_key(t))
                 sel.sft.append((t, v))
+                sel.sft_reasons[t.id] = ("reference dialogue" if t.reference else "passed") + (
+                    f", recovers from {failed_calls(t)} failed call(s)" if failed_calls(t) else "")
         # Pass rates measure the policy: reference (gold) trajectories do not count.
         policy = {t.id for t in trajectories if not t.reference}
         rates = pass_rates([v for v in verdicts if v.trajectory_id in policy])

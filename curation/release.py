@@ -1,6 +1,8 @@
 """Rows of the released datasets, built from curated records (pure functions, no I/O).
 
-`sft` rows are TRL's conversational format (`messages` + `tools`) with metadata columns;
+`sft` rows are TRL's conversational format (`messages` + `tools`, ending at the agent's last
+reply) with metadata columns (whether the row is the reference dialogue, whether it recovers
+from a failed call, why curation kept it);
 `rl` rows hold the `prompt` (system + opening user turn), `tools`, the full task, and what
 names and judges its environment without trajforge's internals: `environment` (the world,
 TRL's `environment_factory` key), the world and verifier versions, and the reference
@@ -15,16 +17,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from curation.base import Selection
+from curation.base import Selection, failed_calls
 from data.records import canonical_json
 from data.schema import release_message
+from rollout.user import MARKERS
+
+
+def conversation_for_training(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` up to the agent's last reply: what the user says after it (the closing,
+    with the simulator's end marker) is not the agent's to learn, and no marker is left in a
+    released row. A conversation that never replies in text keeps every message."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"
+                and (m.get("content") or "").strip() and not m.get("tool_calls")), default=len(messages) - 1)
+    out = []
+    for m in messages[: last + 1]:
+        if m.get("role") == "user" and isinstance(m.get("content"), str) and any(k in m["content"] for k in MARKERS):
+            text = m["content"]
+            for k in MARKERS:
+                text = text.replace(k, "")
+            m = {**m, "content": text.strip()}
+        out.append(m)
+    return out
 
 
 def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str, str], world_of: dict[str, str]) -> list[dict[str, Any]]:
     rows = []
     for traj, verdict in selection.sft:
         rows.append({
-            "messages": [release_message(m) for m in traj.messages],
+            "messages": [release_message(m) for m in conversation_for_training(traj.messages)],
             "tools": json.dumps(traj.tools, ensure_ascii=False),
             "task_id": traj.task_id,
             "trajectory_id": traj.id,
@@ -34,6 +54,9 @@ def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str
             "trial": traj.trial,
             "score": verdict.score,
             "split": split_of.get(traj.task_id, "train"),
+            "reference": bool(traj.reference),
+            "recovery": failed_calls(traj) > 0,
+            "selection_reason": selection.sft_reasons.get(traj.id, ""),
         })
     return rows
 

@@ -17,8 +17,10 @@ Per successful trajectory (SFT weight, each part normalised to [0, 1] within its
 - semantic efficiency: shortest successful path length of the task / its length;
 - diversity: −log of the product of its branch-choice frequencies among successes, which
   telescopes to −log(s(leaf) / s(root)).
-Weight **(ours)** = weighted mean of the three (equal weights by default); per task the
-`sft_per_task` best distinct paths are kept.
+Weight **(ours)** = weighted mean of the three (equal weights by default). Per task the
+cleanest passing row (fewest failed calls, the reference dialogue before a policy rollout)
+is kept whatever its weight, and the other `sft_per_task - 1` places go to the distinct
+paths of highest weight (recovery rows among them, marked as such in the release).
 
 Per task (RL): error branch ratio EBR = failing children / children over nodes with ≥ 2
 children (a child is failing when no success passes through it), strategic heterogeneity
@@ -41,7 +43,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from curation.base import RLPick, Selection, register
+from curation.base import RLPick, Selection, cleanest_first, register
 from data.records import Task, Trajectory, Verdict, content_hash
 
 MESSAGE = "<message>"  # a turn with no tool call (a reply to the user)
@@ -168,7 +170,7 @@ def _build_index(
     obs_memo: dict[str, str] = {}
     turn_ids: dict[tuple[str, str, str, str, str], int] = {}
     node_ids: dict[tuple[int, int], int] = {}
-    act_ids: dict[tuple[str, str], int] = {}
+    act_ids: dict[tuple[str, str, str], int] = {}
     act_nodes: dict[tuple[int, int], int] = {}
     task_index: dict[str, int] = {}
     roots: list[int] = []
@@ -212,7 +214,8 @@ def _build_index(
             else:
                 name = a.name
                 args = dumps(a.arguments)
-                ak = (name, args)
+            if a is not None or s.error:  # the action signature: calls, their errors, unparsed calls
+                ak = (name, args, s.error or "")
                 aid = act_ids.get(ak)
                 if aid is None:
                     aid = act_ids[ak] = len(act_ids)
@@ -425,10 +428,7 @@ class TopologyCurator:
         cfg = self.config
         sel = Selection()
         by_traj = {v.trajectory_id: v for v in verdicts}
-        ordered = sorted(
-            trajectories,
-            key=lambda t: (t.task_id, bool(t.reference), t.trial, t.id),
-        )
+        ordered = sorted(trajectories, key=lambda t: (t.task_id, *cleanest_first(t)))
         verified = []
         for t in ordered:
             if t.id in by_traj:
@@ -439,6 +439,7 @@ class TopologyCurator:
         topo = task_topology(ix)
         scores = trajectory_scores(ix, cfg)
         reasons = self._select_sft(sel, ix, scores, verified, by_traj)
+        sel.sft_reasons.update(reasons)
         self._select_rl(sel, tasks, ix, topo)
         self.result = TopoResult(ix, topo, scores, reasons)
         sel.stats = self._stats(tasks, trajectories, ix, topo, scores, sel, reasons)
@@ -456,14 +457,21 @@ class TopologyCurator:
         ok = ix.traj_passed
         sel.drops["sft:failed_verification"] += int((~ok).sum())
         cand = np.nonzero(ok)[0]
-        # Identical paths (same leaf of the quotient graph) teach the same thing once: keep one.
+        # Identical paths (same leaf of the quotient graph) teach the same thing once: keep
+        # one, the first in `verified`'s order, which puts a task's cleanest rows first.
         _, first = np.unique(ix.traj_leaf[cand], return_index=True)
         uniq = cand[np.sort(first)]
         sel.drops["sft:duplicate_path"] += len(cand) - len(uniq)
-        low = sc.weight[uniq] < cfg.min_weight
+        # Each task's cleanest passing row (fewest failed calls, the reference first) is kept
+        # whatever its weight; the other places go by weight.
+        _, first_of_task = np.unique(ix.traj_task[uniq], return_index=True)
+        cleanest = np.zeros(len(uniq), dtype=bool)
+        cleanest[first_of_task] = True
+        low = (sc.weight[uniq] < cfg.min_weight) & ~cleanest
         sel.drops["sft:below_min_weight"] += int(low.sum())
-        uniq = uniq[~low]
-        order = uniq[np.lexsort((uniq, -sc.weight[uniq], ix.traj_task[uniq]))]
+        uniq, cleanest = uniq[~low], cleanest[~low]
+        order = uniq[np.lexsort((uniq, -sc.weight[uniq], ~cleanest, ix.traj_task[uniq]))]
+        is_cleanest = set(uniq[cleanest].tolist())
         task = ix.traj_task[order]
         starts = np.searchsorted(task, task, side="left")
         rank = np.arange(len(order)) - starts
@@ -484,8 +492,9 @@ class TopologyCurator:
             }
             top = max(parts, key=lambda p: parts[p])
             t = verified[i]
+            why = ("cleanest:reference" if t.reference else "cleanest:policy") if i in is_cleanest else f"top_weight:{top}"
             reasons[t.id] = (
-                f"top_weight:{top} (w={sum(parts.values()) / total:.3f}, "
+                f"{why} (w={sum(parts.values()) / total:.3f}, "
                 f"recoveries={int(sc.recoveries[i])}, efficiency={sc.efficiency[i]:.2f}, "
                 f"diversity={sc.diversity[i]:.2f})"
             )

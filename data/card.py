@@ -242,6 +242,20 @@ def run_sections(run: dict[str, Any]) -> str:
             out += ["## Hygiene", "", _table(["release", "rows in", "duplicates removed", "rows kept",
                                               "secrets/PII scrubbed", "eval-set contamination",
                                               "train vs own test split (report only)"], rows), ""]
+    if (q := run.get("data_quality")) and q.get("rows"):
+        fmt = lambda r: "-" if r is None else f"{r:.1%}"  # noqa: E731
+        rows = [[f"policy compliance: {k}", fmt(v)] for k, v in q.get("clause_compliance", {}).items()]
+        rows += [["writes with grounded arguments", fmt(q.get("grounded_args_rate"))],
+                 ["informative final replies (facts told)", fmt(q.get("informative_reply_rate"))],
+                 ["refusals that explain the rule", fmt(q.get("refusal_explained_rate"))],
+                 ["reference dialogues among rows", fmt(q.get("reference_share"))],
+                 ["rows recovering from a failed call (marked `recovery`)", q.get("recovery_rows", 0)]]
+        if "scrubbed_rows_pass_rate" in q:
+            rows.append(["scrubbed rows that still pass their verifier", fmt(q["scrubbed_rows_pass_rate"])])
+        out += ["## Data quality", "",
+                f"Every `sft` row re-checked ({q['rows']} rows, {q.get('rows_judged_by_policy', 0)} judged by the "
+                "policy's working rules); a share is of the checks that apply.", "",
+                _table(["check", "share"], rows), ""]
     if errors := run.get("tool_errors"):
         out += ["## Tool-call errors", "",
                 "Error classes counted in the policy rollouts (`rollout.parsing`, the worlds' tools). "

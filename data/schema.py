@@ -156,7 +156,8 @@ VERDICT_SCHEMA = pa.schema(
 # carrying everything a reward function needs to rebuild and verify the world.
 # Version 1 (before JSON columns, split files and the environment columns) is still read:
 # its `tools`, `arguments` and `task` are JSON strings (see `train.data.load_release`).
-RELEASE_SCHEMA_VERSION = 2
+# Version 3 adds the sft rows' `reference`, `recovery` and `selection_reason` columns.
+RELEASE_SCHEMA_VERSION = 3
 SFT_SCHEMA = pa.schema(
     [
         ("messages", RELEASE_MESSAGES_TYPE),
@@ -169,6 +170,12 @@ SFT_SCHEMA = pa.schema(
         ("trial", pa.int32()),
         ("score", pa.float64()),
         ("split", pa.string()),
+        # Since version 3: the task's reference dialogue (True) or a policy rollout; a row
+        # that holds a failed call (a tool error or a malformed call) the agent recovered
+        # from; why curation kept the row.
+        ("reference", pa.bool_()),
+        ("recovery", pa.bool_()),
+        ("selection_reason", pa.string()),
     ]
 )
 RL_SCHEMA = pa.schema(

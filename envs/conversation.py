@@ -19,7 +19,11 @@ A world's folder may hold a ``conversation.py`` with:
   successful write (ids created, amounts charged or refunded, new dates);
 - ``report(conn, call, result, facts) -> list[str]``: realisations of what a write did, saying
   its facts (a realisation that misses one is not used);
-- ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids.
+- ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids;
+- ``USER_FACING_IDS``: the id columns a real user knows and may say (their account id, a
+  reservation code); every other single-column ``*_id`` key of the world's tables is
+  internal (payment, slot, flight-instance, plan and add-on codes) and must never appear in
+  what a task tells the user (`leaked_ids`).
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
 Text helpers (`mentions_value`, `is_affirmative`, `claims_success`, ...) are deterministic.
@@ -76,6 +80,7 @@ class Conversation:
     alternatives: dict[str, str]
     ask_identity: list[str]
     module: ModuleType | None
+    user_facing_ids: list[str] = field(default_factory=list)
 
     def hook(self, name: str) -> Any:
         return getattr(self.module, name, None) if self.module is not None else None
@@ -114,7 +119,33 @@ def _conversation(name: str, folder: str) -> Conversation:
         raise ValueError(f"world {name!r} declares unknown clauses {unknown}; known: {sorted(CLAUSES)}")
     return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
-                        ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module)
+                        ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module,
+                        user_facing_ids=list(g("USER_FACING_IDS", ACCOUNT_KEYS)))
+
+
+# -- ids a user never says ---------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.#/-]*[A-Za-z0-9]")
+
+
+def internal_id_columns(conn: sqlite3.Connection, user_facing: list[str]) -> list[tuple[str, str]]:
+    """(table, column) of every single-column ``*_id`` primary key not in `user_facing`."""
+    out = []
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+        keys = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")') if r[5]]
+        if len(keys) == 1 and keys[0].endswith("_id") and keys[0] not in user_facing:
+            out.append((table, keys[0]))
+    return out
+
+
+def leaked_ids(world: Any, conn: sqlite3.Connection, texts: list[str]) -> list[str]:
+    """The world-internal ids (see `internal_id_columns`) that `texts` state verbatim."""
+    columns = internal_id_columns(conn, conversation(world).user_facing_ids)
+    tokens = sorted({t.strip(".#/-") for text in texts for t in _TOKEN.findall(text or "")
+                     if any(c.isdigit() or c == "_" for c in t)})
+    return [tok for tok in tokens if any(
+        conn.execute(f'SELECT 1 FROM "{table}" WHERE "{col}" = ? LIMIT 1', (tok,)).fetchone()
+        for table, col in columns)]
 
 
 # -- arguments that must be grounded ---------------------------------------------------------------

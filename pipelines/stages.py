@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from curation.base import Selection, get_curator
+from curation.quality import sft_quality
 from curation.release import rl_rows, sft_rows
 from data import store
 from data.atomic import write_json_atomic
@@ -349,6 +350,10 @@ def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[T
         rows[name], hygiene = clean_rows(cfg, out, name, rows[name])
         stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
                  "splits": dict(Counter(r["split"] for r in rows[name])), "hygiene": hygiene}
+        if name == "sft":
+            kept = {r["trajectory_id"] for r in rows[name]}
+            stats["data_quality"] = sft_quality(
+                Selection(sft=[(t, v) for t, v in selection.sft if t.id in kept]), {t.id: t for t in tasks})
         with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name],
                                  RELEASE_SCHEMA_VERSION) as w:
             if rows[name]:
@@ -517,6 +522,13 @@ def _training_sections(kind: str, table: Any, code_version: str) -> tuple[str, d
     return training_sections(kind, table, code_version)
 
 
+def _flat_quality(q: dict[str, Any]) -> dict[str, Any]:
+    """The data-quality audit as report figures, one per check."""
+    out = {f"data quality: compliance {k}": v for k, v in q.get("clause_compliance", {}).items()}
+    out.update({f"data quality: {k}": v for k, v in q.items() if not isinstance(v, dict)})
+    return out
+
+
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
                 selection: Selection, title: str = "trajforge run report") -> str:
     """The static HTML run report: funnel, drop reasons, pass rates per world, pass@k and
@@ -527,7 +539,8 @@ def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     chosen = deciding_verdicts(cfg, tasks, verdicts)
     figures = figures_from_records(tasks, trajectories, chosen, selection.drops, sft_rows=len(selection.sft),
                                    rl_rows=len(selection.rl), graph_svgs=graph_svgs_for(trajectories, chosen, n=3),
-                                   title=title, stats=selection.stats)
+                                   title=title, stats={**selection.stats, **_flat_quality(
+                                       sft_quality(selection, {t.id: t for t in tasks}))})
     return render_report(figures)
 
 
@@ -582,6 +595,7 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     attempted = len(tasks) + int(audit.get("excluded", 0)) + sum(synth_drops.values())
     passed = sum(v.passed for t in policy if (v := decided.get(t.id)) is not None)
     hygiene = {n: st.get("hygiene", {}) for n, st in curated_stats.items()}
+    quality = curated_stats.get("sft", {}).get("data_quality", {})
     released = {n: st.get("rows") for n, st in curated_stats.items()}
     drops_of = lambda prefix: {k.split(":", 1)[1]: v for k, v in selection.drops.items() if k.startswith(prefix)}  # noqa: E731
     funnel = [
@@ -611,7 +625,7 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
             except KeyError:
                 versions[n] = "?"
     return {"funnel": funnel, "pass_by_world": by_world, "verifiers": versions, "verifier_audit": audit,
-            "hygiene": hygiene, "tool_errors": dict(sorted(tool_errors.items())),
+            "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(tool_errors.items())),
             "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
             "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
 

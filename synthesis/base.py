@@ -70,6 +70,27 @@ class SynthesisResult:
         self.tasks.append(task)
 
 
+def user_facing_texts(task: Task) -> list[str]:
+    """Everything of a task the user simulator may say: the goal, the scenario, the known info."""
+    u = task.user
+    return [task.instruction, u.task_instructions, u.reason, u.persona, *u.unknown_info,
+            *(str(v) for v in u.known_info.values())]
+
+
+def internal_id_leaks(world: World, task: Task) -> list[str]:
+    """World-internal ids (`envs.conversation.leaked_ids`) the task's user-facing text states:
+    a task that has the user say a payment or slot code is not what a real user says."""
+    if not isinstance(world, World):  # a workspace world has no database of ids
+        return []
+    from envs.conversation import leaked_ids
+
+    env = world.env(task.initial_state)
+    try:
+        return leaked_ids(world, env.conn, user_facing_texts(task))
+    finally:
+        env.close()
+
+
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
 METHODS: Registry[Method] = Registry(
     "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play",

@@ -37,7 +37,7 @@ from envs.constraints import (
     world_constraints,
 )
 from envs.world import World
-from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
 from synthesis.dialogue import with_dialogue
 
 METHOD = "constraint_guided"
@@ -225,6 +225,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                     continue
                 if ambiguous_after_writes(world, task):
                     result.drops["ambiguous_after_write"] += 1
+                    continue
+                if internal_id_leaks(world, task):
+                    result.drops["internal_id_leak"] += 1
                     continue
                 result.accept(task, cfg.test_fraction)
                 described += n

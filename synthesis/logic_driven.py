@@ -28,7 +28,7 @@ from data.records import StateRef, Task, ToolCall, UserScenario
 from envs import state as st
 from envs.rules import trace_rules
 from envs.world import World
-from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
 from synthesis.dialogue import with_dialogue
 from synthesis.explorer import ExplorerConfig, explore
 from synthesis.paraphrase import paraphrase_tasks
@@ -199,6 +199,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if result.has(task):
                 result.drops["duplicate"] += 1
                 continue
+            if internal_id_leaks(world, task):
+                result.drops["internal_id_leak"] += 1
+                continue
             result.accept(task, cfg.test_fraction)
             if len(result.tasks) >= cfg.n_tasks:
                 break
@@ -269,6 +272,9 @@ def _paraphrased(result: SynthesisResult, cfg: SynthesisConfig, world: World, mo
     for task in tasks:
         if out.has(task):
             out.drops["duplicate"] += 1
+            continue
+        if internal_id_leaks(world, task):  # a paraphrase may name what the original did not
+            out.drops["internal_id_leak"] += 1
             continue
         out.accept(task, cfg.test_fraction)
     return out

@@ -213,6 +213,28 @@ def test_plain_trl_grpo_step_with_the_cards_environment_lines(released: dict[str
                             for e in episodes)
 
 
+def test_sft_rows_end_at_the_agents_reply_and_say_what_they_are(released: dict[str, Path]) -> None:
+    """No end marker of the user simulator in a released row; every row ends with the
+    agent's reply; each task keeps its reference dialogue unless a row as clean replaced
+    it; rows with a failed call are marked as recoveries."""
+    from rollout.user import MARKERS
+
+    rows = store.read_table(released["sft"]).to_pylist()
+    assert rows and not any(k in json.dumps(r["messages"]) for r in rows for k in MARKERS)
+    for r in rows:
+        last = r["messages"][-1]
+        assert last["role"] == "assistant" and last["content"] and not last.get("tool_calls"), last
+        failed = any('"error"' in (m.get("content") or "") for m in r["messages"] if m["role"] == "tool")
+        assert r["recovery"] or not failed, r["trajectory_id"]
+        assert r["selection_reason"]
+    assert any(r["reference"] for r in rows)
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_task.setdefault(r["task_id"], []).append(r)
+    for task_rows in by_task.values():  # the task's first row is its cleanest
+        assert not task_rows[0]["recovery"] or all(x["recovery"] for x in task_rows)
+
+
 def test_rl_prompts_need_no_answers(released: dict[str, Path]) -> None:
     """TRL's loop has no user turns: an rl prompt's opening carries every detail the agent
     would ask the user for, and for a change the user's go-ahead."""

@@ -208,9 +208,10 @@ def test_selection_and_drops() -> None:
     assert sel.drops["rl:no_rollouts"] == 1
     reasons = curator.result.sft_reasons
     assert set(reasons) == set(picked)
-    assert reasons["A-2"].startswith("top_weight:recovery") and reasons["A-0"].startswith(
-        "top_weight:efficiency"
-    )
+    # A-0 is A's cleanest passing row (no failed call), kept whatever its weight; the recovery
+    # path takes the other place by weight; C's only passing row is its reference
+    assert reasons["A-2"].startswith("top_weight:recovery") and reasons["A-0"].startswith("cleanest:policy")
+    assert reasons["C-0-ref"].startswith("cleanest:reference") and sel.sft_reasons == reasons
     assert sel.stats["rl_selected"] == 1 and sel.stats["sft_selected"] == 4
     assert sel.stats["policy_pass_rate"] == round(5 / 8, 4)
 
@@ -218,15 +219,36 @@ def test_selection_and_drops() -> None:
 def test_top_k_per_task_and_min_weight() -> None:
     trajs, passed = task_a()
     verdicts = [_verdict(t, p) for t, p in zip(trajs, passed, strict=True)]
+    # one place: the cleanest passing row, though the recovery path weighs more
     sel = TopologyCurator(TopoConfig(sft_per_task=1)).select([_task("A")], trajs, verdicts)
-    assert [t.id for t, _ in sel.sft] == ["A-2"]  # the recovery path outweighs the plain one
-    assert sel.drops["sft:below_task_top_k"] == 1
-    sel = TopologyCurator(TopoConfig(w_recovery=0, w_diversity=0, sft_per_task=1)).select(
+    assert [t.id for t, _ in sel.sft] == ["A-0"] and sel.drops["sft:below_task_top_k"] == 1
+    two = TopologyCurator(TopoConfig(sft_per_task=2)).select([_task("A")], trajs, verdicts)
+    assert [t.id for t, _ in two.sft] == ["A-0", "A-2"]
+    assert two.sft_reasons["A-2"].startswith("top_weight:recovery")
+    sel = TopologyCurator(TopoConfig(w_recovery=0, w_diversity=0, sft_per_task=2)).select(
         [_task("A")], trajs, verdicts
     )
-    assert [t.id for t, _ in sel.sft] == ["A-0"]  # efficiency alone: the shortest path
+    assert [t.id for t, _ in sel.sft] == ["A-0", "A-2"]
+    # the weight bar drops other rows, never the cleanest one
     sel = TopologyCurator(TopoConfig(min_weight=0.9)).select([_task("A")], trajs, verdicts)
-    assert [t.id for t, _ in sel.sft] == ["A-2"] and sel.drops["sft:below_min_weight"] == 1
+    assert [t.id for t, _ in sel.sft] == ["A-0", "A-2"] and sel.drops["sft:below_min_weight"] == 0
+    sel = TopologyCurator(TopoConfig(min_weight=0.95)).select([_task("A")], trajs, verdicts)
+    assert [t.id for t, _ in sel.sft] == ["A-0"] and sel.drops["sft:below_min_weight"] == 1
+
+
+def test_the_reference_wins_among_duplicates_and_over_noisy_rows() -> None:
+    gold = _traj("A", 0, [OK_U1, BOOK_F1, MSG], reference=True)
+    same = _traj("A", 1, [OK_U1, BOOK_F1, MSG])  # the same path as the reference
+    noisy = _traj("A", 2, [ERR_U2, OK_U1, BOOK_F1, MSG])
+    trajs = [same, noisy, gold]
+    verdicts = [_verdict(t, True) for t in trajs]
+    for curator in (TopologyCurator(TopoConfig(sft_per_task=1)), get_curator("outcome")):
+        sel = curator.select([_task("A")], trajs, verdicts)
+        kept = [t.id for t, _ in sel.sft]
+        assert kept[0] == gold.id and same.id not in kept, (curator.name, kept)
+        assert sel.sft_reasons[gold.id]
+    # the outcome curator keeps the recovery row too: its failed call makes it no duplicate
+    assert noisy.id in [t.id for t, _ in get_curator("outcome").select([_task("A")], trajs, verdicts).sft]
 
 
 def test_rl_budget_samples_in_proportion_to_ebr_sh() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data import store
-from data.schema import RELEASE_SCHEMA_VERSION, RL_SCHEMA, SFT_SCHEMA, strip_message
+from data.schema import RL_SCHEMA, SFT_SCHEMA, strip_message
 from rollout.control_tokens import control_tokens, escape_messages
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def load_release(path: Path | str, split: str | None = None) -> Dataset:
 
     manifest, files = release_files(path)
     ds = load_dataset("parquet", data_files=files, split="train")
-    if manifest.schema_version < RELEASE_SCHEMA_VERSION and manifest.kind in ("sft", "rl"):
+    if manifest.schema_version < 2 and manifest.kind in ("sft", "rl"):  # JSON columns since version 2
         ds = _json_columns(ds, SFT_SCHEMA if manifest.kind == "sft" else RL_SCHEMA)
     if split is not None:
         if "split" not in ds.column_names:

@@ -165,22 +165,23 @@ class PolicyVerifier(BaseVerifier):
             return False
         return isinstance(world, World) and (bool(task.dialogue) or "POLICY" in task.verification.basis)
 
-    def check(self, task: Task, trajectory: Trajectory) -> tuple[int, list[str]]:
-        """(checks made, failures) of every clause over every write."""
+    def check(self, task: Task, trajectory: Trajectory) -> tuple[dict[str, list[int]], list[str]]:
+        """(clause -> [checks made, failed], failures) of every clause over every write."""
         world = get_world(task.world)
         conv = conversation(world)
         writes = _walk(world, conv, trajectory)
         amounts = _write_amounts(task, [w.call for w in writes]) if "announce_and_confirm" in conv.clauses else []
         r = replayer_for(task.world, task.initial_state)
         conn = r.env.conn if r is not None else None
-        checks = 0
+        checks: dict[str, list[int]] = {}
         failures: list[str] = []
 
         def check(clause: str, ok: bool, why: str) -> None:
-            nonlocal checks
             if clause in conv.clauses:
-                checks += 1
+                counts = checks.setdefault(clause, [0, 0])
+                counts[0] += 1
                 if not ok:
+                    counts[1] += 1
                     failures.append(f"{clause}: {why}")
 
         for k, w in enumerate(writes):
@@ -215,13 +216,14 @@ class PolicyVerifier(BaseVerifier):
         return checks, failures
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
-        checks, failures = self.check(task, trajectory)
+        clauses, failures = self.check(task, trajectory)
+        checks = sum(n for n, _ in clauses.values())
         score = (checks - len(failures)) / checks if checks else 1.0
         score, clean, episode = episode_checks(trajectory, trajectory.final_state_hash or "", score,
                                                self.require_clean_termination, task)
         return Verdict(trajectory_id=trajectory.id, task_id=task.id, verifier=self.name, verifier_version=self.version,
                        passed=not failures and (clean or not self.require_clean_termination), score=round(score, 6),
-                       reasons=failures + episode, details={"checks": checks, "failed": len(failures)})
+                       reasons=failures + episode, details={"checks": checks, "failed": len(failures), "clauses": clauses})
 
 
 register(PolicyVerifier.name, options=VerifierOptions)(PolicyVerifier)

@@ -17,6 +17,7 @@ from envs.worlds.airline.tools import (
 )
 
 IDENTITY = Identity(keys=[["user_id"]], lookups={"get_user_details": ["user_id"]})
+USER_FACING_IDS = ["user_id", "reservation_id"]  # a user knows their account id and booking codes
 CLAUSES = DEFAULT_CLAUSES
 ASK_IDENTITY = [
     "I can help with that. Could you give me your user id?",

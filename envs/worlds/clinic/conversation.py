@@ -11,6 +11,7 @@ from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, date_forms
 
 IDENTITY = Identity(keys=[["patient_id", "date_of_birth"]], lookups={"get_patient_details": ["patient_id"]},
                     confirm=["date_of_birth"])
+USER_FACING_IDS = ["patient_id", "appointment_id", "rx_id"]  # the patient file, bookings and prescription numbers
 CLAUSES = [*DEFAULT_CLAUSES[:1], "confirm_identity", *DEFAULT_CLAUSES[1:]]
 ASK_IDENTITY = [
     "I can help with that. Could you give me your patient id and your date of birth?",

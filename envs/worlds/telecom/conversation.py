@@ -10,6 +10,7 @@ from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, id_fact
 
 IDENTITY = Identity(keys=[["user_id"], ["customer_id"]], lookups={"get_customer_details": ["customer_id"]})
+USER_FACING_IDS = ["customer_id", "user_id", "bill_id"]  # the account and its bills; lines go by phone number
 CLAUSES = DEFAULT_CLAUSES
 ASK_IDENTITY = [
     "I can help with that. Could you give me your user id (your account id)?",

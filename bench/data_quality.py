@@ -1,0 +1,148 @@
+"""Data quality of released `sft` rows, for 3 synthesis methods × 4 worlds, with the
+reference dialogues and noisy scripted rollouts (malformed calls, unknown tools, wrong
+arguments, early stops) through the real stages: synthesize, roll out, verify, curate,
+write the curated rows (hygiene included).
+
+Per method × world and overall (worst case over the cells):
+
+- `clause_compliance_min`, `grounded_args_rate`, `informative_reply_rate`,
+  `refusal_explained_rate`: `curation.quality.sft_quality` of the released rows;
+- `reference_kept_rate`: tasks whose reference row is released, of the tasks with a passing
+  reference, unless an at-least-as-clean policy row (no failed call) replaced it;
+- `unmarked_malformed_sft_rows`: released rows holding a failed call without `recovery`;
+- `stop_markers_in_rows`: released rows that still hold a user-simulator end marker;
+- `scrubbed_rows_pass_rate` where the hygiene stage reports it.
+
+Same-run baseline (`baseline_outcome_only`): the same rollouts curated by the outcome
+verifiers alone (state / constraints / tests, the verdict before conversations were
+judged), with the audit's figures of the rows that would then be selected.
+
+    .venv/bin/python bench/data_quality.py [--quick] [--tasks N] [--noise P]
+
+The last line printed is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from curation.base import failed_calls  # noqa: E402
+from curation.quality import sft_quality  # noqa: E402
+from data import store  # noqa: E402
+from data.records import Task, Trajectory, Verdict  # noqa: E402
+from pipelines import stages  # noqa: E402
+from pipelines.config import load_config  # noqa: E402
+from rollout.user import MARKERS  # noqa: E402
+
+METHODS = ["logic_driven", "constraint_guided", "self_play"]
+WORLDS = ["airline", "retail", "telecom", "clinic"]
+OUTCOME = {"state_equivalence", "constraint_satisfaction", "tests_pass"}
+
+
+def reference_kept(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+                   rows: list[dict[str, Any]], decided: dict[str, Verdict]) -> tuple[int, int]:
+    """(tasks whose passing reference row is released or replaced by a clean policy row,
+    tasks with a passing reference)."""
+    by_traj = {t.id: t for t in trajectories}
+    released = {r["trajectory_id"] for r in rows}
+    good = kept = 0
+    for task in tasks:
+        refs = [t for t in trajectories if t.task_id == task.id and t.reference
+                and (v := decided.get(t.id)) is not None and v.passed]
+        if not refs:
+            continue
+        good += 1
+        mine = [by_traj[i] for i in released if i in by_traj and by_traj[i].task_id == task.id]
+        kept += any(t.reference for t in mine) or any(failed_calls(t) == 0 for t in mine)
+    return kept, good
+
+
+def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, Any]:
+    cfg = load_config(None, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n,
+                             "rollout.model.kind": "scripted", "rollout.model.noise": noise, "rollout.trials": 2})
+    tp = stages.synthesize(cfg, out)
+    tasks = store.read_records(tp)
+    trajs = [t for sh in stages.shards(tasks, 4) for t in stages.rollout_shard(sh, cfg)]
+    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajs, cfg.verifiers)
+    selection = stages.curate(cfg, tasks, trajs, verdicts)
+    paths = stages.write_curated(cfg, out, selection, tasks, [tp])
+    rows = store.read_table(paths["sft"]).to_pylist()
+    stats = store.read_manifest(paths["sft"]).stats
+    decided = {v.trajectory_id: v for v in stages.deciding_verdicts(cfg, tasks, verdicts)}
+    outcome_only = cfg.model_copy(update={"verifiers": [n for n in cfg.verifiers if n in OUTCOME]})
+    base = sft_quality(stages.curate(outcome_only, tasks, trajs, verdicts), {t.id: t for t in tasks})
+    kept, good = reference_kept(tasks, trajs, verdicts, rows, decided)
+    by_traj = {t.id: t for t in trajs}
+    q = stats.get("data_quality", {})
+    scrub = stats.get("hygiene", {}).get("replay", {})
+    return {
+        "tasks": len(tasks), "sft_rows": len(rows),
+        "clause_compliance_min": q.get("clause_compliance_min"),
+        "grounded_args_rate": q.get("grounded_args_rate"),
+        "informative_reply_rate": q.get("informative_reply_rate"),
+        "refusal_explained_rate": q.get("refusal_explained_rate"),
+        "scrubbed_rows_pass_rate": scrub.get("pass_rate"),
+        "reference_kept_rate": round(kept / good, 4) if good else None,
+        "unmarked_malformed_sft_rows": sum(1 for r in rows if not r["recovery"]
+                                           and failed_calls(by_traj[r["trajectory_id"]]) > 0),
+        "stop_markers_in_rows": sum(1 for r in rows if any(k in json.dumps(r["messages"]) for k in MARKERS)),
+        "reference_share": q.get("reference_share"),
+        "baseline_outcome_only": {k: base.get(k) for k in ("rows", "clause_compliance_min", "informative_reply_rate",
+                                                           "refusal_explained_rate")},
+    }
+
+
+def worst(cells: dict[str, dict[str, Any]], key: str, fn: Any = min) -> Any:
+    values = [c[key] for c in cells.values() if c.get(key) is not None]
+    return fn(values) if values else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="4 tasks per cell")
+    ap.add_argument("--tasks", type=int, default=None, help="tasks per method × world (default 10, quick 4)")
+    ap.add_argument("--noise", type=float, default=0.4)
+    args = ap.parse_args()
+    n = args.tasks or (4 if args.quick else 10)
+    t0 = time.perf_counter()
+    cells: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for method in METHODS:
+            for world in WORLDS:
+                key = f"{method}@{world}"
+                try:
+                    cells[key] = cell(method, world, n, args.noise, Path(tmp) / key)
+                except Exception as exc:  # a cell that cannot run is reported, never skipped silently
+                    cells[key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                print(key, json.dumps(cells[key]), flush=True)
+    figures = {
+        "tasks_per_cell": n, "noise": args.noise,
+        "clause_compliance_min": worst(cells, "clause_compliance_min"),
+        "grounded_args_rate": worst(cells, "grounded_args_rate"),
+        "informative_reply_rate": worst(cells, "informative_reply_rate"),
+        "refusal_explained_rate": worst(cells, "refusal_explained_rate"),
+        "scrubbed_rows_pass_rate": worst(cells, "scrubbed_rows_pass_rate"),
+        "reference_kept_rate": worst(cells, "reference_kept_rate"),
+        "unmarked_malformed_sft_rows": sum(c.get("unmarked_malformed_sft_rows", 0) for c in cells.values()),
+        "stop_markers_in_rows": sum(c.get("stop_markers_in_rows", 0) for c in cells.values()),
+        "baseline_outcome_only_clause_compliance_min": worst(
+            {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "clause_compliance_min"),
+        "baseline_outcome_only_informative_reply_rate": worst(
+            {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "informative_reply_rate"),
+        "failed_cells": sorted(k for k, c in cells.items() if "error" in c),
+        "cells": cells,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
