@@ -31,7 +31,7 @@ def world() -> World:
 
 def test_doc_names_every_file_of_the_example() -> None:
     text = DOC.read_text()
-    for name in ("policy.md", "schema.sql", "tools.py", "generator.py", "design.py", "probes.py"):
+    for name in ("policy.md", "schema.sql", "tools.py", "generator.py", "design.py", "probes.py", "conversation.py"):
         assert (EXAMPLE / name).exists() and name in text, name
     for hook in ("variants", "candidate_calls", "lookup_calls", "describe", "goal_score", "register_world"):
         assert hook in text
