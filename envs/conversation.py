@@ -21,8 +21,8 @@ A world's folder may hold a ``conversation.py`` with:
   its facts (a realisation that misses one is not used);
 - ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids;
 - ``USER_FACING_IDS``: the id columns a real user knows and may say (their account id, a
-  reservation code); every other single-column ``*_id`` key of the world's tables is
-  internal (payment, slot, flight-instance, plan and add-on codes) and must never appear in
+  reservation code); once declared, every other single-column ``*_id`` key of the world's
+  tables is internal (payment, slot, flight-instance, plan and add-on codes) and must never appear in
   what a task tells the user (`leaked_ids`).
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
@@ -80,7 +80,7 @@ class Conversation:
     alternatives: dict[str, str]
     ask_identity: list[str]
     module: ModuleType | None
-    user_facing_ids: list[str] = field(default_factory=list)
+    user_facing_ids: list[str] | None = None  # None: the world declares none, ids go unchecked
 
     def hook(self, name: str) -> Any:
         return getattr(self.module, name, None) if self.module is not None else None
@@ -120,7 +120,7 @@ def _conversation(name: str, folder: str) -> Conversation:
     return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
                         ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module,
-                        user_facing_ids=list(g("USER_FACING_IDS", ACCOUNT_KEYS)))
+                        user_facing_ids=g("USER_FACING_IDS", None))
 
 
 # -- ids a user never says ---------------------------------------------------------------------
@@ -139,8 +139,12 @@ def internal_id_columns(conn: sqlite3.Connection, user_facing: list[str]) -> lis
 
 
 def leaked_ids(world: Any, conn: sqlite3.Connection, texts: list[str]) -> list[str]:
-    """The world-internal ids (see `internal_id_columns`) that `texts` state verbatim."""
-    columns = internal_id_columns(conn, conversation(world).user_facing_ids)
+    """The world-internal ids (see `internal_id_columns`) that `texts` state verbatim; none
+    for a world that does not declare `USER_FACING_IDS` (e.g. one compiled from a policy)."""
+    facing = conversation(world).user_facing_ids
+    if facing is None:
+        return []
+    columns = internal_id_columns(conn, list(facing))
     tokens = sorted({t.strip(".#/-") for text in texts for t in _TOKEN.findall(text or "")
                      if any(c.isdigit() or c == "_" for c in t)})
     return [tok for tok in tokens if any(
