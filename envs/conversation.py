@@ -19,7 +19,10 @@ A world's folder may hold a ``conversation.py`` with:
   successful write (ids created, amounts charged or refunded, new dates);
 - ``report(conn, call, result, facts) -> list[str]``: realisations of what a write did, saying
   its facts (a realisation that misses one is not used);
-- ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids.
+- ``grounding(conn, call, known) -> list[ToolCall]``: reads that show a write's ids;
+- ``lookup(keys, known) -> ToolCall | None``: the identity lookup of a user who identifies
+  with the known-info `keys` (one of ``IDENTITY.keys``: by name and zip code rather than by
+  email, say), its arguments from their `known` info (`identity_lookup`).
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
 Text helpers (`mentions_value`, `is_affirmative`, `claims_success`, ...) are deterministic.
@@ -115,6 +118,26 @@ def _conversation(name: str, folder: str) -> Conversation:
     return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
                         ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module)
+
+
+def _norm_key(key: str) -> str:
+    return key.strip().lower().replace(" ", "_")
+
+
+def identity_lookup(conv: Conversation, keys: list[str], known: dict[str, Any]) -> ToolCall | None:
+    """The identity lookup of a user who identifies with the known-info `keys` (one of
+    `IDENTITY.keys`), with arguments from their `known` info: the world's `lookup` hook, else
+    the lookup whose identifying arguments are those keys (confirm fields aside); None when
+    the world names none or the user does not know them."""
+    hook = conv.hook("lookup")
+    if callable(hook):
+        return hook(list(keys), dict(known))
+    norm = {_norm_key(k): str(v) for k, v in known.items()}
+    want = sorted(_norm_key(k) for k in keys if _norm_key(k) not in {_norm_key(c) for c in conv.identity.confirm})
+    for tool, args in conv.identity.lookups.items():
+        if sorted(args) == want and all(a in norm for a in args):
+            return ToolCall(name=tool, arguments={a: norm[a] for a in args})
+    return None
 
 
 # -- arguments that must be grounded ---------------------------------------------------------------

@@ -150,7 +150,7 @@ class PolicyVerifier(BaseVerifier):
     version = "1.0.0"
     basis_name = "POLICY"
     audit_kinds = frozenset({"skip_confirmation", "ungrounded_id", "skip_identity", "write_after_decline"})
-    alternative_kinds = frozenset({"reorder_writes"})
+    alternative_kinds = frozenset({"reorder_writes", "extra_reads", "other_identity"})
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
