@@ -205,6 +205,7 @@ _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
+@lru_cache(maxsize=512)  # a conversation's text is checked for many values in a row
 def normalize(text: str) -> str:
     """Lower-cased, commas inside numbers dropped, whitespace collapsed."""
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text or "")

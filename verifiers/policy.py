@@ -124,20 +124,22 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
 
 def _write_amounts(task: Task, calls: list[ToolCall]) -> list[list[float]]:
     """Per write call, the money amounts it moved, from the world's ledger (empty lists for a
-    world without one, or for writes that failed)."""
+    world without one, or for writes that failed). The ledger is append-only (its rows are
+    added by triggers): a write's rows are those past the last rowid before it."""
     r = replayer_for(task.world, task.initial_state)
     if r is None or "ledger" not in r.tracked.rows:
         return [[] for _ in calls]
     out: list[list[float]] = []
+    conn = r.env.conn
     r.tracked.begin()
     try:
-        previous: dict[str, Any] = {}
         for call in calls:
-            obs = r.env.call(call)
-            now = dict(r.tracked.current().after.get("ledger", {})) if obs.ok else previous
-            added = [row for key, row in now.items() if key not in previous]
-            out.append([abs(float(row["amount"])) for row in added if row.get("amount")])
-            previous = now
+            top = conn.execute("SELECT ifnull(max(rowid), 0) FROM ledger").fetchone()[0]
+            if not r.env.call(call).ok:
+                out.append([])
+                continue
+            added = conn.execute("SELECT amount FROM ledger WHERE rowid > ? ORDER BY rowid", (top,)).fetchall()
+            out.append([abs(float(a)) for (a,) in added if a])
     finally:
         r.tracked.rollback()
     return out
@@ -173,6 +175,14 @@ class PolicyVerifier(BaseVerifier):
         amounts = _write_amounts(task, [w.call for w in writes]) if "announce_and_confirm" in conv.clauses else []
         r = replayer_for(task.world, task.initial_state)
         conn = r.env.conn if r is not None else None
+        memo = r.memo if r is not None else {}
+
+        def names_of(value: str) -> list[str | tuple[str, ...]]:
+            """How `value` may be named to the user (from the initial state: kept per state)."""
+            key = ("value_mentions", value)
+            if key not in memo:
+                memo[key] = value_mentions(conv, conn, value) if conn is not None else [value]
+            return memo[key]
         checks = 0
         failures: list[str] = []
 
@@ -202,8 +212,7 @@ class PolicyVerifier(BaseVerifier):
             for p, v in values:
                 if p in IDENTITY_KEYS:
                     continue
-                names = value_mentions(conv, conn, v) if conn is not None else [v]
-                if not any(mentions_name(text, n) for n in names):
+                if not any(mentions_name(text, n) for n in names_of(v)):
                     missing.append(f"{p}={v}")
             missing += [f"amount {a:g}" for a in (amounts[k] if k < len(amounts) else [])
                         if not mentions_value(text, f"{a:g}")]

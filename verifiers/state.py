@@ -12,6 +12,7 @@ are changed cells outside that set.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -110,8 +111,19 @@ class Replayer:
 
     def __init__(self, world: World, ref: StateRef) -> None:
         self.world = world
+        self.ref = ref
         self.env: Env = world.env(ref)
         self.tracked = st.TrackedState(self.env.conn)
+        self._initial: sqlite3.Connection | None = None
+        # results of pure functions of the initial state (how a value is named to a user, ...)
+        self.memo: dict[Any, Any] = {}
+
+    def initial(self) -> sqlite3.Connection:
+        """A second, never written connection holding the initial state (built on first use),
+        for checks that compare the initial state with the replayed one."""
+        if self._initial is None:
+            self._initial = self.world.build_state(self.ref.seed, self.ref.scale, self.ref.patches)
+        return self._initial
 
     def replay(self, calls: list[ToolCall]) -> tuple[st.TrackedView, int, int] | None:
         """(the final state's view, writes replayed, writes failed), or None when a tool
@@ -137,6 +149,8 @@ class Replayer:
 
     def close(self) -> None:
         self.env.close()
+        if self._initial is not None:
+            self._initial.close()
 
 
 REPLAY_CACHE_SIZE = 128  # initial states kept per thread
