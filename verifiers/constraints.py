@@ -70,9 +70,12 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
         return score_constraints_full(task, calls, weight)
     constraints = load_constraints(task.verification.constraints)
     world = r.world
-    module = world_constraints(world)
+    module = r.memo.get("constraints.py") or r.memo.setdefault("constraints.py", world_constraints(world))
     replayed = failed = 0
     effective: list[tuple[int, set[tuple[str, str]]]] = []  # (call index, rows it changed)
+    made: list[ToolCall] = []
+    amounts: list[list[float]] = []  # what each write moved in the ledger (`Replayer.remember_amounts`)
+    top = r.ledger_top
     r.tracked.begin()
     try:
         prev: st.TrackedView | None = None  # None: the initial state
@@ -81,25 +84,32 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
             if spec is None or not spec.write:
                 continue
             replayed += 1
-            if not r.env.call(call).ok:
+            ok = r.env.call(call).ok
+            if r.has_ledger:
+                got, top = r.ledger_added(top) if ok else ([], top)
+                made.append(call)
+                amounts.append(got)
+            if not ok:
                 failed += 1
                 continue
             if not r.env.conn.in_transaction:  # a tool ended the transaction: the direct way
                 r.tracked.valid = False
                 break
-            now = r.tracked.current()
+            now = r.tracked.current(hashed=False)
             rows = _changed_rows(prev, now)
             if rows:
                 effective.append((i, rows))
             prev = now
         else:
             satisfied, details = module.check(r.initial(), r.env.conn, constraints)
-            final_hash = prev.hash if prev is not None else r.tracked.base_hash
+            final_hash = r.tracked.current().hash if prev is not None else r.tracked.base_hash
     finally:
         r.tracked.rollback()
     if not r.tracked.valid:
         _forget(task.world, task.initial_state)
         return score_constraints_full(task, calls, weight)
+    if r.has_ledger:
+        r.remember_amounts(made, amounts)
     return _claim(satisfied, details, constraints, effective, replayed, failed, final_hash, weight)
 
 

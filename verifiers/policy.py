@@ -124,24 +124,25 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
 
 def _write_amounts(task: Task, calls: list[ToolCall]) -> list[list[float]]:
     """Per write call, the money amounts it moved, from the world's ledger (empty lists for a
-    world without one, or for writes that failed). The ledger is append-only (its rows are
-    added by triggers): a write's rows are those past the last rowid before it."""
+    world without one, or for writes that failed): those the outcome's replay of the same
+    writes just recorded, else from a replay of its own."""
     r = replayer_for(task.world, task.initial_state)
-    if r is None or "ledger" not in r.tracked.rows:
+    if r is None or not r.has_ledger:
         return [[] for _ in calls]
+    known = r.remembered_amounts(calls)
+    if known is not None:
+        return known
     out: list[list[float]] = []
-    conn = r.env.conn
+    top = r.ledger_top
     r.tracked.begin()
     try:
         for call in calls:
-            top = conn.execute("SELECT ifnull(max(rowid), 0) FROM ledger").fetchone()[0]
-            if not r.env.call(call).ok:
-                out.append([])
-                continue
-            added = conn.execute("SELECT amount FROM ledger WHERE rowid > ? ORDER BY rowid", (top,)).fetchall()
-            out.append([abs(float(a)) for (a,) in added if a])
+            ok = r.env.call(call).ok
+            got, top = r.ledger_added(top) if ok else ([], top)
+            out.append(got)
     finally:
         r.tracked.rollback()
+    r.remember_amounts(calls, out)
     return out
 
 

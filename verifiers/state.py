@@ -12,6 +12,7 @@ are changed cells outside that set.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -117,6 +118,10 @@ class Replayer:
         self._initial: sqlite3.Connection | None = None
         # results of pure functions of the initial state (how a value is named to a user, ...)
         self.memo: dict[Any, Any] = {}
+        self.has_ledger = "ledger" in self.tracked.rows
+        self._ledger_top = (self.env.conn.execute("SELECT ifnull(max(rowid), 0) FROM ledger").fetchone()[0]
+                            if self.has_ledger else 0)
+        self._last_amounts: tuple[tuple[str, ...], list[list[float]]] | None = None
 
     def initial(self) -> sqlite3.Connection:
         """A second, never written connection holding the initial state (built on first use),
@@ -130,6 +135,9 @@ class Replayer:
         ended the transaction (the copy is then unusable)."""
         tools = self.world.tools
         writes = failed = 0
+        made: list[ToolCall] = []
+        amounts: list[list[float]] = []
+        top = self._ledger_top
         self.tracked.begin()
         try:
             for call in calls:
@@ -137,15 +145,50 @@ class Replayer:
                 if spec is None or not spec.write:
                     continue
                 writes += 1
-                if not self.env.call(call).ok:
-                    failed += 1
+                ok = self.env.call(call).ok
+                failed += not ok
+                if self.has_ledger:
+                    got, top = self.ledger_added(top) if ok else ([], top)
+                    made.append(call)
+                    amounts.append(got)
             if not self.env.conn.in_transaction:
                 self.tracked.valid = False
                 return None
             view = self.tracked.current()
         finally:
             self.tracked.rollback()
+        if self.has_ledger:
+            self.remember_amounts(made, amounts)
         return view, writes, failed
+
+    # The money each write moved, from the world's ledger (an append-only table its triggers
+    # fill), kept for the last replay so that a verifier of the same trajectory after this
+    # one (the policy's, in a composite verdict) does not replay the writes again.
+
+    def ledger_added(self, top: int) -> tuple[list[float], int]:
+        """Inside a replay: the amounts of the ledger rows past rowid `top`, and the new top."""
+        rows = self.env.conn.execute("SELECT rowid, amount FROM ledger WHERE rowid > ? ORDER BY rowid",
+                                     (top,)).fetchall()
+        return [abs(float(a)) for _, a in rows if a], (rows[-1][0] if rows else top)
+
+    @property
+    def ledger_top(self) -> int:
+        """The last rowid of the initial state's ledger (0 without one)."""
+        return self._ledger_top
+
+    @staticmethod
+    def _calls_key(writes: list[ToolCall]) -> tuple[str, ...]:
+        return tuple(json.dumps([c.name, c.arguments], sort_keys=True, default=str) for c in writes)
+
+    def remember_amounts(self, writes: list[ToolCall], amounts: list[list[float]]) -> None:
+        self._last_amounts = (self._calls_key(writes), amounts)
+
+    def remembered_amounts(self, writes: list[ToolCall]) -> list[list[float]] | None:
+        """Per write of `writes`, the amounts it moved, when the last replay made exactly these writes."""
+        last = self._last_amounts
+        if last is None or last[0] != self._calls_key(writes):
+            return None
+        return [list(a) for a in last[1]]
 
     def close(self) -> None:
         self.env.close()
