@@ -76,6 +76,8 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
     made: list[ToolCall] = []
     amounts: list[list[float]] = []  # what each write moved in the ledger (`Replayer.remember_amounts`)
     top = r.ledger_top
+    tools = world.tools
+    last = max((i for i, c in enumerate(calls) if c.name in tools and tools[c.name].write), default=-1)
     r.tracked.begin()
     try:
         prev: st.TrackedView | None = None  # None: the initial state
@@ -95,14 +97,15 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
             if not r.env.conn.in_transaction:  # a tool ended the transaction: the direct way
                 r.tracked.valid = False
                 break
-            now = r.tracked.current(hashed=False)
+            now = r.tracked.current(hashed=i == last)  # the state's hash only once, at the end
             rows = _changed_rows(prev, now)
             if rows:
                 effective.append((i, rows))
             prev = now
         else:
             satisfied, details = module.check(r.initial(), r.env.conn, constraints)
-            final_hash = r.tracked.current().hash if prev is not None else r.tracked.base_hash
+            final_hash = (r.tracked.base_hash if prev is None else prev.hash if prev.hash
+                          else r.tracked.current().hash)
     finally:
         r.tracked.rollback()
     if not r.tracked.valid:
