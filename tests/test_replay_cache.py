@@ -102,11 +102,12 @@ def test_cached_constraint_replay_scores_like_full_replay() -> None:
         variants = [task.reference_solution, []] + [m.calls for m in mutants(task)]
         pool = [c for calls in variants for c in calls]
         variants += [rng.sample(pool, k=min(len(pool), rng.randint(1, 4))) for _ in range(3)]
+        r = replayer_for(task.world, task.initial_state)
+        assert r is not None and r.has_ledger  # these worlds keep a ledger
+        r.remembered_amounts([])  # a policy check asks: from now on replays record the amounts
         for calls in variants:
             assert score_constraints(task, calls) == score_constraints_full(task, calls)
             writes = [c for c in calls if c.name in tools and tools[c.name].write]
-            r = replayer_for(task.world, task.initial_state)
-            assert r is not None and r.has_ledger  # these worlds keep a ledger
             assert r.remembered_amounts(writes) is not None
             kept = _write_amounts(task, writes)  # from the replay just made
             r._last_amounts = None

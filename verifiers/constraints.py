@@ -87,7 +87,7 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
                 continue
             replayed += 1
             ok = r.env.call(call).ok
-            if r.has_ledger:
+            if r.track_amounts:
                 got, top = r.ledger_added(top) if ok else ([], top)
                 made.append(call)
                 amounts.append(got)
@@ -111,7 +111,7 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
     if not r.tracked.valid:
         _forget(task.world, task.initial_state)
         return score_constraints_full(task, calls, weight)
-    if r.has_ledger:
+    if r.track_amounts:
         r.remember_amounts(made, amounts)
     return _claim(satisfied, details, constraints, effective, replayed, failed, final_hash, weight)
 

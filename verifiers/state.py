@@ -12,7 +12,6 @@ are changed cells outside that set.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -121,7 +120,8 @@ class Replayer:
         self.has_ledger = "ledger" in self.tracked.rows
         self._ledger_top = (self.env.conn.execute("SELECT ifnull(max(rowid), 0) FROM ledger").fetchone()[0]
                             if self.has_ledger else 0)
-        self._last_amounts: tuple[tuple[str, ...], list[list[float]]] | None = None
+        self.track_amounts = False  # set by the first check that asks for them (`remembered_amounts`)
+        self._last_amounts: tuple[list[tuple[str, Any]], list[list[float]]] | None = None
 
     def initial(self) -> sqlite3.Connection:
         """A second, never written connection holding the initial state (built on first use),
@@ -147,7 +147,7 @@ class Replayer:
                 writes += 1
                 ok = self.env.call(call).ok
                 failed += not ok
-                if self.has_ledger:
+                if self.track_amounts:
                     got, top = self.ledger_added(top) if ok else ([], top)
                     made.append(call)
                     amounts.append(got)
@@ -157,13 +157,14 @@ class Replayer:
             view = self.tracked.current()
         finally:
             self.tracked.rollback()
-        if self.has_ledger:
+        if self.track_amounts:
             self.remember_amounts(made, amounts)
         return view, writes, failed
 
     # The money each write moved, from the world's ledger (an append-only table its triggers
-    # fill), kept for the last replay so that a verifier of the same trajectory after this
-    # one (the policy's, in a composite verdict) does not replay the writes again.
+    # fill). Once a check has asked for it (the policy's), replays record it and keep it for
+    # the last replay, so that the policy check of a trajectory after its outcome's replay (in
+    # a composite verdict) does not replay the writes again.
 
     def ledger_added(self, top: int) -> tuple[list[float], int]:
         """Inside a replay: the amounts of the ledger rows past rowid `top`, and the new top."""
@@ -176,17 +177,15 @@ class Replayer:
         """The last rowid of the initial state's ledger (0 without one)."""
         return self._ledger_top
 
-    @staticmethod
-    def _calls_key(writes: list[ToolCall]) -> tuple[str, ...]:
-        return tuple(json.dumps([c.name, c.arguments], sort_keys=True, default=str) for c in writes)
-
     def remember_amounts(self, writes: list[ToolCall], amounts: list[list[float]]) -> None:
-        self._last_amounts = (self._calls_key(writes), amounts)
+        self._last_amounts = ([(c.name, dict(c.arguments)) for c in writes], amounts)
 
     def remembered_amounts(self, writes: list[ToolCall]) -> list[list[float]] | None:
-        """Per write of `writes`, the amounts it moved, when the last replay made exactly these writes."""
+        """Per write of `writes`, the amounts it moved, when the last replay made exactly these
+        writes (None otherwise); from now on replays of this state record them."""
+        self.track_amounts = self.has_ledger
         last = self._last_amounts
-        if last is None or last[0] != self._calls_key(writes):
+        if last is None or last[0] != [(c.name, c.arguments) for c in writes]:
             return None
         return [list(a) for a in last[1]]
 
