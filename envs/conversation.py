@@ -212,7 +212,8 @@ def normalize(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def numbers_in(text: str) -> set[float]:
+@lru_cache(maxsize=512)
+def numbers_in(text: str) -> frozenset[float]:
     out = set()
     for m in _NUMBER.finditer(text or ""):
         raw = m.group(0).replace("$", "").replace(",", "")
@@ -220,10 +221,11 @@ def numbers_in(text: str) -> set[float]:
             out.add(float(raw))
         except ValueError:
             continue
-    return out
+    return frozenset(out)
 
 
-def dates_in(text: str) -> set[str]:
+@lru_cache(maxsize=512)
+def dates_in(text: str) -> frozenset[str]:
     """Dates written in the text, as 'MM-DD' and 'YYYY-MM-DD' where a year is given."""
     out: set[str] = set()
     for y, mo, d in _ISO.findall(text or ""):
@@ -238,7 +240,7 @@ def dates_in(text: str) -> set[str]:
         out.add(f"{mm:02d}-{int(d):02d}")
         if y:
             out.add(f"{y}-{mm:02d}-{int(d):02d}")
-    return out
+    return frozenset(out)
 
 
 _ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}")
