@@ -17,9 +17,16 @@ Each is judged by the full composite (`get_verifier("composite")`: outcome ∧ C
 POLICY for a task with a dialogue). Cases the composite is not held to on a task
 (`verifiers.audit.counted`: mutants equivalent to the gold, bare-call alternatives of a
 dialogue task, which have no conversation) are judged too but reported apart and not counted
-in the rates. Throughput is CPU seconds of this one thread (`time.process_time`, so per core)
-over every counted trajectory, for the composite and, as the baseline measured in the same
-run, for the state verifier alone (`state_equivalence`).
+in the rates. Each bad class also counts which parts of the verdict failed it
+(`failed_by_component`): a state mutant is a bare call list without the conversation, so
+POLICY fails it too, and the figure shows whether the outcome part (DB or CONSTRAINTS)
+catches it on its own.
+
+Throughput is CPU seconds of this one thread (`time.process_time`, so per core) over every
+counted trajectory: the composite's first pass on fresh caches (`composite_cold_cache_per_s`:
+initial states built, how values are named looked up), then its steady state
+(`verifications_per_s_per_core`) and, as the baseline measured in the same run on the same
+trajectories, the state verifier alone (`state_verifications_per_s_per_core`).
 
     python bench/verdict_quality.py [--quick] [--n N] [--seed S] [--per-class K]
 
@@ -173,14 +180,14 @@ def run(n: int = 8, seed: int = 0, per_class: int = 1, window: float = 3.0,
             unavailable[f"{method}/{world}"] = unavailable_alternatives(tasks, built)
             for task in tasks:
                 outcomes[task.verification.outcome] += 1
-                held = {id(c) for c in counted(composite, task, built[task.id])}
+                held_ids = {id(c) for c in counted(composite, task, built[task.id])}
                 for c in built[task.id]:
                     v = composite.verify(task, c.trajectory)
                     comps = v.details.get("components", {})
                     judged.append(Judged(method, world, task.id, c.kind, c.note, c.expected_pass, v.passed,
-                                         id(c) in held, c.equivalent,
+                                         id(c) in held_ids, c.equivalent,
                                          [b for b, x in comps.items() if not x["passed"]], v.reasons[:3]))
-                    if id(c) in held:
+                    if id(c) in held_ids:
                         pairs.append((task, c.trajectory))
 
     held = [j for j in judged if j.held]
