@@ -24,6 +24,9 @@ A world's folder may hold a ``conversation.py`` with:
   reservation code); once declared, every other single-column ``*_id`` key of the world's
   tables is internal (payment, slot, flight-instance, plan and add-on codes) and must never appear in
   what a task tells the user (`leaked_ids`).
+- ``lookup(keys, known) -> ToolCall | None``: the identity lookup of a user who identifies
+  with the known-info `keys` (one of ``IDENTITY.keys``: by name and zip code rather than by
+  email, say), its arguments from their `known` info (`identity_lookup`).
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
 Text helpers (`mentions_value`, `is_affirmative`, `claims_success`, ...) are deterministic.
@@ -152,6 +155,26 @@ def leaked_ids(world: Any, conn: sqlite3.Connection, texts: list[str]) -> list[s
         for table, col in columns)]
 
 
+def _norm_key(key: str) -> str:
+    return key.strip().lower().replace(" ", "_")
+
+
+def identity_lookup(conv: Conversation, keys: list[str], known: dict[str, Any]) -> ToolCall | None:
+    """The identity lookup of a user who identifies with the known-info `keys` (one of
+    `IDENTITY.keys`), with arguments from their `known` info: the world's `lookup` hook, else
+    the lookup whose identifying arguments are those keys (confirm fields aside); None when
+    the world names none or the user does not know them."""
+    hook = conv.hook("lookup")
+    if callable(hook):
+        return hook(list(keys), dict(known))
+    norm = {_norm_key(k): str(v) for k, v in known.items()}
+    want = sorted(_norm_key(k) for k in keys if _norm_key(k) not in {_norm_key(c) for c in conv.identity.confirm})
+    for tool, args in conv.identity.lookups.items():
+        if sorted(args) == want and all(a in norm for a in args):
+            return ToolCall(name=tool, arguments={a: norm[a] for a in args})
+    return None
+
+
 # -- arguments that must be grounded ---------------------------------------------------------------
 
 _AMOUNT_PARAM = re.compile(r"amount|price|balance|fee|total", re.I)
@@ -217,13 +240,15 @@ _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
+@lru_cache(maxsize=512)  # a conversation's text is checked for many values in a row
 def normalize(text: str) -> str:
     """Lower-cased, commas inside numbers dropped, whitespace collapsed."""
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text or "")
     return " ".join(text.lower().split())
 
 
-def numbers_in(text: str) -> set[float]:
+@lru_cache(maxsize=512)
+def numbers_in(text: str) -> frozenset[float]:
     out = set()
     for m in _NUMBER.finditer(text or ""):
         raw = m.group(0).replace("$", "").replace(",", "")
@@ -231,10 +256,11 @@ def numbers_in(text: str) -> set[float]:
             out.add(float(raw))
         except ValueError:
             continue
-    return out
+    return frozenset(out)
 
 
-def dates_in(text: str) -> set[str]:
+@lru_cache(maxsize=512)
+def dates_in(text: str) -> frozenset[str]:
     """Dates written in the text, as 'MM-DD' and 'YYYY-MM-DD' where a year is given."""
     out: set[str] = set()
     for y, mo, d in _ISO.findall(text or ""):
@@ -249,7 +275,7 @@ def dates_in(text: str) -> set[str]:
         out.add(f"{mm:02d}-{int(d):02d}")
         if y:
             out.add(f"{y}-{mm:02d}-{int(d):02d}")
-    return out
+    return frozenset(out)
 
 
 _ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}")

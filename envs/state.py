@@ -280,12 +280,14 @@ class TrackedState:
         self.conn.execute("BEGIN")
         self._open = True
 
-    def current(self) -> TrackedView:
+    def current(self, hashed: bool = True) -> TrackedView:
         """The dump, state hash and changed rows of the state now.
 
         The dump holds the same rows as `canonical_dump` (rows of changed tables are not
         re-sorted: compare dumps as dicts, never by iteration order); the hash equals
-        `hash_dump(canonical_dump(conn))` and the changes equal `diff_dumps(base, now)`."""
+        `hash_dump(canonical_dump(conn))` and the changes equal `diff_dumps(base, now)`.
+        With `hashed` False the hash is left empty ("") and not computed (for a caller that
+        only needs the rows)."""
         if self._open and not self.conn.in_transaction:
             self.valid = False
             raise RuntimeError(
@@ -328,6 +330,11 @@ class TrackedState:
                 del rows[k]
             rows.update(changed)
             dump[table] = rows
+            touched = gone | changed.keys()
+            before[table] = {k: base_rows[k] for k in touched if k in base_rows}
+            after[table] = {k: rows[k] for k in touched if k in rows}
+            if not hashed:
+                continue
             entries = {k: _entry(k, _row_json(r)) for k, r in changed.items()}
             if gone or not entries.keys() <= self.pos[table].keys():
                 merged = {**base_entries, **entries}
@@ -340,10 +347,7 @@ class TrackedState:
                 for k, e in entries.items():
                     parts[pos[k]] = e
                 table_json[table] = "{" + ",".join(parts) + "}"
-            touched = gone | changed.keys()
-            before[table] = {k: base_rows[k] for k in touched if k in base_rows}
-            after[table] = {k: rows[k] for k in touched if k in rows}
-        return TrackedView(dump, self._hash(table_json), before, after)
+        return TrackedView(dump, self._hash(table_json) if hashed else "", before, after)
 
     def rollback(self) -> None:
         """Undo everything since `begin()`: the connection holds the base state again."""

@@ -45,6 +45,8 @@ def test_tracked_state_matches_full_dumps_after_sql_writes() -> None:
         assert view.hash == st.hash_dump(full)
         assert view.changes() == st.diff_dumps(base, full)
         assert view.changed_cells() == {c.cell() for c in st.diff_dumps(base, full)}
+        rows_only = tracked.current(hashed=False)
+        assert rows_only.hash == "" and rows_only.dump == full and rows_only.changes() == view.changes()
         tracked.rollback()
         assert st.state_hash(conn) == tracked.base_hash
 
@@ -80,3 +82,33 @@ def test_cached_replay_scores_like_full_replay(tasks: list[Task]) -> None:
             assert score_calls(task, calls) == score_calls_full(task, calls)
             checked += 1
     assert checked >= 10 * len(tasks)
+
+
+def test_cached_constraint_replay_scores_like_full_replay() -> None:
+    """Constraint satisfaction on the cached state (rows re-read after each write) gives what
+    rebuilding and dumping the state gives, and the ledger amounts the replay keeps for the
+    policy check are those a replay of its own finds."""
+    from envs.registry import get_world
+    from synthesis.base import SynthesisConfig, get_method
+    from verifiers.constraints import score_constraints, score_constraints_full
+    from verifiers.policy import _write_amounts
+    from verifiers.state import replayer_for
+
+    rng = random.Random(3)
+    for world in ("airline", "clinic", "retail"):
+        (task,) = get_method("constraint_guided")(
+            SynthesisConfig(method="constraint_guided", world=world, n_tasks=1, seed=4), get_world(world)).tasks
+        tools = get_world(world).tools
+        variants = [task.reference_solution, []] + [m.calls for m in mutants(task)]
+        pool = [c for calls in variants for c in calls]
+        variants += [rng.sample(pool, k=min(len(pool), rng.randint(1, 4))) for _ in range(3)]
+        r = replayer_for(task.world, task.initial_state)
+        assert r is not None and r.has_ledger  # these worlds keep a ledger
+        r.remembered_amounts([])  # a policy check asks: from now on replays record the amounts
+        for calls in variants:
+            assert score_constraints(task, calls) == score_constraints_full(task, calls)
+            writes = [c for c in calls if c.name in tools and tools[c.name].write]
+            assert r.remembered_amounts(writes) is not None
+            kept = _write_amounts(task, writes)  # from the replay just made
+            r._last_amounts = None
+            assert kept == _write_amounts(task, writes)  # a replay of its own

@@ -21,6 +21,13 @@ and, the other way round, good variants of the gold that must still pass (*alter
 - `reorder_reads`: the reads moved after the writes, reversed;
 - `skip_reads`: the reads left out.
 
+A task with a reference dialogue gets its gold, mutants and alternatives from the dialogue
+too (`build_dialogue`): the mutants of `dialogue_mutants` (skip_confirmation, ...) and the
+alternatives of `dialogue_alternatives`: `reorder_writes` (the write blocks, each with its
+announcement and the user's yes, in reverse order), `extra_reads` (every read made again
+before the first write and after the last) and `other_identity` (the user identified by
+another of the world's identity key sets they know, e.g. name and zip code for an email).
+
 A write mutant whose final state hashes to the gold final state is *equivalent* (say a
 repeated write the rules refuse): it is not a verifier failure and is not counted. Each
 verifier is held to the kinds it declares (`audit_kinds`, `alternative_kinds`; a composite
@@ -42,7 +49,14 @@ from pydantic import BaseModel, Field
 
 from data.records import Step, Task, ToolCall, Trajectory, Turn
 from envs.constraints import load_constraints, world_constraints
-from envs.conversation import argument_values, conversation, grounded_params, mentions_value
+from envs.conversation import (
+    argument_values,
+    conversation,
+    grounded_params,
+    identity_lookup,
+    mentions_value,
+    tool_result,
+)
 from envs.registry import get_world
 from envs.tools import ToolSpec
 from envs.world import World
@@ -375,9 +389,15 @@ def _ungrounded(task: Task, world: World, turns: list[Turn]) -> bool:
 
 
 def dialogue_alternatives(task: Task) -> list[tuple[str, str, list[Turn]]]:
-    """Good variants of the reference dialogue: independent write blocks in another order."""
+    """Good variants of the reference dialogue: independent write blocks in another order,
+    the reads said again, the user identified another way the world allows."""
     world = get_world(task.world)
     turns = list(task.dialogue)
+    return [*_reordered_writes(task, world, turns), *_extra_reads(world, turns),
+            *_other_identities(task, world, turns)]
+
+
+def _reordered_writes(task: Task, world: World, turns: list[Turn]) -> list[tuple[str, str, list[Turn]]]:
     writes = _write_turns(world, turns)
     if len(writes) < 2:
         return []
@@ -390,6 +410,78 @@ def dialogue_alternatives(task: Task) -> list[tuple[str, str, list[Turn]]]:
     if replay_hash(task, calls) != replay_hash(task, [c for t in turns for c in t.tool_calls]):
         return []
     return [("reorder_writes", "the write blocks in reverse order", swapped)]
+
+
+def _extra_reads(world: World, turns: list[Turn]) -> list[tuple[str, str, list[Turn]]]:
+    """Every read of the dialogue made again: after the user's go-ahead, just before the
+    first write, and after the last write (after the last read when there is no write)."""
+    reads = [j for j, t in enumerate(turns) if t.role == "assistant" and t.tool_calls
+             and not any(_is_write(world, c) for c in t.tool_calls)]
+    if not reads:
+        return []
+    again = [Turn(role="assistant", tool_calls=list(turns[j].tool_calls)) for j in reads]
+    writes = _write_turns(world, turns)
+    if writes:
+        first, last = writes[0], writes[-1]
+        out = [*turns[:first], *again, *turns[first: last + 1], *again, *turns[last + 1:]]
+        return [("extra_reads", "the reads made again before the first write and after the last", out)]
+    return [("extra_reads", "the reads made again before the reply",
+             [*turns[: reads[-1] + 1], *again, *turns[reads[-1] + 1:]])]
+
+
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {x for v in value.values() for x in _leaves(v)}
+    if isinstance(value, list):
+        return {x for v in value for x in _leaves(v)}
+    return {str(value)}
+
+
+def _read(task: Task, call: ToolCall) -> Any:
+    """The result of the read `call` on the task's initial state (None when it fails)."""
+    r = replayer_for(task.world, task.initial_state)
+    assert r is not None
+    r.tracked.begin()
+    try:
+        obs = r.env.call(call)
+    finally:
+        r.tracked.rollback()
+    return tool_result(obs.content) if obs.ok else None
+
+
+def _other_identities(task: Task, world: World, turns: list[Turn]) -> list[tuple[str, str, list[Turn]]]:
+    """The dialogue with the user identified by another of the world's identity key sets
+    (`IDENTITY.keys`, e.g. name and zip code instead of email) that they know: the agent asks
+    for those, the user gives them, the world's lookup for them (`identity_lookup`) replaces
+    the reference's. Only a lookup that finds exactly the account the reference's found."""
+    conv = conversation(world)
+    at = next((j for j, t in enumerate(turns) if t.role == "assistant"
+               and any(c.name in conv.identity.lookups for c in t.tool_calls)), None)
+    if at is None or turns[0].role != "user":
+        return []
+    gold_call = next(c for c in turns[at].tool_calls if c.name in conv.identity.lookups)
+    gold_found = _read(task, gold_call)
+    known = {k: str(v) for k, v in task.user.known_info.items()}
+    out: list[tuple[str, str, list[Turn]]] = []
+    for keys in conv.identity.keys:
+        call = identity_lookup(conv, keys, known)
+        if call is None or (call.name, call.arguments) == (gold_call.name, gold_call.arguments):
+            continue
+        found = _read(task, call)
+        if found is None or gold_found is None or _leaves(found) != _leaves(gold_found):
+            continue
+        said = [*keys, *(c for c in conv.identity.confirm if c in known and c not in keys)]
+        if not all(k in known for k in said):
+            continue
+        words = [k.replace("_", " ") for k in said]
+        ask = Turn(role="assistant", content=f"I can help with that. Could you tell me your {' and '.join(words)}?")
+        answer = Turn(role="user", content=" ".join(f"My {w} is {known[k]}." for k, w in zip(said, words, strict=True)))
+        lookup = Turn(role="assistant", content=turns[at].content,
+                      tool_calls=[call if c is gold_call else c for c in turns[at].tool_calls])
+        kept = [t for t in turns[1:at] if t.role == "assistant" and t.tool_calls]  # the identity exchange goes
+        out.append(("other_identity", f"identified by {' and '.join(words)} ({call.name})",
+                    [turns[0], ask, answer, *kept, lookup, *turns[at + 1:]]))
+    return out
 
 
 def _is_write(world: World, call: ToolCall) -> bool:

@@ -32,7 +32,7 @@ MUTATION_KINDS = ("drop_write", "change_argument", "extra_write", "stop_early", 
                   "world_mutation", "detour", "skip_confirmation", "ungrounded_id", "skip_identity",
                   "write_after_decline", "claim_success", "omit_result")
 # Good variants of the gold that a verifier of outcomes must still pass.
-ALTERNATIVE_KINDS = ("reorder_writes", "reorder_reads", "skip_reads")
+ALTERNATIVE_KINDS = ("reorder_writes", "reorder_reads", "skip_reads", "extra_reads", "other_identity")
 
 
 class Verifier(Protocol):

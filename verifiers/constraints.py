@@ -32,6 +32,7 @@ from verifiers.base import (
     episode_checks,
     register,
 )
+from verifiers.state import _forget, replayer_for
 
 REDUNDANCY_WEIGHT = 0.5
 
@@ -57,7 +58,82 @@ class ConstraintScore:
 
 
 def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDANCY_WEIGHT) -> ConstraintScore:
-    """Replay `calls`' writes on a fresh initial state and score them against the task's set."""
+    """Replay `calls`' writes on a fresh initial state and score them against the task's set.
+
+    Runs on the cached copy of the task's initial state (`verifiers.state.replayer_for`): the
+    writes run in a transaction that is rolled back afterwards and only the rows they touched
+    are re-read. Same results as `score_constraints_full`, which rebuilds and dumps the state."""
+    if task.verification.constraints is None:
+        raise ValueError(f"task {task.id} carries no constraint set (verification.constraints)")
+    r = replayer_for(task.world, task.initial_state)
+    if r is None:
+        return score_constraints_full(task, calls, weight)
+    constraints = load_constraints(task.verification.constraints)
+    world = r.world
+    module = r.memo.get("constraints.py") or r.memo.setdefault("constraints.py", world_constraints(world))
+    replayed = failed = 0
+    effective: list[tuple[int, set[tuple[str, str]]]] = []  # (call index, rows it changed)
+    made: list[ToolCall] = []
+    amounts: list[list[float]] = []  # what each write moved in the ledger (`Replayer.remember_amounts`)
+    top = r.ledger_top
+    tools = world.tools
+    last = max((i for i, c in enumerate(calls) if c.name in tools and tools[c.name].write), default=-1)
+    r.tracked.begin()
+    try:
+        prev: st.TrackedView | None = None  # None: the initial state
+        for i, call in enumerate(calls):
+            spec = world.tools.get(call.name)
+            if spec is None or not spec.write:
+                continue
+            replayed += 1
+            ok = r.env.call(call).ok
+            if r.track_amounts:
+                got, top = r.ledger_added(top) if ok else ([], top)
+                made.append(call)
+                amounts.append(got)
+            if not ok:
+                failed += 1
+                continue
+            if not r.env.conn.in_transaction:  # a tool ended the transaction: the direct way
+                r.tracked.valid = False
+                break
+            now = r.tracked.current(hashed=i == last)  # the state's hash only once, at the end
+            rows = _changed_rows(prev, now)
+            if rows:
+                effective.append((i, rows))
+            prev = now
+        else:
+            satisfied, details = module.check(r.initial(), r.env.conn, constraints)
+            final_hash = (r.tracked.base_hash if prev is None else prev.hash if prev.hash
+                          else r.tracked.current().hash)
+    finally:
+        r.tracked.rollback()
+    if not r.tracked.valid:
+        _forget(task.world, task.initial_state)
+        return score_constraints_full(task, calls, weight)
+    if r.track_amounts:
+        r.remember_amounts(made, amounts)
+    return _claim(satisfied, details, constraints, effective, replayed, failed, final_hash, weight)
+
+
+def _changed_rows(prev: st.TrackedView | None, now: st.TrackedView) -> set[tuple[str, str]]:
+    """The (table, key) rows that differ between two views of one tracked replay (`prev`
+    None: the base), as `diff_dumps` of their dumps would name them."""
+    views = [now] if prev is None else [prev, now]
+    out: set[tuple[str, str]] = set()
+    for table in {t for v in views for t in (*v.before, *v.after)}:
+        keys = {k for v in views for k in (*v.before.get(table, {}), *v.after.get(table, {}))}
+        a = prev.dump.get(table, {}) if prev is not None else None
+        b = now.dump.get(table, {})
+        for key in keys:
+            before = a.get(key) if a is not None else now.before.get(table, {}).get(key)
+            if before != b.get(key):
+                out.add((table, key))
+    return out
+
+
+def score_constraints_full(task: Task, calls: list[ToolCall], weight: float = REDUNDANCY_WEIGHT) -> ConstraintScore:
+    """`score_constraints` the direct way: a freshly built state, full dumps after each write."""
     if task.verification.constraints is None:
         raise ValueError(f"task {task.id} carries no constraint set (verification.constraints)")
     constraints = load_constraints(task.verification.constraints)
@@ -88,6 +164,14 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
     finally:
         env.close()
         initial.close()
+    return _claim(satisfied, details, constraints, effective, replayed, failed, final_hash, weight)
+
+
+def _claim(satisfied: list[bool], details: list[dict[str, Any]], constraints: list[Any],
+           effective: list[tuple[int, set[tuple[str, str]]]], replayed: int, failed: int, final_hash: str,
+           weight: float) -> ConstraintScore:
+    """The score of a replay: each satisfied constraint claims the last effective write on
+    its record (module docstring)."""
     claimed: set[int] = set()
     for ok, detail in zip(satisfied, details, strict=True):
         record = detail.get("record")

@@ -124,22 +124,25 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
 
 def _write_amounts(task: Task, calls: list[ToolCall]) -> list[list[float]]:
     """Per write call, the money amounts it moved, from the world's ledger (empty lists for a
-    world without one, or for writes that failed)."""
+    world without one, or for writes that failed): those the outcome's replay of the same
+    writes just recorded, else from a replay of its own."""
     r = replayer_for(task.world, task.initial_state)
-    if r is None or "ledger" not in r.tracked.rows:
+    if r is None or not r.has_ledger:
         return [[] for _ in calls]
+    known = r.remembered_amounts(calls)
+    if known is not None:
+        return known
     out: list[list[float]] = []
+    top = r.ledger_top
     r.tracked.begin()
     try:
-        previous: dict[str, Any] = {}
         for call in calls:
-            obs = r.env.call(call)
-            now = dict(r.tracked.current().after.get("ledger", {})) if obs.ok else previous
-            added = [row for key, row in now.items() if key not in previous]
-            out.append([abs(float(row["amount"])) for row in added if row.get("amount")])
-            previous = now
+            ok = r.env.call(call).ok
+            got, top = r.ledger_added(top) if ok else ([], top)
+            out.append(got)
     finally:
         r.tracked.rollback()
+    r.remember_amounts(calls, out)
     return out
 
 
@@ -150,7 +153,7 @@ class PolicyVerifier(BaseVerifier):
     version = "1.0.0"
     basis_name = "POLICY"
     audit_kinds = frozenset({"skip_confirmation", "ungrounded_id", "skip_identity", "write_after_decline"})
-    alternative_kinds = frozenset({"reorder_writes"})
+    alternative_kinds = frozenset({"reorder_writes", "extra_reads", "other_identity"})
 
     def __init__(self, require_clean_termination: bool = True) -> None:
         self.require_clean_termination = require_clean_termination
@@ -173,6 +176,14 @@ class PolicyVerifier(BaseVerifier):
         amounts = _write_amounts(task, [w.call for w in writes]) if "announce_and_confirm" in conv.clauses else []
         r = replayer_for(task.world, task.initial_state)
         conn = r.env.conn if r is not None else None
+        memo = r.memo if r is not None else {}
+
+        def names_of(value: str) -> list[str | tuple[str, ...]]:
+            """How `value` may be named to the user (from the initial state: kept per state)."""
+            key = ("value_mentions", value)
+            if key not in memo:
+                memo[key] = value_mentions(conv, conn, value) if conn is not None else [value]
+            return memo[key]
         checks: dict[str, list[int]] = {}
         failures: list[str] = []
 
@@ -203,8 +214,7 @@ class PolicyVerifier(BaseVerifier):
             for p, v in values:
                 if p in IDENTITY_KEYS:
                     continue
-                names = value_mentions(conv, conn, v) if conn is not None else [v]
-                if not any(mentions_name(text, n) for n in names):
+                if not any(mentions_name(text, n) for n in names_of(v)):
                     missing.append(f"{p}={v}")
             missing += [f"amount {a:g}" for a in (amounts[k] if k < len(amounts) else [])
                         if not mentions_value(text, f"{a:g}")]

@@ -12,6 +12,7 @@ are changed cells outside that set.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -110,14 +111,33 @@ class Replayer:
 
     def __init__(self, world: World, ref: StateRef) -> None:
         self.world = world
+        self.ref = ref
         self.env: Env = world.env(ref)
         self.tracked = st.TrackedState(self.env.conn)
+        self._initial: sqlite3.Connection | None = None
+        # results of pure functions of the initial state (how a value is named to a user, ...)
+        self.memo: dict[Any, Any] = {}
+        self.has_ledger = "ledger" in self.tracked.rows
+        self._ledger_top = (self.env.conn.execute("SELECT ifnull(max(rowid), 0) FROM ledger").fetchone()[0]
+                            if self.has_ledger else 0)
+        self.track_amounts = False  # set by the first check that asks for them (`remembered_amounts`)
+        self._last_amounts: tuple[list[tuple[str, Any]], list[list[float]]] | None = None
+
+    def initial(self) -> sqlite3.Connection:
+        """A second, never written connection holding the initial state (built on first use),
+        for checks that compare the initial state with the replayed one."""
+        if self._initial is None:
+            self._initial = self.world.build_state(self.ref.seed, self.ref.scale, self.ref.patches)
+        return self._initial
 
     def replay(self, calls: list[ToolCall]) -> tuple[st.TrackedView, int, int] | None:
         """(the final state's view, writes replayed, writes failed), or None when a tool
         ended the transaction (the copy is then unusable)."""
         tools = self.world.tools
         writes = failed = 0
+        made: list[ToolCall] = []
+        amounts: list[list[float]] = []
+        top = self._ledger_top
         self.tracked.begin()
         try:
             for call in calls:
@@ -125,18 +145,54 @@ class Replayer:
                 if spec is None or not spec.write:
                     continue
                 writes += 1
-                if not self.env.call(call).ok:
-                    failed += 1
+                ok = self.env.call(call).ok
+                failed += not ok
+                if self.track_amounts:
+                    got, top = self.ledger_added(top) if ok else ([], top)
+                    made.append(call)
+                    amounts.append(got)
             if not self.env.conn.in_transaction:
                 self.tracked.valid = False
                 return None
             view = self.tracked.current()
         finally:
             self.tracked.rollback()
+        if self.track_amounts:
+            self.remember_amounts(made, amounts)
         return view, writes, failed
+
+    # The money each write moved, from the world's ledger (an append-only table its triggers
+    # fill). Once a check has asked for it (the policy's), replays record it and keep it for
+    # the last replay, so that the policy check of a trajectory after its outcome's replay (in
+    # a composite verdict) does not replay the writes again.
+
+    def ledger_added(self, top: int) -> tuple[list[float], int]:
+        """Inside a replay: the amounts of the ledger rows past rowid `top`, and the new top."""
+        rows = self.env.conn.execute("SELECT rowid, amount FROM ledger WHERE rowid > ? ORDER BY rowid",
+                                     (top,)).fetchall()
+        return [abs(float(a)) for _, a in rows if a], (rows[-1][0] if rows else top)
+
+    @property
+    def ledger_top(self) -> int:
+        """The last rowid of the initial state's ledger (0 without one)."""
+        return self._ledger_top
+
+    def remember_amounts(self, writes: list[ToolCall], amounts: list[list[float]]) -> None:
+        self._last_amounts = ([(c.name, dict(c.arguments)) for c in writes], amounts)
+
+    def remembered_amounts(self, writes: list[ToolCall]) -> list[list[float]] | None:
+        """Per write of `writes`, the amounts it moved, when the last replay made exactly these
+        writes (None otherwise); from now on replays of this state record them."""
+        self.track_amounts = self.has_ledger
+        last = self._last_amounts
+        if last is None or last[0] != [(c.name, c.arguments) for c in writes]:
+            return None
+        return [list(a) for a in last[1]]
 
     def close(self) -> None:
         self.env.close()
+        if self._initial is not None:
+            self._initial.close()
 
 
 REPLAY_CACHE_SIZE = 128  # initial states kept per thread

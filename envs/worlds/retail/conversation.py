@@ -41,6 +41,19 @@ ALTERNATIVES = {
 }
 
 
+def lookup(keys: list[str], known: dict[str, Any]) -> ToolCall | None:
+    """The identity lookup of a customer who identifies with `keys`: by email, or by name and
+    zip code (the name split at its first space into first and last name)."""
+    if keys == ["email"] and known.get("email"):
+        return ToolCall(name="find_customer_by_email", arguments={"email": str(known["email"])})
+    if keys == ["name", "zip code"] and known.get("name") and known.get("zip code"):
+        first, _, last = str(known["name"]).strip().partition(" ")
+        if first and last:
+            return ToolCall(name="find_customer_by_name_zip",
+                            arguments={"first_name": first, "last_name": last, "zip_code": str(known["zip code"])})
+    return None
+
+
 def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[str]:
     """How a record is named to a customer."""
     if table == "payment_methods":
