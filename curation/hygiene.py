@@ -17,8 +17,17 @@ typed report for the dataset card. Nothing reads or writes files.
   (default 13) are removed.
 - **Scrubbing**: API keys (``sk-...``), AWS access and secret keys, GitHub, Slack and Hugging
   Face tokens, JWTs, PEM private-key blocks, e-mail addresses and phone numbers become typed
-  placeholders (``[REDACTED_EMAIL]``) in every string of every column; strings that hold JSON
-  are decoded, scrubbed and re-encoded so they stay valid JSON.
+  placeholders in every string of every column; strings that hold JSON are decoded, scrubbed
+  and re-encoded so they stay valid JSON. Values the world generated are synthetic and kept:
+  those in the task's initial state, its patches, the policy and tool schemas
+  (`Synthetic`, from `World.synthetic_values`), and e-mails and phone numbers that first come
+  out of a tool result (minted by the world). Each other value gets one placeholder in the
+  whole row (``[REDACTED_EMAIL]``, a second one ``[REDACTED_EMAIL_2]``): messages, tool
+  arguments, observations and the task JSON, whose ids, hashes and initial-state recipe are
+  never rewritten (`SKIP_KEYS`). `Scrubber` decides each value once, then rewrites every
+  occurrence, also where no pattern matches it (a secret without its label).
+- **Re-judging**: a row that scrubbing changed is judged again on the scrubbed text (a
+  `Replay` the pipeline supplies: the row's verifier) and dropped, counted, if it fails.
 """
 
 from __future__ import annotations
@@ -840,10 +849,7 @@ def replay_scrubbed(rows: list[Row], scrubbers: list[Scrubber], replay: Replay |
                 out[i] = {**out[i], "score": v.score}
             continue
         drop.add(i)
-        if v is None:
-            why = "cannot be judged"
-        else:
-            why = v.reasons[0] if v.reasons else "not passed"
+        why = "cannot be judged" if v is None else (v.reasons or ["not passed"])[0]
         reasons[why[:160]] += 1
         if len(report.examples) < max_examples:
             report.examples.append({"row": item_of(rows[i]).id, "reason": why[:300]})
