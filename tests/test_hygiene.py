@@ -439,3 +439,18 @@ def test_scrubbed_row_that_fails_its_verifier_is_dropped_and_counted(
         figures[name] = report
     card = run_sections({"hygiene": figures})
     assert card.count("2 re-judged, 1 dropped") == 2
+
+
+def test_workspace_world_declares_its_files() -> None:
+    """A workspace world's synthetic values are what its recipe writes (e.g. a contacts file)."""
+    from data.records import StateRef
+    from envs.workspace import recipe
+
+    world = get_world("terminal")
+    ref = StateRef(world="terminal", seed=0, scale=0, state_hash="-",
+                   patches=recipe({"contacts.txt": "ana.li@uni.edu, +1 415 555 0199\n"}))
+    known = Synthetic.of_texts(world.synthetic_values(ref))
+    row = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "run_shell", "arguments": json.dumps({"command": "grep ana.li@uni.edu x"})}}]}]}
+    [clean], report = scrub_rows([row], synthetic=known)
+    assert clean == row and report.synthetic_kept == {"EMAIL": 1}
