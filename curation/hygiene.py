@@ -604,7 +604,7 @@ class Scrubber:
     def __init__(self, synthetic: Synthetic | None = None) -> None:
         self.synthetic = synthetic or Synthetic()
         self.placeholders: dict[tuple[str, str], str] = {}  # (kind, normalized value) -> placeholder
-        self.spellings: dict[str, str] = {}  # raw spelling -> placeholder
+        self.spellings: dict[str, tuple[str, str]] = {}  # raw spelling -> (kind, placeholder)
         self.kept: set[tuple[str, str]] = set()
         self.counts: Counter[str] = Counter()  # replacements by kind (by `apply`)
         self.kept_counts: Counter[str] = Counter()  # matches left alone as the world's, by kind
@@ -619,7 +619,7 @@ class Scrubber:
         """The placeholder of `m`, or None to keep it (deciding it if it is new)."""
         key = (m.kind, norm_value(m.kind, m.value))
         if key in self.placeholders:
-            self._spell(m.value, self.placeholders[key])
+            self._spell(m, self.placeholders[key])
             return self.placeholders[key]
         if key in self.kept:
             return None
@@ -628,12 +628,12 @@ class Scrubber:
             return None
         self._n[m.kind] += 1
         ph = self.placeholders[key] = placeholder(m.kind, self._n[m.kind])
-        self._spell(m.value, ph)
+        self._spell(m, ph)
         return ph
 
-    def _spell(self, raw: str, ph: str) -> None:
-        if raw not in self.spellings:
-            self.spellings[raw] = ph
+    def _spell(self, m: Match, ph: str) -> None:
+        if m.value not in self.spellings:
+            self.spellings[m.value] = (m.kind, ph)
             self._literal = None
 
     def learn(self, value: Any, world: bool = False) -> None:
@@ -663,8 +663,8 @@ class Scrubber:
                 self._literal = re.compile(f"{_LITERAL_BEFORE}(?:{alts}){_LITERAL_AFTER}")
 
             def literal(m: re.Match[str]) -> str:
-                ph = self.spellings[m.group(0)]
-                self.counts[ph[len("[REDACTED_"):-1].rstrip("_0123456789")] += 1
+                kind, ph = self.spellings[m.group(0)]
+                self.counts[kind] += 1
                 return ph
 
             masked = self._literal.sub(literal, masked)
