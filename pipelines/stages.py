@@ -419,7 +419,7 @@ def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection
     with the row's replacements (messages, tool arguments, observations) judged by the task's
     primary verifier. An `rl` row: the gold of its scrubbed task (its reference dialogue or
     solution, replayed) judged by the row's verifier; a task of a world that cannot be replayed
-    here (a workspace) whose reference changed is not judged, so dropped."""
+    here (a workspace) is kept when only what the user says changed, else not judged (dropped)."""
     from curation.hygiene import Scrubber, scrub_record
     from verifiers.audit import build_dialogue, build_trajectory
     from verifiers.state import replayer_for
