@@ -89,7 +89,7 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
         "grounded_args_rate": q.get("grounded_args_rate"),
         "informative_reply_rate": q.get("informative_reply_rate"),
         "refusal_explained_rate": q.get("refusal_explained_rate"),
-        "scrubbed_rows_pass_rate": scrub.get("pass_rate"),
+        "scrubbed_rows_pass_rate": round(scrub["passed"] / scrub["checked"], 4) if scrub.get("checked") else None,
         "reference_kept_rate": round(kept / good, 4) if good else None,
         "unmarked_malformed_sft_rows": sum(1 for r in rows if not r["recovery"]
                                            and failed_calls(by_traj[r["trajectory_id"]]) > 0),

@@ -17,8 +17,17 @@ typed report for the dataset card. Nothing reads or writes files.
   (default 13) are removed.
 - **Scrubbing**: API keys (``sk-...``), AWS access and secret keys, GitHub, Slack and Hugging
   Face tokens, JWTs, PEM private-key blocks, e-mail addresses and phone numbers become typed
-  placeholders (``[REDACTED_EMAIL]``) in every string of every column; strings that hold JSON
-  are decoded, scrubbed and re-encoded so they stay valid JSON.
+  placeholders in every string of every column; strings that hold JSON are decoded, scrubbed
+  and re-encoded so they stay valid JSON. Values the world generated are synthetic and kept:
+  those in the task's initial state, its patches, the policy and tool schemas
+  (`Synthetic`, from `World.synthetic_values`), and e-mails and phone numbers that first come
+  out of a tool result (minted by the world). Each other value gets one placeholder in the
+  whole row (``[REDACTED_EMAIL]``, a second one ``[REDACTED_EMAIL_2]``): messages, tool
+  arguments, observations and the task JSON, whose ids, hashes and initial-state recipe are
+  never rewritten (`SKIP_KEYS`). `Scrubber` decides each value once, then rewrites every
+  occurrence, also where no pattern matches it (a secret without its label).
+- **Re-judging**: a row that scrubbing changed is judged again on the scrubbed text (a
+  `Replay` the pipeline supplies: the row's verifier) and dropped, counted, if it fails.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from data.records import Task, Trajectory, canonical_json, content_hash
+from data.records import Task, Trajectory, Verdict, canonical_json, content_hash
 
 Row = dict[str, Any]
 
@@ -461,8 +470,10 @@ SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
-def placeholder(kind: str) -> str:
-    return f"[REDACTED_{kind}]"
+def placeholder(kind: str, n: int = 1) -> str:
+    """The placeholder of the `n`-th distinct value of `kind` in a row (``[REDACTED_EMAIL]``,
+    then ``[REDACTED_EMAIL_2]``, ...)."""
+    return f"[REDACTED_{kind}]" if n == 1 else f"[REDACTED_{kind}_{n}]"
 
 
 def _phone_ok(match: str) -> bool:
@@ -473,48 +484,249 @@ def _phone_ok(match: str) -> bool:
     return not re.fullmatch(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}", match.strip())
 
 
-def scrub_text(text: str, counts: Counter[str] | None = None) -> str:
-    """`text` with every secret and PII match replaced by its typed placeholder."""
-    counts = counts if counts is not None else Counter()
+# Kinds a world's tools may mint during an episode (a new line's number): a value of these
+# kinds that first comes out of a tool result is the world's. A secret (API key, token) is
+# the world's only when its initial state holds it: one that first appears in a tool result
+# could be the host's (a sandbox's environment), so it is scrubbed.
+PII_KINDS = frozenset({"EMAIL", "PHONE"})
+# Keys never rewritten at any depth: ids and hashes that rewards replay and compare, and the
+# recipe of the initial state (its values are the world's by definition).
+SKIP_KEYS = frozenset({"id", "task_id", "trajectory_id", "tool_call_id", "schema_version", "initial_state",
+                       "target_state_hash", "state_hash", "final_state_hash", "turn_tokens"})
+# Keys whose values come out of the world (tool results, the target state's cells).
+WORLD_KEYS = frozenset({"observation", "target_diff"})
+_TASK_FIRST = ("instruction", "user", "reference_solution", "target_diff")  # a task's inputs before its outcome
+_MASK = 0xF0000  # private-use code points stand for matches while later patterns run
+_MASK_RE = re.compile("[\U000f0000-\U0010ffff]")
+_LITERAL_BEFORE = r"(?<![A-Za-z0-9_.%+@-])"
+_LITERAL_AFTER = r"(?![A-Za-z0-9_@-]|\.[A-Za-z0-9])"
+
+
+def norm_value(kind: str, value: str) -> str:
+    """The form two spellings of one value share: a phone's digits, an e-mail in lower case."""
+    if kind == "PHONE":
+        return re.sub(r"\D", "", value)
+    if kind == "EMAIL":
+        return value.strip().lower()
+    return value
+
+
+@dataclass(frozen=True)
+class Match:
+    """One secret or PII match: its kind, the value replaced and the label kept before it."""
+
+    kind: str  # "" for a character of the input that looks like a mask (kept as it is)
+    value: str
+    label: str = ""
+
+
+def find_matches(text: str) -> tuple[str, list[Match]]:
+    """`text` with each match of `SECRET_PATTERNS` masked by one private-use character (so a
+    later pattern never matches inside an earlier match), and the matches in mask order."""
+    found: list[Match] = []
+
+    def mask(m: Match) -> str:
+        if len(found) >= 0x10FFFD - _MASK:
+            raise ValueError("too many secret/PII matches in one string to scrub")
+        found.append(m)
+        return chr(_MASK + len(found) - 1)
+
+    text = _MASK_RE.sub(lambda m: mask(Match("", m.group(0))), text)
     for kind, pattern in SECRET_PATTERNS:
 
         def repl(m: re.Match[str], kind: str = kind) -> str:
             if kind == "PHONE" and not _phone_ok(m.group(0)):
                 return m.group(0)
-            counts[kind] += 1
             if "secret" in m.re.groupindex:
-                return m.group("label") + placeholder(kind)
-            return placeholder(kind)
+                return mask(Match(kind, m.group("secret"), m.group("label")))
+            return mask(Match(kind, m.group(0)))
 
         text = pattern.sub(repl, text)
-    return text
+    return text, found
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """Values a world generated (its users' e-mail addresses and phone numbers, ...): they are
+    synthetic, never scrubbed. Kept as (kind, normalized value); a phone given with a country
+    code matches the number without it."""
+
+    values: frozenset[tuple[str, str]] = frozenset()
+
+    @classmethod
+    def of_texts(cls, texts: Iterable[str]) -> Synthetic:
+        """The secret/PII-looking values in `texts` (e.g. `World.synthetic_values`)."""
+        found: set[tuple[str, str]] = set()
+        for text in texts:
+            for m in find_matches(text)[1]:
+                if m.kind:
+                    found.add((m.kind, norm_value(m.kind, m.value)))
+        return cls(frozenset(found))
+
+    def __contains__(self, match: object) -> bool:
+        if not isinstance(match, Match) or not match.kind:
+            return False
+        key = norm_value(match.kind, match.value)
+        if (match.kind, key) in self.values:
+            return True
+        return match.kind == "PHONE" and len(key) > 10 and ("PHONE", key[-10:]) in self.values
+
+    def __or__(self, other: Synthetic) -> Synthetic:
+        return Synthetic(self.values | other.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 def _json_separators(raw: str) -> tuple[str, str]:
     return (", ", ": ") if re.search(r"[,:] ", raw) else (",", ":")
 
 
-def scrub_value(value: Any, counts: Counter[str]) -> Any:
-    """Scrub every string inside `value` (dicts, lists, JSON held in strings)."""
+def _encode_like(value: Any, raw: str, decoded: Any) -> str:
+    """`value` as JSON in the style `raw` (the JSON text of `decoded`) was written in."""
+    if raw == canonical_json(decoded):
+        return canonical_json(value)
+    return json.dumps(value, ensure_ascii=False, separators=_json_separators(raw))
+
+
+class Scrubber:
+    """Scrubs one row (or any value) so that the same value gets the same placeholder wherever
+    it is: messages, tool arguments, observations, the task JSON.
+
+    `learn` walks the row in order and decides each match once: a value in `synthetic` (the
+    world's data) is kept, as is an e-mail or phone number that first comes out of a tool
+    result (the world minted it); any other is replaced, the n-th distinct one of a kind by
+    ``[REDACTED_<KIND>_<n>]``. `apply` then rewrites every occurrence of a replaced value,
+    also where no pattern matches it (a secret without its label), and can be applied to
+    other values of the same row (its trajectory record). Holds raw values: never report it.
+    """
+
+    def __init__(self, synthetic: Synthetic | None = None) -> None:
+        self.synthetic = synthetic or Synthetic()
+        self.placeholders: dict[tuple[str, str], str] = {}  # (kind, normalized value) -> placeholder
+        self.spellings: dict[str, tuple[str, str]] = {}  # raw spelling -> (kind, placeholder)
+        self.kept: set[tuple[str, str]] = set()
+        self.counts: Counter[str] = Counter()  # replacements by kind (by `apply`)
+        self.kept_counts: Counter[str] = Counter()  # matches left alone as the world's, by kind
+        self.by_column: Counter[str] = Counter()  # replacements by row column (by `scrub_row`)
+        self._n: Counter[str] = Counter()
+        self._literal: re.Pattern[str] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.placeholders)
+
+    def decide(self, m: Match, world: bool) -> str | None:
+        """The placeholder of `m`, or None to keep it (deciding it if it is new)."""
+        key = (m.kind, norm_value(m.kind, m.value))
+        if key in self.placeholders:
+            self._spell(m, self.placeholders[key])
+            return self.placeholders[key]
+        if key in self.kept:
+            return None
+        if m in self.synthetic or (world and m.kind in PII_KINDS):
+            self.kept.add(key)
+            return None
+        self._n[m.kind] += 1
+        ph = self.placeholders[key] = placeholder(m.kind, self._n[m.kind])
+        self._spell(m, ph)
+        return ph
+
+    def _spell(self, m: Match, ph: str) -> None:
+        if m.value not in self.spellings:
+            self.spellings[m.value] = (m.kind, ph)
+            self._literal = None
+
+    def learn(self, value: Any, world: bool = False) -> None:
+        """Decide every match in `value` (pass one)."""
+
+        def see(text: str, world: bool) -> str:
+            for m in find_matches(text)[1]:
+                if m.kind:
+                    self.decide(m, world)
+            return text
+
+        _walk(value, see, world)
+
+    def apply(self, value: Any) -> Any:
+        """`value` with every replaced value rewritten (pass two); undecided matches are kept."""
+        return _walk(value, lambda text, world: self.rewrite(text), False)
+
+    def scrub(self, value: Any) -> Any:
+        self.learn(value)
+        return self.apply(value)
+
+    def rewrite(self, text: str) -> str:
+        masked, found = find_matches(text)
+        if self.spellings:
+            if self._literal is None:
+                alts = "|".join(re.escape(s) for s in sorted(self.spellings, key=len, reverse=True))
+                self._literal = re.compile(f"{_LITERAL_BEFORE}(?:{alts}){_LITERAL_AFTER}")
+
+            def literal(m: re.Match[str]) -> str:
+                kind, ph = self.spellings[m.group(0)]
+                self.counts[kind] += 1
+                return ph
+
+            masked = self._literal.sub(literal, masked)
+        if not found:
+            return masked
+
+        def unmask(mm: re.Match[str]) -> str:
+            m = found[ord(mm.group(0)) - _MASK]
+            if not m.kind:
+                return m.value
+            ph = self.placeholders.get((m.kind, norm_value(m.kind, m.value)))
+            if ph is None:
+                self.kept_counts[m.kind] += 1
+                return m.label + m.value
+            self.counts[m.kind] += 1
+            return m.label + ph
+
+        return _MASK_RE.sub(unmask, masked)
+
+
+def _walk(value: Any, fn: Callable[[str, bool], str], world: bool) -> Any:
+    """`value` with `fn(text, world)` applied to each string (JSON held in strings decoded and
+    re-encoded only when something changed); `world`: the text came out of the world (a tool
+    message, an observation, a target diff). Keys in `SKIP_KEYS` are left as they are."""
     if isinstance(value, str):
-        head = value.lstrip()[:1]
-        if head in ("{", "["):
+        if value.lstrip()[:1] in ("{", "["):
             try:
                 decoded = json.loads(value)
             except json.JSONDecodeError:
                 decoded = None
             if isinstance(decoded, dict | list):
-                before = sum(counts.values())
-                cleaned = scrub_value(decoded, counts)
-                if sum(counts.values()) == before:
-                    return value
-                return json.dumps(cleaned, ensure_ascii=False, separators=_json_separators(value))
-        return scrub_text(value, counts)
+                cleaned = _walk(decoded, fn, world)
+                return value if cleaned == decoded else _encode_like(cleaned, value, decoded)
+        return fn(value, world)
     if isinstance(value, dict):
-        return {k: scrub_value(v, counts) for k, v in value.items()}
+        inner = world or value.get("role") == "tool"
+        order = list(value)
+        if "target_diff" in value and "instruction" in value:  # a task: its inputs first
+            order = [k for k in _TASK_FIRST if k in value] + [k for k in value if k not in _TASK_FIRST]
+        done = {k: value[k] if k in SKIP_KEYS else _walk(value[k], fn, inner or k in WORLD_KEYS) for k in order}
+        return {k: done[k] for k in value}
     if isinstance(value, list | tuple):
-        return [scrub_value(v, counts) for v in value]
+        return [_walk(v, fn, world) for v in value]
     return value
+
+
+def scrub_text(text: str, counts: Counter[str] | None = None) -> str:
+    """`text` with every secret and PII match replaced by its typed placeholder."""
+    s = Scrubber()
+    out = s.scrub(text)
+    if counts is not None:
+        counts.update(s.counts)
+    return out
+
+
+def scrub_value(value: Any, counts: Counter[str]) -> Any:
+    """Scrub every string inside `value` (dicts, lists, JSON held in strings), one value one
+    placeholder."""
+    s = Scrubber()
+    out = s.scrub(value)
+    counts.update(s.counts)
+    return out
 
 
 class ScrubReport(BaseModel):
@@ -522,46 +734,128 @@ class ScrubReport(BaseModel):
     rows_changed: int = 0
     replacements: dict[str, int] = Field(default_factory=dict)  # kind -> count
     by_column: dict[str, int] = Field(default_factory=dict)  # column -> count
+    # matches left alone because the world generated them (its users' e-mails, phones), by kind
+    synthetic_kept: dict[str, int] = Field(default_factory=dict)
 
     @property
     def total(self) -> int:
         return sum(self.replacements.values())
 
 
-def scrub_rows(
-    rows: Iterable[Row], columns: Iterable[str] | None = None
-) -> tuple[list[Row], ScrubReport]:
-    """Every string column (or only `columns`) of every row scrubbed; new rows and the report."""
+SyntheticOf = Synthetic | Callable[[Row], Synthetic | None] | None
+
+
+def scrub_row(row: Row, columns: Iterable[str] | None = None,
+              synthetic: SyntheticOf = None) -> tuple[Row, Scrubber]:
+    """`row` with every string column (or only `columns`) scrubbed as one (see `Scrubber`),
+    and its scrubber (the replacements it made, to apply to the row's records too)."""
+    if not isinstance(row, dict):
+        raise TypeError(f"scrub_rows takes dict rows, got {type(row).__name__}")
     only = set(columns) if columns is not None else None
-    report = ScrubReport()
-    total: Counter[str] = Counter()
-    out: list[Row] = []
-    for row in rows:
-        if not isinstance(row, dict):
-            raise TypeError(f"scrub_rows takes dict rows, got {type(row).__name__}")
-        report.rows += 1
-        new: Row = {}
-        changed = False
-        for col, value in row.items():
-            if only is not None and col not in only:
-                new[col] = value
-                continue
-            c: Counter[str] = Counter()
-            new[col] = scrub_value(value, c)
-            if c:
-                changed = True
-                total.update(c)
-                report.by_column[col] = report.by_column.get(col, 0) + sum(c.values())
-        report.rows_changed += changed
-        out.append(new)
-    report.replacements = dict(sorted(total.items()))
+    known = synthetic(row) if callable(synthetic) else synthetic
+    s = Scrubber(known)
+    cols = [c for c in row if only is None or c in only]
+    for col in cols:
+        s.learn(row[col])
+    new: Row = dict(row)
+    for col in cols:
+        before = sum(s.counts.values())
+        new[col] = s.apply(row[col])
+        if n := sum(s.counts.values()) - before:
+            s.by_column[col] += n
+    return new, s
+
+
+def scrub_rows(rows: Iterable[Row], columns: Iterable[str] | None = None,
+               synthetic: SyntheticOf = None) -> tuple[list[Row], ScrubReport]:
+    """Every string column (or only `columns`) of every row scrubbed; new rows and the report.
+    `synthetic`: the world's values to keep, for all rows or per row (a function of the row)."""
+    cols = list(columns) if columns is not None else None
+    out, report, _ = _scrub_all(rows, cols, synthetic)
     return out, report
 
 
-def scrub_record(record: Any, counts: Counter[str] | None = None) -> Any:
-    """A copy of a pydantic record (`Task`, `Trajectory`) with every string scrubbed."""
-    counts = counts if counts is not None else Counter()
-    return type(record).model_validate(scrub_value(record.model_dump(), counts))
+def _scrub_all(rows: Iterable[Row], columns: list[str] | None,
+               synthetic: SyntheticOf) -> tuple[list[Row], ScrubReport, list[Scrubber]]:
+    report = ScrubReport()
+    total: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    by_column: Counter[str] = Counter()
+    out: list[Row] = []
+    scrubbers: list[Scrubber] = []
+    for row in rows:
+        new, s = scrub_row(row, columns, synthetic)
+        report.rows += 1
+        report.rows_changed += bool(s.counts)
+        total.update(s.counts)
+        kept.update(s.kept_counts)
+        by_column.update(s.by_column)
+        out.append(new)
+        scrubbers.append(s)
+    report.replacements = dict(sorted(total.items()))
+    report.by_column = dict(by_column)
+    report.synthetic_kept = dict(sorted(kept.items()))
+    return out, report, scrubbers
+
+
+def scrub_record(record: Any, counts: Counter[str] | None = None, scrubber: Scrubber | None = None) -> Any:
+    """A copy of a pydantic record (`Task`, `Trajectory`) with every string scrubbed, or, with
+    `scrubber`, with that row's replacements applied (ids and hashes are never rewritten)."""
+    s = scrubber or Scrubber()
+    before = s.counts.copy()
+    data = s.apply(record.model_dump()) if scrubber is not None else s.scrub(record.model_dump())
+    if counts is not None:
+        counts.update(s.counts - before)
+    return type(record).model_validate(data)
+
+
+# -- re-verifying scrubbed rows -----------------------------------------------------------------
+
+# Re-judges changed rows: given each (scrubbed row, its scrubber), the verdict on the scrubbed
+# row (None: the row cannot be judged and is dropped as such).
+Replay = Callable[[list[tuple[Row, Scrubber]]], list[Verdict | None]]
+
+
+class ReplayReport(BaseModel):
+    """Rows that scrubbing changed, judged again by their verifier on the scrubbed text."""
+
+    enabled: bool = False
+    checked: int = 0
+    passed: int = 0
+    dropped: int = 0
+    reasons: dict[str, int] = Field(default_factory=dict)  # first failure reason -> rows
+    examples: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def replay_scrubbed(rows: list[Row], scrubbers: list[Scrubber], replay: Replay | None,
+                    max_examples: int = 5) -> tuple[list[Row], ReplayReport]:
+    """The rows that still pass their verifier after scrubbing (unchanged rows pass as they
+    did); a passing row's `score` becomes the new verdict's."""
+    report = ReplayReport(enabled=replay is not None)
+    changed = [i for i, s in enumerate(scrubbers) if s.counts]
+    if replay is None or not changed:
+        return rows, report
+    verdicts = replay([(rows[i], scrubbers[i]) for i in changed])
+    if len(verdicts) != len(changed):
+        raise ValueError(f"replay judged {len(verdicts)} rows, not the {len(changed)} it was given")
+    drop: set[int] = set()
+    out = list(rows)
+    reasons: Counter[str] = Counter()
+    for i, v in zip(changed, verdicts, strict=True):
+        report.checked += 1
+        if v is not None and v.passed:
+            report.passed += 1
+            if "score" in out[i]:
+                out[i] = {**out[i], "score": v.score}
+            continue
+        drop.add(i)
+        why = "cannot be judged" if v is None else (v.reasons or ["not passed"])[0]
+        reasons[why[:160]] += 1
+        if len(report.examples) < max_examples:
+            report.examples.append({"row": item_of(rows[i]).id, "reason": why[:300]})
+    report.dropped = len(drop)
+    report.reasons = dict(reasons.most_common())
+    return [r for i, r in enumerate(out) if i not in drop], report
 
 
 # -- everything, in release order --------------------------------------------------------------
@@ -571,6 +865,7 @@ class HygieneReport(BaseModel):
     scrub: ScrubReport
     dedup: DedupReport
     contamination: ContaminationReport
+    replay: ReplayReport = Field(default_factory=ReplayReport)
 
     def card(self) -> dict[str, Any]:
         return self.model_dump()
@@ -582,10 +877,15 @@ def clean_release(
     eval_sets: Iterable[str | EvalSet] | None = None,
     dedup_threshold: float = 0.85,
     drop_n: int | None = 13,
-    scrub: Callable[[Iterable[Row]], tuple[list[Row], ScrubReport]] = scrub_rows,
+    columns: Iterable[str] | None = None,
+    synthetic: SyntheticOf = None,
+    replay: Replay | None = None,
 ) -> tuple[list[Row], HygieneReport]:
-    """Scrub, then deduplicate, then decontaminate a release's rows."""
-    scrubbed, s = scrub(rows)
-    unique, d = dedup(scrubbed, earlier, threshold=dedup_threshold)
+    """Scrub (`columns`, keeping the world's `synthetic` values), re-judge the rows scrubbing
+    changed (`replay`; those that no longer pass are dropped), then deduplicate, then
+    decontaminate a release's rows."""
+    scrubbed, s, scrubbers = _scrub_all(rows, list(columns) if columns is not None else None, synthetic)
+    judged, r = replay_scrubbed(scrubbed, scrubbers, replay)
+    unique, d = dedup(judged, earlier, threshold=dedup_threshold)
     clean, c = decontaminate(unique, eval_sets, drop_n=drop_n)
-    return clean, HygieneReport(scrub=s, dedup=d, contamination=c)
+    return clean, HygieneReport(scrub=s, dedup=d, contamination=c, replay=r)

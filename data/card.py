@@ -235,13 +235,23 @@ def run_sections(run: dict[str, Any]) -> str:
             own = (f"{tvt.get('flagged_any', 0)}/{tvt.get('checked', 0)} train rows share an 8/13-gram "
                    f"({json.dumps(tvt.get('flagged', {}), sort_keys=True)})") if "flagged_any" in tvt else "-"
             dups = f"{d.get('exact_duplicates', 0)} exact, {d.get('near_duplicates', 0)} near"
-            rows.append([name, d.get("input", "-"), dups, d.get("kept", "-"),
+            rp = h.get("replay", {})
+            replayed = (f"{rp.get('checked', 0)} re-judged, {rp.get('dropped', 0)} dropped"
+                        + (f" ({'; '.join(f'{k}: {v}' for k, v in rp.get('reasons', {}).items())})"
+                           if rp.get("dropped") else "")) if rp.get("enabled") else "off"
+            rows.append([name, sc.get("rows", d.get("input", "-")), dups, c.get("kept", d.get("kept", "-")),
                          json.dumps(sc.get("replacements", {}), sort_keys=True) or "{}",
+                         json.dumps(sc.get("synthetic_kept", {}), sort_keys=True), replayed,
                          "; ".join(f"{k}: {v}" for k, v in flagged.items()) or "no eval sets registered", own])
         if rows:
-            out += ["## Hygiene", "", _table(["release", "rows in", "duplicates removed", "rows kept",
-                                              "secrets/PII scrubbed", "eval-set contamination",
-                                              "train vs own test split (report only)"], rows), ""]
+            out += ["## Hygiene", "",
+                    "E-mail addresses and phone numbers of the worlds' own synthetic users (in a task's initial "
+                    "state, or minted by a tool) are kept; other secrets and PII get one placeholder per value, "
+                    "the same in every column of the row. Rows that scrubbing changed are judged again on the "
+                    "scrubbed text, and dropped when they no longer pass.", "",
+                    _table(["release", "rows in", "duplicates removed", "rows kept", "secrets/PII scrubbed",
+                            "kept as the world's data", "after scrubbing", "eval-set contamination",
+                            "train vs own test split (report only)"], rows), ""]
     if (q := run.get("data_quality")) and q.get("rows"):
         fmt = lambda r: "-" if r is None else f"{r:.1%}"  # noqa: E731
         rows = [[f"policy compliance: {k}", fmt(v)] for k, v in q.get("clause_compliance", {}).items()]

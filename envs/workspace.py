@@ -343,6 +343,13 @@ class WorkspaceWorld:
     def compiled_rules(self) -> list[str]:
         return []
 
+    def synthetic_values(self, ref: StateRef) -> frozenset[str]:
+        """The text this world generated for a task whose initial workspace is `ref`: the
+        files its recipe writes and the commands it runs, the policy and the tool schemas
+        (release hygiene leaves the e-mail addresses and phone numbers in them alone)."""
+        files = recipe_files(ref.patches) if ref.patches else {}
+        return frozenset({*files.values(), *ref.patches, self.policy, json.dumps(self.tool_schemas(), ensure_ascii=False)})
+
     def system_prompt(self, now: str) -> str:
         return self.policy.strip().replace("{now}", now)
 

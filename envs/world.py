@@ -52,6 +52,7 @@ class World:
     name: str
     folder: Path
     _base_cache: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False)
+    _text_cache: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
@@ -107,6 +108,29 @@ class World:
             conn.execute(sql)
         return conn
 
+    def synthetic_values(self, ref: StateRef) -> frozenset[str]:
+        """The text this world generated for a task whose initial state is `ref`: every text
+        cell of the seeded generator's tables, the Set Designer's patches, the policy and the
+        tool schemas. Release hygiene leaves e-mail addresses, phone numbers (and anything
+        else) found in them alone: they are the world's synthetic data, not anyone's PII.
+
+        A world declares its own by defining ``synthetic_values(conn) -> Iterable[str]`` in
+        its `generator.py` (given the generated database); by default every text cell is read.
+        """
+        key = (ref.seed, ref.scale)
+        with self._lock:
+            base = self._text_cache.get(key)
+        if base is None:
+            conn = st.restore(self.base_state(ref.seed, ref.scale))
+            try:
+                declared = getattr(self.generator, "synthetic_values", None)
+                base = frozenset(declared(conn) if callable(declared) else state_texts(conn))
+            finally:
+                conn.close()
+            with self._lock:
+                self._text_cache[key] = base
+        return base | {*ref.patches, self.policy, json.dumps(self.tool_schemas(), ensure_ascii=False)}
+
     def state_ref(self, seed: int, scale: int, patches: list[str] | None = None) -> StateRef:
         conn = self.build_state(seed, scale, patches)
         try:
@@ -122,6 +146,15 @@ class World:
                 raise ValueError("env() needs a state reference or a connection")
             conn = self.build_state(ref.seed, ref.scale, ref.patches)
         return Env(self, conn)
+
+
+def state_texts(conn: sqlite3.Connection) -> set[str]:
+    """Every distinct text cell of every table of `conn`."""
+    out: set[str] = set()
+    for table in st.tables(conn):
+        for row in conn.execute(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"'):
+            out.update(v for v in row if isinstance(v, str))
+    return out
 
 
 class Env:

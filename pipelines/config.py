@@ -124,6 +124,9 @@ class HygieneConfig(BaseModel):
     # Evaluation sets to keep out: name -> JSONL file of {"text": ..., "tool_calls": "..."}
     eval_sets: dict[str, str] = Field(default_factory=dict)
     drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
+    # Judge every row that scrubbing changed again, on the scrubbed text (sft: the trajectory with the
+    # task's primary verifier; rl: the scrubbed task's gold with the row's verifier); drop those that fail.
+    replay: bool = True
 
 
 class CardConfig(BaseModel):

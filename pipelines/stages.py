@@ -46,7 +46,9 @@ from verifiers.base import VERIFIERS, applies, get_verifier, primary_verifier
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
 SCHEMAS = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
-NOT_SCRUBBED = {"task", "reference_solution", "world_version", "verifier_version", "write_tools", "environment"}
+# Columns hygiene never rewrites: names and versions. (The `task` JSON is scrubbed like the
+# messages, its ids, hashes and initial-state recipe excepted: `curation.hygiene.SKIP_KEYS`.)
+NOT_SCRUBBED = {"world_version", "verifier_version", "write_tools", "environment"}
 # The Hub's task categories of each release kind (card metadata).
 TASK_CATEGORIES = {"sft": ["text-generation"], "rl": ["reinforcement-learning", "text-generation"]}
 
@@ -347,13 +349,15 @@ def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[T
     rows = release_rows(selection, tasks, cfg.verifiers)
     paths: dict[str, Path] = {}
     for name in RELEASES:
-        rows[name], hygiene = clean_rows(cfg, out, name, rows[name])
+        rows[name], hygiene = clean_rows(cfg, out, name, rows[name], tasks, selection)
         stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
                  "splits": dict(Counter(r["split"] for r in rows[name])), "hygiene": hygiene}
         if name == "sft":
             kept = {r["trajectory_id"] for r in rows[name]}
             stats["data_quality"] = sft_quality(
                 Selection(sft=[(t, v) for t, v in selection.sft if t.id in kept]), {t.id: t for t in tasks})
+            if (rp := hygiene.get("replay", {})).get("checked"):
+                stats["data_quality"]["scrubbed_rows_pass_rate"] = round(rp["passed"] / rp["checked"], 4)
         with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name],
                                  RELEASE_SCHEMA_VERSION) as w:
             if rows[name]:
@@ -371,25 +375,101 @@ def latest_release(out: Path, name: str) -> Path | None:
     return store.latest(releases_dir(out), name)
 
 
-def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
-    """Scrub secrets and PII, drop duplicates and rows contaminated by evaluation sets."""
+def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]], tasks: Sequence[Task] = (),
+               selection: Selection | None = None) -> tuple[list[dict[str, Any]], dict]:
+    """Scrub secrets and PII (keeping the values of each task's world), drop the rows that no
+    longer pass their verifier once scrubbed, drop duplicates and rows contaminated by
+    evaluation sets."""
     if not cfg.hygiene.enabled:
         return rows, {"enabled": False}
-    from curation.hygiene import clean_release, scrub_rows
+    from curation.hygiene import clean_release
 
     h = cfg.hygiene
     eval_sets = [_eval_set(n, p) for n, p in sorted(h.eval_sets.items())]
     earlier: list[dict[str, Any]] = []
     if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
         earlier = store.read_table(prev).to_pylist()
-    # `task` and `reference_solution` of rl rows are what rewards replay and compare: their
-    # ids must never be rewritten (nor the version hashes).
     columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
+    by_id = {t.id: t for t in tasks}
     clean, report = clean_release(rows, earlier=earlier, eval_sets=eval_sets, dedup_threshold=h.dedup_threshold,
-                                  drop_n=h.drop_n, scrub=lambda rs: scrub_rows(rs, columns=columns))
+                                  drop_n=h.drop_n, columns=columns, synthetic=synthetic_of(by_id),
+                                  replay=scrubbed_replay(cfg, name, by_id, selection) if h.replay else None)
     card = report.card()
     card["train_vs_test"] = _train_vs_test(clean)
     return clean, card
+
+
+def synthetic_of(tasks: dict[str, Task]) -> Any:
+    """row -> the values its task's world generated (`World.synthetic_values` of the task's
+    initial state), read once per initial state; None for a row of an unknown task."""
+    from curation.hygiene import Synthetic
+
+    seen: dict[tuple[str, int, int, tuple[str, ...]], Synthetic] = {}
+
+    def of(row: dict[str, Any]) -> Synthetic | None:
+        task = tasks.get(str(row.get("task_id")))
+        if task is None:
+            return None
+        ref = task.initial_state
+        key = (task.world, ref.seed, ref.scale, tuple(ref.patches))
+        if key not in seen:
+            world = get_world(task.world)
+            texts = world.synthetic_values(ref) if hasattr(world, "synthetic_values") else ()
+            seen[key] = Synthetic.of_texts(texts)
+        return seen[key]
+
+    return of
+
+
+def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection: Selection | None) -> Any:
+    """The re-judge of scrubbed rows (`curation.hygiene.Replay`). An `sft` row: its trajectory
+    with the row's replacements (messages, tool arguments, observations) judged by the task's
+    primary verifier. An `rl` row: the gold of its scrubbed task (its reference dialogue or
+    solution, replayed) judged by the row's verifier; a task of a world that cannot be replayed
+    here (a workspace) is kept when only what the user says changed, else not judged (dropped)."""
+    from curation.hygiene import Scrubber, scrub_record
+    from verifiers.audit import build_dialogue, build_trajectory
+    from verifiers.state import replayer_for
+
+    trajectories = {t.id: t for t, _ in (selection.sft if selection else [])}
+
+    def judged(pairs: list[tuple[str, Task, Trajectory] | None]) -> list[Verdict | None]:
+        out: dict[str, Verdict] = {}
+        for verifier in sorted({p[0] for p in pairs if p}):
+            group = [(task, traj) for v, task, traj in (p for p in pairs if p) if v == verifier]
+            found = verify_shard({task.id: task for task, _ in group}, [traj for _, traj in group], [verifier],
+                                 cfg.verifier_options, cfg.judge)
+            out.update({v.trajectory_id: v for v in found})
+        return [out.get(p[2].id) if p else None for p in pairs]
+
+    def sft(batch: list[tuple[dict[str, Any], Scrubber]]) -> list[Verdict | None]:
+        pairs: list[tuple[str, Task, Trajectory] | None] = []
+        for row, scrubber in batch:
+            task, traj = tasks.get(row.get("task_id", "")), trajectories.get(row.get("trajectory_id", ""))
+            pairs.append(None if task is None or traj is None else
+                         (primary_verifier(task, cfg.verifiers), task, scrub_record(traj, scrubber=scrubber)))
+        return judged(pairs)
+
+    def rl(batch: list[tuple[dict[str, Any], Scrubber]]) -> list[Verdict | None]:
+        pairs: list[tuple[str, Task, Trajectory] | None] = []
+        text_only: list[Verdict | None] = []
+        for row, _ in batch:
+            task = Task.model_validate_json(row["task"])
+            text_only.append(None)
+            if replayer_for(task.world, task.initial_state) is not None:
+                gold = (build_dialogue(task, task.dialogue) if task.dialogue
+                        else build_trajectory(task, task.reference_solution))
+                pairs.append((row.get("verifier") or primary_verifier(task, cfg.verifiers), task, gold))
+                continue
+            pairs.append(None)
+            before = tasks.get(task.id)
+            talk = {"instruction", "user", "dialogue"}  # what the user says; the reward reads none of it
+            if before is not None and task.model_dump(exclude=talk) == before.model_dump(exclude=talk):
+                text_only[-1] = Verdict(trajectory_id="", task_id=task.id, verifier="hygiene", verifier_version="1",
+                                        passed=True, score=1.0, reasons=["only what the user says was scrubbed"])
+        return [t or v for t, v in zip(text_only, judged(pairs), strict=True)]
+
+    return sft if name == "sft" else rl
 
 
 def _train_vs_test(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -607,8 +687,10 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
         {"stage": "curated (sft picks / rl tasks)", "count": f"{len(selection.sft)} / {len(selection.rl)}",
          "drops": {**{f"sft:{k}": v for k, v in drops_of("sft:").items()}, **{f"rl:{k}": v for k, v in drops_of("rl:").items()}}},
         {"stage": "released (sft / rl rows)", "count": f"{released.get('sft')} / {released.get('rl')}",
-         "drops": {f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
-                   for n, h in hygiene.items() if h.get("dedup")}},
+         "drops": {**{f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
+                      for n, h in hygiene.items() if h.get("dedup")},
+                   **{f"{n}:failed its verifier once scrubbed": h["replay"]["dropped"]
+                      for n, h in hygiene.items() if h.get("replay", {}).get("dropped")}}},
     ]
     tool_errors: Counter[str] = Counter()
     for t in policy:

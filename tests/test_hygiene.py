@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
+from curation.base import RLPick, Selection
 from curation.hygiene import (
     EVAL_SETS,
+    Synthetic,
     clean_release,
     decontaminate,
     dedup,
@@ -18,10 +21,14 @@ from curation.hygiene import (
     scrub_rows,
     scrub_text,
 )
-from data.records import Task
+from data.card import run_sections
+from data.records import Task, ToolCall, Trajectory, canonical_json
 from envs.registry import get_world
+from pipelines.config import RunConfig
+from pipelines.stages import clean_rows, release_rows
 from synthesis.base import SynthesisConfig, get_method
-from verifiers.audit import build_trajectory
+from verifiers.audit import build_dialogue, build_trajectory, replay_hash
+from verifiers.base import get_verifier
 
 # Canaries, assembled at run time so that no real-looking secret sits in the source.
 A = "Zq7"  # filler
@@ -279,3 +286,171 @@ def test_clean_release_runs_all_three(eval_set: str) -> None:
     assert report.scrub.total == 60 and report.dedup.exact_duplicates == 1
     assert report.contamination.eval_sets[eval_set].removed == 1
     json.dumps(report.card())
+
+
+# -- world-synthetic values, one placeholder per value, re-judging scrubbed rows ---------------
+
+PLANTED_PHONE = "+44 20 7946 " + "0958"  # real-looking, in no world's data
+
+
+@pytest.fixture(scope="module")
+def world_tasks() -> dict[str, list[Task]]:
+    return {
+        w: get_method("logic_driven")(SynthesisConfig(world=w, n_tasks=3, seed=1), get_world(w)).tasks
+        for w in ("retail", "telecom")
+    }
+
+
+def _released(tasks: list[Task], trajectories: list[Trajectory] | None = None) -> tuple[dict, Selection]:
+    """The sft rows (of gold dialogues, or `trajectories`) and rl rows of `tasks`, made by the
+    release code."""
+    trajs = trajectories or [build_dialogue(t, t.dialogue) for t in tasks]
+    by_id = {t.id: t for t in tasks}
+    verdicts = [get_verifier("composite").verify(by_id[g.task_id], g) for g in trajs]
+    assert all(v.passed for v in verdicts), [v.reasons for v in verdicts]
+    selection = Selection(sft=list(zip(trajs, verdicts, strict=True)),
+                          rl=[RLPick(t, 0.5, 2, "test") for t in tasks])
+    return release_rows(selection, tasks), selection
+
+
+def _calls(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for m in row["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+
+
+def test_world_synthetic_emails_stay_intact(world_tasks: dict[str, list[Task]], tmp_path: Any) -> None:
+    tasks = world_tasks["retail"]
+    rows, selection = _released(tasks)
+    emails = [a["email"] for r in rows["sft"] for n, a in _calls(r) if n == "find_customer_by_email"]
+    assert emails and all("@example." in e for e in emails)
+    for name in ("sft", "rl"):
+        [clean], report = clean_rows(RunConfig(), tmp_path, name, rows[name][:1], tasks, selection)
+        assert clean == rows[name][0], name  # nothing rewritten: no placeholder, score as it was
+        assert report["scrub"]["replacements"] == {} and report["scrub"]["synthetic_kept"]["EMAIL"] > 0
+        assert report["replay"]["checked"] == 0
+    # Without the world's values the same e-mail would be taken for the user's PII.
+    [blind], _ = scrub_rows(rows["sft"][:1])
+    assert [a["email"] for n, a in _calls(blind) if n == "find_customer_by_email"][0] == "[REDACTED_EMAIL]"
+
+
+def test_world_phone_numbers_stay_intact(world_tasks: dict[str, list[Task]], tmp_path: Any) -> None:
+    tasks = world_tasks["telecom"]
+    task = next(t for t in tasks if "555-" in t.instruction)
+    rows, selection = _released([task])
+    number = re.search(r"555-\d{3}-\d{4}", task.instruction).group(0)  # type: ignore[union-attr]
+    for name, text_col in (("sft", "messages"), ("rl", "prompt")):
+        [clean], report = clean_rows(RunConfig(), tmp_path, name, rows[name], [task], selection)
+        assert clean == rows[name][0]
+        assert report["scrub"]["replacements"] == {} and report["scrub"]["synthetic_kept"]["PHONE"] > 0
+        assert number in json.dumps(clean[text_col])
+    obs = [m["content"] for m in rows["sft"][0]["messages"] if m["role"] == "tool"]
+    assert any('"phone_number"' in o for o in obs)  # the tool results list the lines, numbers intact
+    assert number in json.loads(rows["rl"][0]["task"])["instruction"]
+
+
+def test_minted_numbers_in_tool_results_are_the_worlds() -> None:
+    """A phone number that first comes out of a tool result was minted by the world (a new
+    line); one the user typed first is theirs, and stays scrubbed when a tool echoes it."""
+    row = {"messages": [
+        {"role": "user", "content": "Please add a line. My other number is " + PLANTED_PHONE},
+        {"role": "tool", "content": json.dumps({"phone_number": "556-123-4567", "echo": PLANTED_PHONE})},
+        {"role": "assistant", "content": "Your new line is 556-123-4567."},
+    ]}
+    [clean], report = scrub_rows([row])
+    assert report.replacements == {"PHONE": 2} and report.synthetic_kept == {"PHONE": 2}
+    assert clean["messages"][2]["content"] == "Your new line is 556-123-4567."
+    assert json.loads(clean["messages"][1]["content"])["echo"] == "[REDACTED_PHONE]"
+    # A token is the world's only if its initial state holds it (a tool could print the host's).
+    key = CANARIES["HF_TOKEN"]
+    [tok], _ = scrub_rows([{"messages": [{"role": "tool", "content": "HF_TOKEN=" + key}]}])
+    assert key not in json.dumps(tok)
+    [kept], _ = scrub_rows([{"messages": [{"role": "tool", "content": "HF_TOKEN=" + key}]}],
+                           synthetic=Synthetic.of_texts(["seeded: " + key]))
+    assert key in json.dumps(kept)
+
+
+def test_planted_secret_gets_one_placeholder_everywhere() -> None:
+    key, other = CANARIES["API_KEY"], CANARIES["API_KEY"][:-2] + "Yy"
+    secret = _secret_part("AWS_SECRET_KEY", CANARIES["AWS_SECRET_KEY"])
+    task = {
+        "id": "task-1", "world": "retail", "target_state_hash": "abc",
+        "initial_state": {"world": "retail", "seed": 1, "scale": 30, "patches": [], "state_hash": "abc"},
+        "instruction": f"Store my key {key} (not {other}); the AWS secret is {secret}.",
+        "reference_solution": [{"name": "save_note", "arguments": {"note": key}}],
+        "target_diff": [],
+    }
+    row = {
+        "messages": [
+            {"role": "user", "content": f"My key is {key}, the old one {other}. " + CANARIES["AWS_SECRET_KEY"]},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function", "function": {
+                "name": "save_note", "arguments": json.dumps({"note": key})}}]},
+            {"role": "tool", "tool_call_id": "c0", "name": "save_note", "content": json.dumps({"saved": key})},
+        ],
+        "task": canonical_json(task),
+        "task_id": "task-1",
+    }
+    [clean], report = scrub_rows([row])
+    dumped = json.dumps(clean)
+    assert key not in dumped and other not in dumped and secret not in dumped
+    user = clean["messages"][0]["content"]
+    assert user.startswith("My key is [REDACTED_API_KEY], the old one [REDACTED_API_KEY_2]. aws_secret_access_key=")
+    assert _calls(clean) == [("save_note", {"note": "[REDACTED_API_KEY]"})]
+    assert json.loads(clean["messages"][2]["content"]) == {"saved": "[REDACTED_API_KEY]"}
+    scrubbed = json.loads(clean["task"])
+    assert clean["task"] == canonical_json(scrubbed)  # still canonical JSON
+    # the same placeholders in the task JSON, also where no pattern matches (a secret without its label)
+    assert scrubbed["instruction"] == ("Store my key [REDACTED_API_KEY] (not [REDACTED_API_KEY_2]); "
+                                       "the AWS secret is [REDACTED_AWS_SECRET_KEY].")
+    assert scrubbed["reference_solution"][0]["arguments"] == {"note": "[REDACTED_API_KEY]"}
+    assert {k: scrubbed[k] for k in ("id", "initial_state", "target_state_hash")} == {
+        k: task[k] for k in ("id", "initial_state", "target_state_hash")}
+    assert report.replacements == {"API_KEY": 7, "AWS_SECRET_KEY": 2}  # 4 + 3 and 1 + 1
+    assert report.by_column == {"messages": 5, "task": 4}
+
+
+def test_scrubbed_row_that_fails_its_verifier_is_dropped_and_counted(
+    world_tasks: dict[str, list[Task]], tmp_path: Any
+) -> None:
+    base = world_tasks["retail"][1]
+    world = get_world("retail")
+    env = world.env(base.initial_state)
+    order = env.conn.execute("SELECT order_id FROM orders WHERE status = 'pending' LIMIT 1").fetchone()[0]
+    env.close()
+    # A write that stores a planted phone number: scrubbed, it no longer reaches the target.
+    write = [ToolCall(name="modify_order_address",
+                      arguments={"order_id": order, "address": "12 Elm Street, call " + PLANTED_PHONE})]
+    task = base.model_copy(update={"reference_solution": write, "dialogue": [], "target_diff": [],
+                                   "verification": base.verification.model_copy(update={"basis": ["DB"]})})
+    task = task.model_copy(update={"target_state_hash": replay_hash(task, write)[0]}).with_id()
+    # The planted number only in what the user says: scrubbed, the row still passes.
+    chatty = base.model_copy(update={"instruction": base.instruction + " Or call me: " + PLANTED_PHONE}).with_id()
+    turns = [base.dialogue[0].model_copy(update={"content": base.dialogue[0].content + " " + PLANTED_PHONE}),
+             *base.dialogue[1:]]
+    trajs = [build_trajectory(task, write), build_dialogue(chatty, turns)]
+    rows, selection = _released([task, chatty], trajs)
+    figures: dict[str, Any] = {}
+    for name in ("sft", "rl"):
+        clean, report = clean_rows(RunConfig(), tmp_path, name, rows[name], [task, chatty], selection)
+        assert [r["task_id"] for r in clean] == [chatty.id], name
+        assert PLANTED_PHONE not in json.dumps(clean)
+        replay = report["replay"]
+        assert (replay["checked"], replay["passed"], replay["dropped"]) == (2, 1, 1), replay
+        assert replay["examples"][0]["row"] in (trajs[0].id, task.id)
+        figures[name] = report
+    card = run_sections({"hygiene": figures})
+    assert card.count("2 re-judged, 1 dropped") == 2
+
+
+def test_workspace_world_declares_its_files() -> None:
+    """A workspace world's synthetic values are what its recipe writes (e.g. a contacts file)."""
+    from data.records import StateRef
+    from envs.workspace import recipe
+
+    world = get_world("terminal")
+    ref = StateRef(world="terminal", seed=0, scale=0, state_hash="-",
+                   patches=recipe({"contacts.txt": "ana.li@uni.edu, +1 415 555 0199\n"}))
+    known = Synthetic.of_texts(world.synthetic_values(ref))
+    row = {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "run_shell", "arguments": json.dumps({"command": "grep ana.li@uni.edu x"})}}]}]}
+    [clean], report = scrub_rows([row], synthetic=known)
+    assert clean == row and report.synthetic_kept == {"EMAIL": 1}
