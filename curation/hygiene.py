@@ -720,15 +720,6 @@ def scrub_text(text: str, counts: Counter[str] | None = None) -> str:
     return out
 
 
-def scrub_value(value: Any, counts: Counter[str]) -> Any:
-    """Scrub every string inside `value` (dicts, lists, JSON held in strings), one value one
-    placeholder."""
-    s = Scrubber()
-    out = s.scrub(value)
-    counts.update(s.counts)
-    return out
-
-
 class ScrubReport(BaseModel):
     rows: int = 0
     rows_changed: int = 0

@@ -617,10 +617,4 @@ def task_graph_nodes(ix: QuotientIndex, task_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def ebr_sh_scores(ix: QuotientIndex) -> dict[str, float]:
-    """EBR·SH per task id (convenience for benchmarks and reports)."""
-    topo = task_topology(ix)
-    return {tid: float(topo.ebr[i] * topo.sh[i]) for i, tid in enumerate(ix.task_ids)}
-
-
 register(TopologyCurator.name, options=TopoConfig)(TopologyCurator)

@@ -18,7 +18,7 @@ from envs.registry import world_version
 from pipelines.config import RunConfig
 from rollout import agent, strategy, user
 from rollout.collector import ModelConfig, RolloutConfig
-from verifiers.base import VERIFIERS, get_verifier
+from verifiers.base import VERIFIERS
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
 
@@ -92,10 +92,6 @@ def rollout_key(cfg: RunConfig, shard: Sequence[Task]) -> str:
         "reference_trials": cfg.reference_trials, "prompt": prompt_version(r.model),
         "worlds": {w: world_version(w) for w in worlds},
     }, length=32)
-
-
-def verifier_versions(names: Sequence[str]) -> dict[str, str]:
-    return {n: get_verifier(n).version for n in names}
 
 
 def verifier_identity(cfg: RunConfig) -> dict[str, Any]:

@@ -57,11 +57,6 @@ def agent_messages_to_user(trajectory: Trajectory) -> list[str]:
     ]
 
 
-def required_info(task: Task) -> list[str]:
-    """The labels of the facts the user must be told."""
-    return [f.label for f in task.verification.communicate]
-
-
 def replies_after_first_write(trajectory: Trajectory, write_tools: set[str]) -> list[str]:
     """The agent's replies to the user after its first successful write (all replies when it
     made none)."""
