@@ -82,14 +82,13 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
     kept, good = reference_kept(tasks, trajs, verdicts, rows, decided)
     by_traj = {t.id: t for t in trajs}
     q = stats.get("data_quality", {})
-    scrub = stats.get("hygiene", {}).get("replay", {})
     return {
         "tasks": len(tasks), "sft_rows": len(rows),
         "clause_compliance_min": q.get("clause_compliance_min"),
         "grounded_args_rate": q.get("grounded_args_rate"),
         "informative_reply_rate": q.get("informative_reply_rate"),
         "refusal_explained_rate": q.get("refusal_explained_rate"),
-        "scrubbed_rows_pass_rate": round(scrub["passed"] / scrub["checked"], 4) if scrub.get("checked") else None,
+        "scrubbed_rows_pass_rate": q.get("scrubbed_rows_pass_rate"),
         "reference_kept_rate": round(kept / good, 4) if good else None,
         "unmarked_malformed_sft_rows": sum(1 for r in rows if not r["recovery"]
                                            and failed_calls(by_traj[r["trajectory_id"]]) > 0),
