@@ -384,6 +384,9 @@ async def run_episode(
             await ep.plan(earlier)
         await ep.run()
         final_hash = await runtime.state_hash()
+        release = getattr(model, "release", None)  # a backend that caches turns frees them
+        if callable(release):
+            await release(ep.messages, ep.tools)
     finally:
         await runtime.close()
     return ep.trajectory(Trajectory.make_id(task.id, trial, model.name, sampling), trial, final_hash)

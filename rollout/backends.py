@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -173,6 +173,10 @@ class EmbeddedOptions(BackendOptions):
 
     path: str | None = None  # a model folder (e.g. a trained checkpoint); default the prepared one
     max_batch: int = Field(8, ge=1)
+    # Key/value reuse: "full" (shared prefix + each conversation's earlier turns), "prefix"
+    # (the system prompt + tools only) or "none"; bounded by kv_budget_mb (LRU).
+    kv_reuse: Literal["none", "prefix", "full"] = "full"
+    kv_budget_mb: float = Field(1536.0, ge=0)
 
 
 _SHARED: dict[str, ChatModel] = {}
@@ -189,7 +193,8 @@ def _embedded(cfg: ModelConfig, opts: EmbeddedOptions) -> Built:
             from rollout.embedded import EmbeddedModel
 
             model_dir = Path(opts.path).expanduser() if opts.path else None
-            _SHARED[key] = EmbeddedModel(model_dir=model_dir, max_batch=opts.max_batch)
+            _SHARED[key] = EmbeddedModel(model_dir=model_dir, max_batch=opts.max_batch,
+                                         kv_reuse=opts.kv_reuse, kv_budget_mb=opts.kv_budget_mb)
         shared = _SHARED[key]
     return Built(lambda task: shared)
 
