@@ -13,6 +13,7 @@ import pytest
 from data import store
 from data.records import ToolCall
 from data.self_play import Generation
+from envs import registry
 from envs.registry import get_world
 from envs.world import World
 from pipelines import stages
@@ -44,7 +45,7 @@ def test_each_template_writes_a_grounded_call_that_runs(name: str) -> None:
             out = template(conn, rng)
             if out is None:
                 continue
-            args, question = out
+            args, question = out[:2]
             gen = Generation(question=question, tools=[world.tools[tool].schema()],
                              calls=[ToolCall(name=tool, arguments=args)])
             v = validity(gen)
@@ -71,13 +72,16 @@ def test_self_play_emits_validated_tasks_on_every_world(name: str) -> None:
         env.close()
 
 
-def test_world_without_the_hook_falls_back_to_generic_templates(tmp_path: Path) -> None:
+def test_world_without_the_hook_falls_back_to_generic_templates(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "shop"
     shutil.copytree(get_world("retail").folder, folder,
                     ignore=shutil.ignore_patterns("templates.py", "constraints.py", "__pycache__"))
     design = (folder / "design.py").read_text()
     (folder / "design.py").write_text(design[: design.index("def self_play_templates")])
     world = World(name="shop", folder=folder)
+    monkeypatch.setitem(registry._extra, "shop", folder)  # registered, as a world one synthesizes in is
+    monkeypatch.setitem(registry._loaded, "shop", world)
     gen = ScriptedGenerator(world)
     assert all("generic_template" in t.__qualname__ for t in gen.templates.values())
     r = synthesize(SynthesisConfig(method="self_play", world="shop", n_tasks=5, seed=1), world)
