@@ -1,8 +1,8 @@
-"""Whether a self-play task makes a coherent conversation (issue 16 §3), and the figures of
-a set of tasks: the records it touches belong to one user (checked on the world's
-database, `envs.ownership`), that user's identity is in what they know, the user says no
-world-internal id, a transfer comes last, and a task that changes nothing has an answer
-to check."""
+"""Self-play tasks as conversations a user can have (issue 16 §3): `as_conversation` makes a
+valid generation one (the records it touches belong to one user, checked on the world's
+database with `envs.ownership`; that user's identity is in what they know; they say no
+world-internal id; a reference dialogue tells them the answer; a transfer comes last), and
+`figures` counts, over a set of tasks, the problems the method is there to prevent."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from envs.world import World
 from rollout.generation import grounding_values
 from synthesis.base import internal_id_leaks, user_facing_texts
 from synthesis.dialogue import with_dialogue
+from synthesis.self_play.generators import Note, accounts
 from synthesis.self_play.world_check import WorldCheck
 
 CALCULATE = "calculate"
@@ -224,7 +225,7 @@ def _told_in(fact: Fact, texts: Sequence[str]) -> bool:
     return any(mentions_value(t, x) for x in fact.any_of for t in texts)
 
 
-def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Any, rng: random.Random,
+def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Note | None, rng: random.Random,
                     metadata: dict[str, Any]) -> tuple[Task | None, str]:
     """A valid generation as a task a user can have a conversation about, or (None, why).
 
@@ -253,11 +254,9 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Any,
             owners |= result_accounts(conn, content)
         if len(owners) > 1:
             return None, "cross_user"
-        account = next(iter(owners), None) or getattr(note, "account", None)
-        if account is None:
-            ids = [str(r[0]) for r in conn.execute(
-                'SELECT "{1}" FROM "{0}" ORDER BY "{1}"'.format(*account_table(conn)))] if account_table(conn) else []
-            account = rng.choice(ids) if ids else None
+        account = next(iter(owners), None) or (note.account if note is not None else None)
+        if account is None and accounts(conn):  # records of no one (a flight search): any user asks
+            account = rng.choice(accounts(conn))
         if account is None:
             return None, "no_identity"
         identity = identity_for(world, ref, account)
@@ -269,7 +268,7 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Any,
         known = user_known_info(world, conn, gen, known_identity)
     finally:
         conn.close()
-    answer = list(getattr(note, "answer", None) or [])
+    answer = list(note.answer) if note is not None else []
     reads = [o for c, o in zip(gen.calls, check.observations, strict=True) if not world.tools[c.name].write]
     if any(not _told_in(f, reads) for f in answer):
         return None, "answer_not_in_result"
