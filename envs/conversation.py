@@ -24,6 +24,10 @@ A world's folder may hold a ``conversation.py`` with:
   reservation code); once declared, every other single-column ``*_id`` key of the world's
   tables is internal (payment, slot, flight-instance, plan and add-on codes) and must never appear in
   what a task tells the user (`leaked_ids`).
+- ``phrase(conn, table, row) -> str | None``: how a user names a record in a sentence, without
+  its internal id ("your credit card ending in 1885", "flight HAT012 on May 14", "the
+  Unlimited plan"), used to say a generated request in a user's words (`user_words`);
+  without it, a record's first `mentions` name is used;
 - ``lookup(keys, known) -> ToolCall | None``: the identity lookup of a user who identifies
   with the known-info `keys` (one of ``IDENTITY.keys``: by name and zip code rather than by
   email, say), its arguments from their `known` info (`identity_lookup`).
@@ -157,6 +161,50 @@ def leaked_ids(world: Any, conn: sqlite3.Connection, texts: list[str]) -> list[s
 
 def _norm_key(key: str) -> str:
     return key.strip().lower().replace(" ", "_")
+
+
+def record_phrase(conv: Conversation, conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+    """How a user names a record (the world's `phrase` hook, else its first `mentions` name)."""
+    hook = conv.hook("phrase")
+    if callable(hook):
+        return hook(conn, table, row)
+    names = conv.hook("mentions")
+    found = names(conn, table, row) if callable(names) else []
+    first = found[0] if found else None
+    return " ".join(str(p) for p in first) if isinstance(first, tuple) else (str(first) if first else None)
+
+
+def user_words(world: Any, conn: sqlite3.Connection, text: str) -> str:
+    """`text` with every world-internal id it states (`leaked_ids`) replaced by how a user
+    names that record (`record_phrase`); an id without a phrase stays, for the leak check."""
+    conv = conversation(world)
+    for tok in leaked_ids(world, conn, [text]):
+        found = record_of(conn, tok)
+        words = record_phrase(conv, conn, *found) if found is not None else None
+        if words:
+            text = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(tok) + r"(?![A-Za-z0-9_])", lambda _m, w=words: w, text)
+    return text
+
+
+def identity_values(conv: Conversation, keys: list[str], account: dict[str, Any], account_key: str) -> dict[str, str]:
+    """The known info of the account holder `account` (a row of the world's account table)
+    for the identity key set `keys`: each key read from the column of its name (a "name" from
+    first and last name, a "zip code" from ``zip``, another account-id name from the account's
+    key); {} when a key has no column."""
+    out: dict[str, str] = {}
+    for key in keys:
+        k = _norm_key(key)
+        if k in account and account[k] is not None:
+            out[key] = str(account[k])
+        elif k == "name" and account.get("first_name") and account.get("last_name"):
+            out[key] = f"{account['first_name']} {account['last_name']}"
+        elif (col := next((c for c in account if k.startswith(c + "_") and account[c] is not None), None)):
+            out[key] = str(account[col])
+        elif k in ACCOUNT_KEYS:
+            out[key] = str(account[account_key])
+        else:
+            return {}
+    return out
 
 
 def identity_lookup(conv: Conversation, keys: list[str], known: dict[str, Any]) -> ToolCall | None:

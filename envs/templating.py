@@ -3,8 +3,17 @@
 A world's ``design.py`` may offer ``self_play_templates() -> dict[str, Template]``: per
 tool, a function that draws one *grounded* call from the database and states it as a
 user would, i.e. `(arguments, a sentence in which every non-boolean argument value
-appears)`, or None when the database has no suitable record. The scripted self-play
-generator (`synthesis.self_play.ScriptedGenerator`) uses them; tools without a template
+appears)`, or None when the database has no suitable record. A template of a read may
+add the answer the user must be told, `(arguments, sentence, facts)`: what the call's
+result says that the sentence asks about (a reservation's status, a bill's amount owed).
+
+The scripted self-play generator (`synthesis.self_play.ScriptedGenerator`) hands a
+template the database of one user (`envs.ownership.scoped`: their records and the shared
+ones), so every record a template draws is that user's. The sentence names records by
+their ids, as the solver is asked them; the task's user says it in their own words, with
+each world-internal id replaced by how a user names its record (`envs.conversation.
+user_words`), so a sentence puts an internal id where a noun phrase goes ("charge
+{payment_id}" becomes "charge my credit card ending in 1885"). Tools without a template
 fall back to `synthesis.self_play.generic_template`.
 """
 
@@ -15,12 +24,28 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from data.records import Fact
 from envs.sql import rows
 
-Template = Callable[[sqlite3.Connection, random.Random], tuple[dict[str, Any], str] | None]
+Out = tuple[dict[str, Any], str] | tuple[dict[str, Any], str, list[Fact]] | None
+Template = Callable[[sqlite3.Connection, random.Random], Out]
 
 
 def pick(conn: sqlite3.Connection, rng: random.Random, sql: str, *args: Any) -> dict[str, Any] | None:
     """One row of the query's result drawn with `rng` (None when it is empty)."""
     found = rows(conn, sql, *args)
     return rng.choice(found) if found else None
+
+
+def told(label: str, value: Any, kind: str = "text", *also: str) -> Fact:
+    """A fact of an answer: `value` as the user must hear it (numbers compare as numbers; a
+    code with underscores may also be said with spaces), or any of `also`."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    spellings = [str(value)] + ([str(value).replace("_", " ")] if "_" in str(value) else []) + list(also)
+    return Fact(label=label, any_of=list(dict.fromkeys(spellings)), kind=kind)  # type: ignore[arg-type]
+
+
+def each(label: str, values: list[Any], kind: str = "text") -> list[Fact]:
+    """One fact per value (every item of a list answer must be said)."""
+    return [told(label, v, kind) for v in values]

@@ -45,6 +45,7 @@ from synthesis.self_play import (
     synthesize_with,
     world_context,
 )
+from synthesis.self_play.coherence import gold_calls, solver_question
 from train.grpo import grpo_steps
 from train.rewards import make_generator_reward, solver_reward
 from train.sft import resolve_model, step_logs
@@ -93,10 +94,9 @@ def select_round(tasks: Sequence[Task], sp: SelfPlayLoopConfig) -> tuple[list[Ta
     for t in tasks:
         if t.metadata.get("p_hat") is None:
             continue
-        spec = Spec(world=t.world, n_calls=len(t.reference_solution), tools=[c.name for c in t.reference_solution],
-                    menu=[])
-        cand = Candidate(spec=spec, generation=Generation(question=t.instruction, tools=[],
-                                                          calls=list(t.reference_solution)),
+        gold = gold_calls(t)
+        spec = Spec(world=t.world, n_calls=len(gold), tools=[c.name for c in gold], menu=[])
+        cand = Candidate(spec=spec, generation=Generation(question=solver_question(t), tools=[], calls=gold),
                          p_hat=float(t.metadata["p_hat"]))
         cands.append(cand)
         by_cand[id(cand)] = t
@@ -233,9 +233,9 @@ def self_play_round(cfg: RunConfig, out: Path, round_index: int, generator_model
         for t in tasks:
             world = get_world(t.world)
             menu = [world.tools[n].schema() for n in t.metadata.get("menu", []) if n in world.tools]
-            messages = [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": t.instruction}]
+            messages = [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": solver_question(t)}]
             rows.append({"prompt": _render(tokenizer, messages, menu or world.tool_schemas()),
-                         "gold": json.dumps([c.model_dump(exclude={"id"}) for c in t.reference_solution])})
+                         "gold": json.dumps([c.model_dump(exclude={"id"}) for c in gold_calls(t)])})
         return Dataset.from_list(rows)
 
     solver_cfg = sp.solver.model_copy(update={"model": solver_model})

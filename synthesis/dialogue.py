@@ -17,6 +17,10 @@ For a task with a change to make:
 For a request the policy refuses: the lookups that show why, then an explanation with the
 rule in the policy's own words (`policy.md`) and what the policy allows instead.
 
+For a question (a task with answer facts and no write): the lookups, then the answer,
+every fact said. A reference that ends in a transfer to a human agent (a request the
+policy sends to one) says so, and what was done before, in the turn that transfers.
+
 Phrasing is drawn from several realisations per dialogue act, seeded by the task. The
 dialogue is played through the real agent loop against the scripted user and kept only if
 the episode reaches the task's target and passes every part of the verdict (outcome,
@@ -43,6 +47,7 @@ from envs.conversation import (
     tool_result,
     write_facts,
 )
+from envs.stock_tools import TRANSFER_TOOL
 from envs.world import World
 from rollout.agent import AgentConfig, run_episode
 from rollout.model import ChatResponse
@@ -52,6 +57,9 @@ ASK_CONFIRM = ["Shall I go ahead?", "Would you like me to go ahead with that?", 
                "Shall I do that for you?"]
 OPEN_PLAN = ["I'll {plan}.", "Here is what I can do: {plan}.", "I can {plan}."]
 DONE = ["Done.", "That's done.", "All set."]
+FOUND = ["Here is what I found: {facts}.", "I've looked it up: {facts}.", "According to our records, {facts}."]
+TRANSFER = ["I can't resolve that within our policy, so I'm transferring you to a human agent now.",
+            "That is something a human agent has to handle; I'm transferring you to one now."]
 APOLOGY = ["I'm sorry, I can't {action}.", "Unfortunately I'm not able to {action}.",
            "I'm sorry, but I can't {action}."]
 
@@ -119,8 +127,25 @@ def _identity_question(conv: Conversation, task: Task, opening: str, rng: random
     return None
 
 
-def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None) -> Plan:
-    """The reference dialogue's assistant turns for `task` (see the module docstring)."""
+def answer_text(facts: list[Fact]) -> str:
+    """The facts of an answer in a sentence ("the membership tier is gold; the reservation
+    ids are R1 and R2"), each by its first spelling."""
+    by_label: dict[str, list[str]] = {}
+    for f in facts:
+        by_label.setdefault(f.label, []).append(f.any_of[0])
+    parts = []
+    for label, values in by_label.items():
+        if len(values) == 1:
+            parts.append(f"the {label} is {values[0]}")
+        else:
+            parts.append(f"the {label}s are {', '.join(values[:-1])} and {values[-1]}")
+    return "; ".join(parts)
+
+
+def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None,
+         answer: list[Fact] | None = None) -> Plan:
+    """The reference dialogue's assistant turns for `task` (see the module docstring);
+    `answer`: the facts that answer the user's questions."""
     conv = conversation(world)
     rng = random.Random(f"{task.id}|dialogue")
     out = Plan()
@@ -129,8 +154,9 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
     if ask:
         out.turns.append(Turn(role="assistant", content=ask))
     tools = world.tools
-    reads = [c for c in task.reference_solution if not tools[c.name].write]
+    reads = [c for c in task.reference_solution if not tools[c.name].write and c.name != TRANSFER_TOOL]
     writes = [c for c in task.reference_solution if tools[c.name].write]
+    transfer = next((c for c in task.reference_solution if c.name == TRANSFER_TOOL), None)
     env = world.env(task.initial_state)
     try:
         grounding = conv.hook("grounding")
@@ -182,9 +208,16 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
             out.facts += found
             reports.append(_report(conv, env.conn, call, obs.content if obs.ok else "", found, rng))
             out.turns.append(Turn(role="assistant", tool_calls=[call]))
-        if writes:
-            summary = " ".join(r for r in reports if r)
-            out.turns.append(Turn(role="assistant", content=f"{rng.choice(DONE)} {summary}".strip()))
+        closing = f"{rng.choice(DONE)} {' '.join(r for r in reports if r)}".strip() if writes else ""
+        if answer:
+            found = rng.choice(FOUND).format(facts=answer_text(answer))
+            closing = f"{closing} {found[:1].upper() + found[1:]}".strip()
+            out.facts += list(answer)
+        if transfer is not None:
+            out.turns.append(Turn(role="assistant", content=f"{closing} {rng.choice(TRANSFER)}".strip(),
+                                  tool_calls=[transfer]))
+        elif closing:
+            out.turns.append(Turn(role="assistant", content=closing))
         return out
     finally:
         env.close()
@@ -266,22 +299,27 @@ def identity_known(conv: Conversation, task: Task) -> bool:
 
 
 def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None,
-                  basis: list[str] | None = None) -> tuple[Task | None, str]:
+                  basis: list[str] | None = None, answer: list[Fact] | None = None) -> tuple[Task | None, str]:
     """`task` with its reference dialogue, facts, expected outcome and reward basis, or
-    (None, why) when no dialogue carries it out cleanly."""
+    (None, why) when no dialogue carries it out cleanly. `answer`: the facts that answer
+    the user's questions; the outcome of a task without a write is then "answer", and of one
+    whose reference ends in a transfer to a human agent "transfer"."""
     from verifiers.composite import CompositeVerifier
 
     conv = conversation(world)
     if not identity_known(conv, task):
         return None, "user_cannot_identify"
     try:
-        p = plan(world, task, refused, rule)
+        p = plan(world, task, refused, rule, answer)
     except KeyError as exc:
         return None, f"dialogue_unplannable:{exc.args[0][:40] if exc.args else 'rule'}"
-    if refused is None and not p.facts and not any(world.tools[c.name].write for c in task.reference_solution):
+    writes = any(world.tools[c.name].write for c in task.reference_solution)
+    transfer = any(c.name == TRANSFER_TOOL for c in task.reference_solution)
+    if refused is None and not p.facts and not writes and not transfer:
         return None, "nothing_to_tell"
+    outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
     v = task.verification.model_copy(update={
-        "outcome": "refusal" if refused is not None else "change", "communicate": p.facts,
+        "outcome": outcome, "communicate": p.facts,
         "basis": list(basis or task.verification.basis or ["DB", "COMMUNICATE", "POLICY"])})
     draft = task.model_copy(update={"verification": v})
     episode = play(world, draft, p.turns)

@@ -19,6 +19,7 @@ from bench.self_play_stubs import (
 )
 from data.records import Sampling, ToolCall
 from data.self_play import Candidate, Generation, ParseError, Spec
+from envs.conversation import leaked_ids
 from envs.world import World
 from rollout.generation import (
     check_format,
@@ -45,8 +46,10 @@ from synthesis.self_play import (
     filter_candidates,
     generator_prompt,
     generic_template,
+    gold_calls,
     response_text,
     sample_spec,
+    solver_question,
     synthesize_with,
     validate_on_world,
     world_context,
@@ -449,7 +452,7 @@ def test_generic_template_is_grounded(airline: World) -> None:
         spec = airline.tools[name]
         out = generic_template(spec)(conn, rng)
         assert out is not None
-        args, sentence = out
+        args, sentence = out[:2]
         gen = Generation(sentence, [spec.schema()], [ToolCall(name=name, arguments=args)])
         assert r_valid(gen) == 1.0, sentence
         assert validate_on_world(airline, gen, ref=ref).ok, sentence
@@ -464,22 +467,30 @@ def test_scripted_self_play_tasks_validate(airline: World) -> None:
     for task in result.tasks:
         assert task.method == "self_play" and task.world == "airline" and task.id == task.compute_id()
         assert replay(airline, task) == task.target_state_hash
-        gen = Generation(task.instruction, [airline.tools[n].schema() for n in task.metadata["menu"]],
-                         task.reference_solution)
+        gold = gold_calls(task)  # the solver's question states every gold value (Tool-R0)
+        gen = Generation(solver_question(task), [airline.tools[n].schema() for n in task.metadata["menu"]], gold)
         assert r_valid(gen) == 1.0 and task.metadata["r_valid"] == 1.0
-        assert {c.name for c in task.reference_solution} <= set(task.metadata["menu"])
+        assert {c.name for c in gold} <= set(task.metadata["menu"])
+        assert {c.key() for c in gold} <= {c.key() for c in task.reference_solution}  # with the lookups
         assert set(task.metadata["spec"]) == {"world", "n_calls", "tools", "menu"}
         assert "p_hat" not in task.metadata
+        assert task.dialogue and task.verification.outcome in ("change", "answer", "transfer")
     assert any(t.target_state_hash != t.initial_state.state_hash for t in result.tasks)  # some writes
-    for task in result.tasks:  # the user simulator knows every grounded value
-        stated = {str(v) for c in task.reference_solution for v in c.arguments.values() if not isinstance(v, bool)}
-        assert set(task.user.known_info.values()) == stated
+    env = airline.env(result.tasks[0].initial_state)
+    for task in result.tasks:  # the user knows who they are and every gold value, in their own words
+        assert task.user.known_info["user_id"] == task.metadata["account"]
+        stated = {str(v) for c in gold_calls(task) for v in c.arguments.values() if not isinstance(v, bool)}
+        internal = set(leaked_ids(airline, env.conn, sorted(stated)))
+        assert stated - internal <= set(task.user.known_info.values()), task.user.known_info
+        assert not internal & set(task.user.known_info.values()) and not leaked_ids(airline, env.conn, [task.instruction])
+    env.close()
 
 
 def test_self_play_with_stub_filter_and_dedup(airline: World) -> None:
     cfg = SynthesisConfig(method="self_play", n_tasks=6, seed=2, options={"dedup_threshold": 0.3})
     result = synthesize_with(cfg, airline, ScriptedGenerator(airline), solve=StubSolver(0.0, random.Random(0)))
-    assert result.tasks == [] and result.drops["low_agreement"] == result.stats["attempted"]
+    assert result.tasks == [] and sum(result.drops.values()) == result.stats["attempted"]
+    assert result.drops["low_agreement"] and set(result.drops) <= {"low_agreement", "calculator_cap", "no_generation"}
     result = synthesize_with(cfg, airline, ScriptedGenerator(airline), solve=StubSolver(1.0, random.Random(0)))
     assert len(result.tasks) == 6
     assert all(t.metadata["p_hat"] == 1.0 and t.difficulty == 0.0 for t in result.tasks)

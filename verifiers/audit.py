@@ -58,6 +58,7 @@ from envs.conversation import (
     tool_result,
 )
 from envs.registry import get_world
+from envs.stock_tools import TRANSFER_TOOL
 from envs.tools import ToolSpec
 from envs.world import World
 from verifiers.base import (
@@ -264,7 +265,7 @@ def build_trajectory(
         model="audit",
         messages=messages,
         steps=steps,
-        termination=termination,
+        termination="transfer" if _transferred(steps) else termination,  # type: ignore[arg-type]
         final_state_hash=final_hash,  # type: ignore[arg-type]
         metadata={"audit": name},
     )
@@ -313,8 +314,13 @@ def build_dialogue(task: Task, turns: list[Turn], name: str = "gold") -> Traject
     finally:
         r.tracked.rollback()
     return Trajectory(id=f"audit-{task.id}-{name}", task_id=task.id, trial=0, model="audit", messages=messages,
-                      steps=steps, termination="user_stop", final_state_hash=final_hash,  # type: ignore[arg-type]
-                      metadata={"audit": name})
+                      steps=steps, termination="transfer" if _transferred(steps) else "user_stop",
+                      final_state_hash=final_hash, metadata={"audit": name})  # type: ignore[arg-type]
+
+
+def _transferred(steps: list[Step]) -> bool:
+    """Whether a step handed the user to a human agent (the agent loop then ends as "transfer")."""
+    return any(s.action is not None and s.action.name == TRANSFER_TOOL and s.error is None for s in steps)
 
 
 def _write_turns(world: World, turns: list[Turn]) -> list[int]:

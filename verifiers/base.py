@@ -81,7 +81,8 @@ def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
 
     Returns (score, clean, reasons): any termination other than the agent or the user
     stopping scores 0 (τ²-bench) when `require_clean_termination`; a transfer to a human is a
-    clean ending only for a task whose expected outcome is a transfer (`task` given); a replay
+    clean ending only for a task whose expected outcome is a transfer (`task` given), and for
+    such a task any other ending is not clean (it was to end with a human agent); a replay
     that does not reproduce the state recorded during rollout is reported.
     """
     reasons: list[str] = []
@@ -89,6 +90,10 @@ def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
     if clean and trajectory.termination == "transfer" and task is not None and task.verification.outcome != "transfer":
         clean = False
         reasons.append("transferred to a human, but the task can be done within the policy")
+    elif task is not None and task.verification.outcome == "transfer" and trajectory.termination != "transfer":
+        clean = False
+        if require_clean_termination:
+            reasons.append("the policy sends this request to a human agent, but the conversation never transferred")
     elif require_clean_termination and not clean:
         reasons.append(f"terminated by {trajectory.termination}")
     if require_clean_termination and not clean:

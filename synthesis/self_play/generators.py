@@ -1,6 +1,7 @@
 """Self-play generators: the scripted one (model-free templates over database records, a
 world's own `self_play_templates` or `generic_template`) and the model one (a `ChatModel`
-prompted with `generator_prompt`)."""
+prompted with `generator_prompt`). Both draw each spec's records from one user's view of
+the database (`envs.ownership.scoped`), so a question with two parts is about one user."""
 
 from __future__ import annotations
 
@@ -10,33 +11,63 @@ import random
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from data.records import Sampling, ToolCall
+from data.records import Fact, Sampling, ToolCall
 from data.self_play import Generation, Spec
 from envs import state as st
-from envs.templating import pick
+from envs.ownership import account_table, scoped
+from envs.templating import Out, pick, told
 from envs.tools import ToolSpec
 from envs.world import World
 from rollout.generation import tag_block
 from rollout.model import ChatModel, ChatResponse, ModelError
 from synthesis.self_play.prompts import generator_prompt, world_context
 
-# A template writes one grounded call: (arguments, a sentence stating every argument value),
-# or None when the database has no suitable record.
-Template = Callable[[sqlite3.Connection, random.Random], tuple[dict[str, Any], str] | None]
+# A template writes one grounded call: (arguments, a sentence stating every argument value
+# [, the facts that answer it]), or None when the database has no suitable record.
+Template = Callable[[sqlite3.Connection, random.Random], Out]
 
+
+def accounts(conn: sqlite3.Connection) -> list[str]:
+    """The ids of the world's accounts (users, customers, patients), in key order."""
+    found = account_table(conn)
+    if found is None:
+        return []
+    table, key = found
+    return [str(r[0]) for r in conn.execute(f'SELECT "{key}" FROM "{table}" ORDER BY "{key}"')]
+
+
+def user_view(conn: sqlite3.Connection, rng: random.Random) -> tuple[str | None, sqlite3.Connection]:
+    """A user drawn with `rng` and the database as far as it is theirs (their records and the
+    shared ones; a copy to close), or (None, `conn`) for a world without accounts."""
+    ids = accounts(conn)
+    if not ids:
+        return None, conn
+    account = rng.choice(ids)
+    return account, scoped(conn, account)
+
+
+@dataclass
+class Note:
+    """What a scripted generation knows beyond its text: the user it was drawn for and the
+    facts that answer its questions (its reads' answers)."""
+
+    account: str | None
+    answer: list[Fact] = field(default_factory=list)
 
 
 
 def generic_template(spec: ToolSpec) -> Template:
     """A template for any tool: argument values come from a database row whose columns are
     named like the parameters (``new_flight_id`` ~ ``flight_id``); enums and booleans are
-    drawn; the sentence is the tool's summary plus every value."""
+    drawn; the sentence is the tool's summary plus every value, and for a read a question
+    about one field of its result (the answer the user must be told)."""
     props: dict[str, Any] = spec.parameters.get("properties", {})
     required = set(spec.parameters.get("required", []))
 
-    def template(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+    def template(conn: sqlite3.Connection, rng: random.Random) -> Out:
         columns = {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in st.tables(conn)}
         col_of = {p: p.removeprefix("new_") for p in props}
         matches = {t: sum(c in cols for c in col_of.values()) for t, cols in columns.items()}
@@ -64,35 +95,89 @@ def generic_template(spec: ToolSpec) -> Template:
         flags = ", ".join(f"{p.replace('_', ' ')}: {'yes' if v else 'no'}" for p, v in args.items()
                           if isinstance(v, bool))
         sentence = spec.description.split(". ")[0].rstrip(".") + (f" — {stated}" if stated else "")
-        return args, sentence + (f" ({flags})" if flags else "") + "."
+        sentence += (f" ({flags})" if flags else "") + "."
+        asked = None if spec.write else _asked_field(spec, conn, args, rng)
+        if asked is None:
+            return args, sentence
+        field, value = asked
+        return args, f"{sentence} What is the {field.replace('_', ' ')}?", [told(field.replace("_", " "), value)]
 
     return template
 
 
+def _asked_field(spec: ToolSpec, conn: sqlite3.Connection, args: dict[str, Any], rng: random.Random
+                 ) -> tuple[str, Any] | None:
+    """A field of the read's result (run on `conn`, undone) for a question to ask about it: a
+    text or number at the result's top level that is no argument and no id; None if none."""
+    conn.execute("SAVEPOINT generic_read")
+    try:
+        result = spec.fn(conn, **spec.validate(args))
+    except Exception:  # a read the record does not allow: no question about it
+        return None
+    finally:
+        conn.execute("ROLLBACK TO generic_read")
+        conn.execute("RELEASE generic_read")
+    if not isinstance(result, dict):
+        return None
+    fields = [(k, v) for k, v in result.items() if k not in args and not k.endswith("_id") and not isinstance(v, bool)
+              and isinstance(v, (str, int, float)) and str(v).strip()]
+    return rng.choice(fields) if fields else None
+
+
 class ScriptedGenerator:
-    """A model-free generator: per spec, one grounded call per needed tool from database
-    records, written in the tagged format. Per-tool templates come from the world's
-    `design.py` hook `self_play_templates()` (see `envs/templating.py`); tools without one,
-    or worlds without the hook, use `generic_template`."""
+    """A model-free generator: per spec, a user and one grounded call per needed tool from
+    that user's records (`user_view`), written in the tagged format. Per-tool templates come
+    from the world's `design.py` hook `self_play_templates()` (see `envs/templating.py`);
+    tools without one, or worlds without the hook, use `generic_template`. A draw whose calls
+    do not all run, in order, on the user's view is drawn again; a spec none of `tries` users
+    can fill gives None. `notes` maps each text written to its `Note`."""
 
     name = "scripted"
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, tries: int = 8) -> None:
         hook = getattr(world.design, "self_play_templates", None)
         own: dict[str, Template] = hook() if callable(hook) else {}
         self.templates = {n: own.get(n) or generic_template(t) for n, t in world.tools.items()}
+        self.tries = tries
+        self.world = world
+        self.notes: dict[str, Note] = {}
+
+    def _draw(self, spec: Spec, conn: sqlite3.Connection, rng: random.Random) -> tuple[list[Any], str | None] | None:
+        account, view = user_view(conn, rng)
+        try:
+            outs = []
+            for name in spec.tools:
+                out = self.templates[name](view, rng)
+                if out is None:
+                    return None
+                outs.append(out)
+            if view is not conn:  # the parts run one after another (no booking cancelled, then changed)
+                env = self.world.env(conn=view)
+                if not all(env.call(ToolCall(name=n, arguments=dict(o[0]))).ok for n, o in zip(spec.tools, outs,
+                                                                                              strict=True)):
+                    return None
+            return outs, account
+        finally:
+            if view is not conn:
+                view.close()
 
     def generate(self, spec: Spec, conn: sqlite3.Connection, rng: random.Random) -> str | None:
-        calls, sentences = [], []
-        for name in spec.tools:
-            out = self.templates[name](conn, rng)
-            if out is None:
-                return None
-            args, sentence = out
-            calls.append(ToolCall(name=name, arguments=args))
-            sentences.append(sentence)
+        for _ in range(self.tries):
+            drawn = self._draw(spec, conn, rng)
+            if drawn is not None:
+                break
+        else:
+            return None
+        outs, account = drawn
+        calls, sentences, answer = [], [], []
+        for name, out in zip(spec.tools, outs, strict=True):
+            calls.append(ToolCall(name=name, arguments=out[0]))
+            sentences.append(out[1])
+            answer += list(out[2]) if len(out) > 2 else []
         question = sentences[0] if len(sentences) == 1 else " Then: ".join(sentences)
-        return Generation(question=question, tools=spec.menu, calls=calls).to_text()
+        text = Generation(question=question, tools=spec.menu, calls=calls).to_text()
+        self.notes[text] = Note(account=account, answer=answer)
+        return text
 
     def __call__(self, specs: Sequence[Spec], conn: sqlite3.Connection, rng: random.Random) -> list[str | None]:
         return [self.generate(s, conn, rng) for s in specs]
@@ -122,7 +207,7 @@ def response_text(resp: ChatResponse) -> str:
 
 class ModelGenerator:
     """A generator backed by a `ChatModel` prompted with `generator_prompt` (one request per
-    spec, with fresh context rows). Give a model, or a `ModelConfig`-shaped dict that is
+    spec, with fresh context rows of one user's records and the shared ones). Give a model, or a `ModelConfig`-shaped dict that is
     built with `rollout.collector.build_model_for` inside each batch's event loop."""
 
     name = "model"
@@ -138,7 +223,14 @@ class ModelGenerator:
         self.concurrency = concurrency
 
     def __call__(self, specs: Sequence[Spec], conn: sqlite3.Connection, rng: random.Random) -> list[str | None]:
-        prompts = [generator_prompt(s, world_context(conn, rng)) for s in specs]
+        prompts = []
+        for s in specs:  # each prompt shows one user's records (and the shared ones)
+            _, view = user_view(conn, rng)
+            try:
+                prompts.append(generator_prompt(s, world_context(view, rng)))
+            finally:
+                if view is not conn:
+                    view.close()
         seeds = [rng.randrange(2**31) for _ in specs]
         return asyncio.run(self._run(prompts, seeds))
 

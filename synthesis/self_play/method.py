@@ -1,19 +1,22 @@
 """The registered `self_play` synthesis method: sampled specs → a generator's outputs →
-parsed, valid, grounded in the world, optionally filtered by a solver → `Task`s."""
+parsed, valid, grounded in the world, optionally filtered by a solver → conversations a
+user can have (`coherence.as_conversation`: one user's records, their identity, their
+words, a reference dialogue that tells them the answer) → `Task`s."""
 
 from __future__ import annotations
 
+import math
 import random
+from collections import Counter
 from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.records import StateRef, Task, ToolCall, UserScenario
+from data.records import StateRef
 from data.self_play import Candidate, Generation, ParseError, Solve
 from envs.world import World
 from rollout.generation import (
-    grounding_values,
     is_placeholder,
     parse_generation,
     r_format,
@@ -22,6 +25,7 @@ from rollout.generation import (
     validity,
 )
 from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.self_play.coherence import CALCULATE, as_conversation
 from synthesis.self_play.generators import Generator, ModelGenerator, ScriptedGenerator
 from synthesis.self_play.prompts import sample_spec
 from synthesis.self_play.selection import char_ngrams, jaccard
@@ -45,6 +49,8 @@ class SelfPlayOptions(BaseModel):
     filter_k: int = Field(10, ge=1)  # solver answers per candidate in the filter
     min_agreement: float = Field(0.2, ge=0, le=1)
     dedup_threshold: float | None = Field(None, ge=0, le=1)  # Jaccard distance; None: no dedup
+    # at most this share of n_tasks may be questions for the calculator alone
+    max_calculator_share: float = Field(0.1, ge=0, le=1)
 
 
 def _drop_reason(text: str | None, world: World, ref: StateRef) -> tuple[str, Generation | None, WorldCheck | None]:
@@ -78,7 +84,11 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     only if it parses, its question is no placeholder, r_valid is 1 and its gold calls run on
     the base state (seed, scale); with `solve`, also if the solver agrees on ≥
     `options.min_agreement` (0.2) of `options.filter_k` (10) answers. `options.dedup_threshold`
-    (off by default) drops near-duplicate questions. Every drop is counted by reason.
+    (off by default) drops near-duplicate questions. A kept candidate then becomes a
+    conversation (`coherence.as_conversation`; its drops: cross_user, no_identity,
+    internal_id_leak, answer_not_in_result, nothing_to_tell, reference_dialogue_fails:...),
+    and questions for the calculator alone are kept up to `options.max_calculator_share`
+    (0.1) of `n_tasks` (calculator_cap). Every drop is counted by reason.
     """
     opts: SelfPlayOptions = cfg.method_options()
     rng = random.Random(cfg.seed)
@@ -91,14 +101,22 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     result = SynthesisResult()
     leaders: list[frozenset[str]] = []
     attempted = 0
+    max_calculator = math.floor(opts.max_calculator_share * cfg.n_tasks + 1e-9)
+    calculator = 0
+    notes = getattr(generator, "notes", None)
     try:
         while len(result.tasks) < cfg.n_tasks and attempted < max_attempts:
             specs = [sample_spec(world, rng) for _ in range(min(batch, max_attempts - attempted))]
             for spec, text in zip(specs, generator(specs, conn, rng), strict=True):
                 attempted += 1
+                note = notes.pop(text, None) if isinstance(notes, dict) and text is not None else None
                 reason, gen, check = _drop_reason(text, world, ref)
                 if gen is None or check is None:
                     result.drops[reason] += 1
+                    continue
+                calculator_only = all(c.name == CALCULATE for c in gen.calls)
+                if calculator_only and calculator >= max_calculator:
+                    result.drops["calculator_cap"] += 1
                     continue
                 cand = Candidate(spec=spec, generation=gen)
                 if solve is not None:
@@ -112,11 +130,16 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
                         result.drops["near_duplicate"] += 1
                         continue
                     leaders.append(grams)
-                task = _task(world, cand, check, generator_name=getattr(generator, "name", "custom"))
+                task, why = as_conversation(world, gen, check, note, rng,
+                                            _metadata(cand, generator_name=getattr(generator, "name", "custom")))
+                if task is None:
+                    result.drops[why] += 1
+                    continue
                 if result.has(task):
                     result.drops["duplicate"] += 1
                     continue
                 result.accept(task, cfg.test_fraction)
+                calculator += calculator_only
                 if len(result.tasks) >= cfg.n_tasks:
                     break
     finally:
@@ -126,19 +149,16 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
         "attempted": attempted,
         "emitted": len(result.tasks),
         "yield": round(len(result.tasks) / attempted, 3) if attempted else 0.0,
-        "calls_per_task": {str(n): sum(len(t.reference_solution) == n for t in result.tasks) for n in (1, 2)},
-        "tools": sorted({c.name for t in result.tasks for c in t.reference_solution}),
+        "calls_per_task": {str(n): sum(len(t.metadata["gold_calls"]) == n for t in result.tasks) for n in (1, 2)},
+        "tools": sorted({c["name"] for t in result.tasks for c in t.metadata["gold_calls"]}),
+        "outcomes": dict(sorted(Counter(t.verification.outcome for t in result.tasks).items())),
     }
     return result
 
 
-def _task(world: World, cand: Candidate, check: WorldCheck, generator_name: str) -> Task:
+def _metadata(cand: Candidate, generator_name: str) -> dict[str, Any]:
+    """A candidate's self-play record: its spec, menu, validity and format, its generator."""
     gen = cand.generation
-    assert check.initial_state is not None and check.target_state_hash is not None
-    known: dict[str, str] = {}
-    for i, (path, v) in enumerate(grounding_values(gen.calls)):
-        key = path.split(".", 1)[1]
-        known[key if known.get(key, str(v)) == str(v) else f"{key}_{i}"] = str(v)
     metadata: dict[str, Any] = {
         "spec": {"world": cand.spec.world, "n_calls": cand.spec.n_calls, "tools": cand.spec.tools,
                  "menu": cand.spec.menu_names},
@@ -150,18 +170,7 @@ def _task(world: World, cand: Candidate, check: WorldCheck, generator_name: str)
     }
     if cand.p_hat is not None:
         metadata["p_hat"] = cand.p_hat
-    return Task(
-        world=world.name,
-        method=METHOD,
-        instruction=gen.question,
-        user=UserScenario(reason=gen.question, known_info=known, task_instructions=gen.question),
-        initial_state=check.initial_state,
-        target_state_hash=check.target_state_hash,
-        target_diff=check.target_diff,
-        reference_solution=[ToolCall(name=c.name, arguments=dict(c.arguments)) for c in gen.calls],
-        difficulty=round(1 - cand.p_hat, 3) if cand.p_hat is not None else 0.0,
-        metadata=metadata,
-    ).with_id()
+    return metadata
 
 
 def _supports(world: World) -> bool:

@@ -10,17 +10,25 @@ from typing import Any
 
 from data.self_play import Spec
 from envs import state as st
+from envs.stock_tools import TRANSFER_TOOL
 from envs.world import World
 
 
 def sample_spec(world: World, rng: random.Random, n_calls: int | None = None) -> Spec:
-    """A spec: 1–2 distinct gold tools and a menu of 2–8 world tools that contains them."""
+    """A spec: 1–2 distinct gold tools and a menu of 2–8 world tools that contains them.
+    The gold tools go in the order a conversation takes them: questions first, then
+    changes, and a transfer to a human agent last (it ends the conversation); a transfer
+    goes with a question, never with a change."""
     names = list(world.tools)
     if not names:
         raise ValueError(f"world {world.name!r} has no tools")
     n = n_calls if n_calls is not None else rng.choice([1, 2])
     n = max(1, min(n, 2, len(names)))
     needed = rng.sample(names, n)
+    if TRANSFER_TOOL in needed and any(world.tools[t].write for t in needed):  # a handover follows no change
+        reads = [t for t in names if not world.tools[t].write and t != TRANSFER_TOOL]
+        needed = [t for t in needed if t == TRANSFER_TOOL] + ([rng.choice(reads)] if reads else [])
+    needed.sort(key=lambda t: (t == TRANSFER_TOOL, world.tools[t].write))
     lo, hi = max(2, n), min(8, len(names))
     size = rng.randint(lo, hi) if hi >= lo else len(names)
     others = rng.sample([x for x in names if x not in needed], max(0, size - n))

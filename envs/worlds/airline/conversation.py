@@ -59,6 +59,21 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
+def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+    """How a user names a record in a request: a flight by its number and date, a payment
+    method by its card digits (a gift card or certificate by its balance when they hold more
+    than one)."""
+    if table == "flights":
+        return f"flight {row['flight_number']} on {date_forms(row['date'])[1]}"
+    if table == "payment_methods":
+        kind = row["kind"].replace("_", " ")
+        if row["kind"] == "credit_card":
+            return f"my credit card ending in {row['last4']}"
+        same = kit.count(conn, "payment_methods", user_id=row["user_id"], kind=row["kind"])
+        return f"my {kind}" if same == 1 else f"my {kind} with a balance of {row['balance']}"
+    return None
+
+
 def _flight(conn: sqlite3.Connection, flight_id: str) -> dict[str, Any]:
     return kit.one(conn, "SELECT * FROM flights WHERE flight_id = ?", flight_id)
 

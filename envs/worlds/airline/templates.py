@@ -1,80 +1,95 @@
 """Self-play question templates of the airline world (see `envs/templating.py`); the
-world's `design.py` hook `self_play_templates()` returns `TEMPLATES`."""
+world's `design.py` hook `self_play_templates()` returns `TEMPLATES`. Each is drawn from
+one user's records (and the shared flights); reads state the answer the user must hear."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
-from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Template, pick
+from envs.templating import Out, Template, each, pick, told
 
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
-def air_user(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_user(conn: sqlite3.Connection, rng: random.Random) -> Out:
     u = pick(conn, rng, "SELECT * FROM users")
     if u is None:
         return None
     uid = u["user_id"]
-    return {"user_id": uid}, rng.choice([
-        f"Can you pull up the profile and payment methods of user {uid}?",
-        f"I'm {u['name']}, user id {uid}. Which reservations do I have on file?",
-        f"What membership tier does the account {uid} have?",
-    ])
+    mine = [r["reservation_id"] for r in rows(conn, "SELECT reservation_id FROM reservations WHERE user_id = ?"
+                                                    " ORDER BY reservation_id", uid)]
+    options = [(f"What membership tier does my account {uid} have?", [told("membership tier", u["membership"])]),
+               (f"I'm {u['name']}, user id {uid}. What is my membership level?",
+                [told("membership tier", u["membership"])])]
+    if 1 <= len(mine) <= 3:
+        options.append((f"I'm {u['name']}, user id {uid}. Which reservations do I have on file?",
+                        each("reservation id", mine, "id")))
+    question, facts = rng.choice(options)
+    return {"user_id": uid}, question, facts
 
 
-def air_reservation(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
-    r = pick(conn, rng, "SELECT * FROM reservations")
+def air_reservation(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    r = pick(conn, rng, "SELECT r.*, f.flight_number FROM reservations r JOIN flights f USING (flight_id)")
     if r is None:
         return None
     rid = r["reservation_id"]
-    return {"reservation_id": rid}, rng.choice([
-        f"What is the status of reservation {rid}?",
-        f"How many checked bags are on my booking {rid}?",
-        f"Please show me the details of reservation {rid}, including the flight.",
+    question, facts = rng.choice([
+        (f"What is the status of my reservation {rid}?", [told("reservation status", r["status"])]),
+        (f"How many checked bags are on my booking {rid}?", [told("checked bags", r["bags"], "count")]),
+        (f"Which flight is my reservation {rid} on?", [told("flight number", r["flight_number"], "id")]),
     ])
+    return {"reservation_id": rid}, question, facts
 
 
-def air_search(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_search(conn: sqlite3.Connection, rng: random.Random) -> Out:
     f = pick(conn, rng, "SELECT * FROM flights")
     if f is None:
         return None
     o, d, day = f["origin"], f["destination"], f["date"]
+    found = rows(conn, "SELECT flight_number FROM flights WHERE origin = ? AND destination = ? AND date = ?"
+                       " ORDER BY departure", o, d, day)
+    if len(found) > 3:
+        return None
     return {"origin": o, "destination": d, "date": day}, rng.choice([
         f"Which flights go from {o} to {d} on {day}?",
-        f"I need to fly {o} to {d} on {day}. What are my options and prices?",
-        f"Are there any seats left from {o} to {d} on {day}?",
-    ])
+        f"I need to fly {o} to {d} on {day}. Which flights are there?",
+    ]), each("flight number", [x["flight_number"] for x in found], "id")
 
 
-def air_flight(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_flight(conn: sqlite3.Connection, rng: random.Random) -> Out:
     f = pick(conn, rng, "SELECT * FROM flights")
     if f is None:
         return None
     fid = f["flight_id"]
-    return {"flight_id": fid}, rng.choice([
-        f"Is flight {fid} still on schedule?",
-        f"How many seats are still free on flight {fid}?",
-        f"What does a business seat cost on flight {fid}?",
+    question, facts = rng.choice([
+        (f"Is {fid} still on schedule?", [told("flight status", f["status"])]),
+        (f"How many seats are still free on {fid}?", [told("free seats", f["seats_available"], "count")]),
+        (f"What does a business seat cost on {fid}?", [told("business fare", f["price_business"], "amount")]),
     ])
+    return {"flight_id": fid}, question, facts
 
 
-def air_calculate(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_calculate(conn: sqlite3.Connection, rng: random.Random) -> Out:
     f = pick(conn, rng, "SELECT * FROM flights")
     if f is None:
         return None
     n = rng.randint(2, 4)
-    expr = rng.choice([f"{n} * {f['price_economy']}", f"{f['price_business']} - {f['price_economy']}",
-                       f"{n} * ({f['price_basic']} + 30)"])
-    return {"expression": expr}, rng.choice([f"What is {expr}?", f"Please work out {expr} for me."])
+    expr, value, why = rng.choice([
+        (f"{n} * {f['price_economy']}", n * f["price_economy"], f"{n} economy seats at {f['price_economy']} each"),
+        (f"{f['price_business']} - {f['price_economy']}", f["price_business"] - f["price_economy"],
+         "the step up from economy to business"),
+        (f"{n} * ({f['price_basic']} + 30)", n * (f["price_basic"] + 30),
+         f"{n} basic economy seats with insurance"),
+    ])
+    return {"expression": expr}, rng.choice([f"What does {why} come to? That is {expr}.",
+                                             f"Please work out {expr} for me: {why}."]), [
+        told("amount", value, "amount")]
 
 
-
-
-def air_book(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_book(conn: sqlite3.Connection, rng: random.Random) -> Out:
     pay = pick(conn, rng, "SELECT * FROM payment_methods WHERE kind = 'credit_card'")
     if pay is None:
         return None
@@ -92,14 +107,14 @@ def air_book(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, An
     people = "1 passenger" if n == 1 else f"{n} passengers"
     ins = "with travel insurance" if insurance else "without insurance"
     return args, rng.choice([
-        f"I'm user {uid}. Please book {people} in {CABIN_WORDS[cabin]} on flight {f['flight_id']}, "
+        f"I'm user {uid}. Please book {people} in {CABIN_WORDS[cabin]} on {f['flight_id']}, "
         f"paid with {pay['payment_id']}, {ins}.",
-        f"Book flight {f['flight_id']} for me ({uid}): {CABIN_WORDS[cabin]} cabin, {people}, {ins}. "
+        f"Book {f['flight_id']} for me ({uid}): {CABIN_WORDS[cabin]} cabin, {people}, {ins}. "
         f"Charge {pay['payment_id']}.",
     ])
 
 
-def air_cancel(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_cancel(conn: sqlite3.Connection, rng: random.Random) -> Out:
     r = pick(conn, rng, "SELECT r.* FROM reservations r JOIN flights f USING (flight_id)"
                          f" WHERE r.status = 'active' AND f.status <> 'departed' AND f.date >= {TODAY}"
                          " AND (r.cabin = 'business' OR r.insurance = 1 OR f.status = 'cancelled'"
@@ -113,7 +128,7 @@ def air_cancel(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, 
     ])
 
 
-def air_bags(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_bags(conn: sqlite3.Connection, rng: random.Random) -> Out:
     r = pick(conn, rng, "SELECT r.* FROM reservations r JOIN flights f USING (flight_id)"
                          " WHERE r.status = 'active' AND f.status <> 'departed' AND r.bags < 3 * r.passengers")
     if r is None:
@@ -121,12 +136,12 @@ def air_bags(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, An
     rid, n = r["reservation_id"], r["bags"] + 1
     bags = "1 checked bag" if n == 1 else f"{n} checked bags"
     return {"reservation_id": rid, "total_bags": n}, rng.choice([
-        f"Please set reservation {rid} to {bags} in total.",
+        f"Please set my reservation {rid} to {bags} in total.",
         f"I want {bags} in total on my booking {rid}.",
     ])
 
 
-def air_change(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_change(conn: sqlite3.Connection, rng: random.Random) -> Out:
     pairs = rows(conn, "SELECT r.reservation_id, n.flight_id AS new_id FROM reservations r"
                         " JOIN flights f ON f.flight_id = r.flight_id"
                         " JOIN flights n ON n.origin = f.origin AND n.destination = f.destination"
@@ -138,18 +153,26 @@ def air_change(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, 
     p = rng.choice(pairs)
     rid, new = p["reservation_id"], p["new_id"]
     return {"reservation_id": rid, "new_flight_id": new}, rng.choice([
-        f"Please move my reservation {rid} to flight {new}.",
-        f"Can you change booking {rid} over to flight {new}?",
+        f"Please move my reservation {rid} to {new}.",
+        f"Can you change my booking {rid} over to {new}?",
     ])
 
 
-def air_transfer(conn: sqlite3.Connection, rng: random.Random) -> tuple[dict[str, Any], str] | None:
+def air_transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    """A request the policy does not allow (compensation, a disputed fare) that the user
+    insists on: the policy's case for a human agent."""
     r = pick(conn, rng, "SELECT * FROM reservations")
     if r is None:
         return None
-    summary = rng.choice([f"User {r['user_id']} wants compensation for reservation {r['reservation_id']}",
-                          f"User {r['user_id']} disputes the amount paid on {r['reservation_id']}"])
-    return {"summary": summary}, f'I want to talk to a human agent. Please pass this on: "{summary}".'
+    rid, uid = r["reservation_id"], r["user_id"]
+    want, summary = rng.choice([
+        (f"I want compensation for the trouble with my reservation {rid}",
+         f"User {uid} wants compensation for reservation {rid}"),
+        (f"I think I was overcharged on my reservation {rid} and want the difference back",
+         f"User {uid} disputes the amount paid on {rid}"),
+    ])
+    return {"summary": summary}, (f"{want}. If you cannot do that, I insist on a human agent; please pass this"
+                                  f' on: "{summary}".')
 
 
 TEMPLATES: dict[str, Template] = {
@@ -164,5 +187,3 @@ TEMPLATES: dict[str, Template] = {
     "change_flight": air_change,
     "transfer_to_human_agents": air_transfer,
 }
-
-

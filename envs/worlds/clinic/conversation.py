@@ -54,6 +54,21 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
+def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+    """How a patient names a record in a request: a slot by its provider and time, a provider
+    or an insurance plan by its name, a referral by its specialty."""
+    if table == "slots":
+        s = _slot(conn, row["slot_id"])
+        return f"the {when(s['start_at'])} slot with {s['provider']}"
+    if table == "providers":
+        return str(row["name"])
+    if table == "insurance_plans":
+        return f"the {row['name']} plan"
+    if table == "referrals":
+        return f"my {row['specialty'].replace('_', ' ')} referral"
+    return None
+
+
 def _slot(conn: sqlite3.Connection, slot_id: str) -> dict[str, Any]:
     return kit.one(conn, "SELECT s.*, p.name AS provider, p.specialty FROM slots s JOIN providers p USING (provider_id)"
                          " WHERE slot_id = ?", slot_id)

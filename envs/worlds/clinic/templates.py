@@ -2,7 +2,8 @@
 world's `design.py` hook `self_play_templates()` returns `TEMPLATES`. Writes are drawn so
 that they pass the compiled rules on the base state: bookings are checked against every
 booking rule by trying them in a savepoint, cancellations are at least a day ahead, refills
-are due, payments within the balance."""
+are due, payments within the balance. Each is drawn from one patient's records and the shared
+providers and slots; reads state the answer the patient must hear."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Template, pick
+from envs.templating import Out, Template, each, pick, told
 
-Out = tuple[dict[str, Any], str] | None
 SPECIALTIES = ["primary_care", "pediatrics", "cardiology", "dermatology", "orthopedics"]
 TYPES_BY = {"primary_care": ["annual_physical", "sick_visit", "follow_up"], "pediatrics": ["well_child", "follow_up"]}
 
@@ -38,26 +38,41 @@ def patient(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if p is None:
         return None
     pid = p["patient_id"]
-    return {"patient_id": pid}, rng.choice([f"What is the unpaid balance of patient {pid}?",
-                                            f"I'm patient {pid}. Which appointments do I have?"])
+    appts = [r["appointment_id"] for r in rows(conn, "SELECT appointment_id FROM appointments WHERE patient_id = ?"
+                                                     " ORDER BY appointment_id", pid)]
+    options = [(f"What is my unpaid balance? I'm patient {pid}.", [told("balance due", p["balance_due"], "amount")])]
+    if 1 <= len(appts) <= 3:
+        options.append((f"I'm patient {pid}. Which appointments do I have?", each("appointment id", appts, "id")))
+    question, facts = rng.choice(options)
+    return {"patient_id": pid}, question, facts
 
 
 def providers(conn: sqlite3.Connection, rng: random.Random) -> Out:
     spec = rng.choice(SPECIALTIES)
-    plan = pick(conn, rng, "SELECT * FROM insurance_plans") if rng.random() < 0.5 else None
+    plan = pick(conn, rng, "SELECT i.* FROM insurance_plans i JOIN patients p USING (plan_id)"
+                           ) if rng.random() < 0.5 else None  # the plan of the patient
+    sql = "SELECT name FROM providers p WHERE specialty = ?"
+    found = (rows(conn, sql + " ORDER BY name", spec) if plan is None else
+             rows(conn, sql + " AND EXISTS (SELECT 1 FROM provider_plans pp WHERE pp.provider_id = p.provider_id"
+                              " AND pp.plan_id = ?) ORDER BY name", spec, plan["plan_id"]))
+    if not found or len(found) > 3:
+        return None
+    facts = each("provider", [f["name"] for f in found])
     if plan is None:
-        return {"specialty": spec}, f"Which {spec.replace('_', ' ')} providers work at the clinic?"
+        return {"specialty": spec}, f"Which {spec.replace('_', ' ')} providers work at the clinic?", facts
     return {"specialty": spec, "plan_id": plan["plan_id"]}, (
-        f"Which {spec.replace('_', ' ')} providers take my insurance plan {plan['plan_id']}?")
+        f"Which {spec.replace('_', ' ')} providers take my insurance, {plan['plan_id']}?"), facts
 
 
 def provider(conn: sqlite3.Connection, rng: random.Random) -> Out:
     p = pick(conn, rng, "SELECT * FROM providers")
     if p is None:
         return None
-    return {"provider_id": p["provider_id"]}, rng.choice([
-        f"Which insurance plans does provider {p['provider_id']} accept?",
-        f"What kinds of visits does {p['provider_id']} ({p['name']}) offer?"])
+    question, facts = rng.choice([
+        (f"Which specialty does {p['provider_id']} practise?", [told("specialty", p["specialty"])]),
+        (f"Where does {p['provider_id']} see patients?", [told("location", p["location"])]),
+    ])
+    return {"provider_id": p["provider_id"]}, question, facts
 
 
 def open_slots(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -65,30 +80,42 @@ def open_slots(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if s is None:
         return None
     day = s["start_at"][:10]
-    return {"provider_id": s["provider_id"], "date": day}, (f"Does {s['provider_id']} have any open slots on"
-                                                             f" {day}?")
+    times = [r["start_at"][11:16] for r in rows(conn, f"SELECT start_at FROM slots WHERE provider_id = ? AND"
+                                                      f" date(start_at) = ? AND status = 'open' AND start_at > {NOW}"
+                                                      " ORDER BY start_at", s["provider_id"], day)]
+    if len(times) > 3:
+        return None
+    return {"provider_id": s["provider_id"], "date": day}, (f"At what times does {s['provider_id']} have open"
+                                                             f" slots on {day}?"), each("open slot", times)
 
 
 def types(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    return {}, rng.choice(["What kinds of appointments can I book, and what do they cost?",
-                           "List the appointment types with their fees and age limits."])
+    t = pick(conn, rng, "SELECT * FROM appointment_types")
+    if t is None:
+        return None
+    return {}, rng.choice([f"What does a {t['name'].lower()} cost at the clinic without insurance?",
+                           f"What is the full fee of a {t['name'].lower()}?"]), [told("fee", t["fee"], "amount")]
 
 
 def appointment(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    a = pick(conn, rng, "SELECT * FROM appointments")
+    a = pick(conn, rng, "SELECT a.*, s.start_at, p.name AS provider FROM appointments a JOIN slots s USING (slot_id)"
+                        " JOIN providers p USING (provider_id)")
     if a is None:
         return None
     aid = a["appointment_id"]
-    return {"appointment_id": aid}, rng.choice([f"When is my appointment {aid}?",
-                                                f"Who is appointment {aid} with, and what does it cost?"])
+    question, facts = rng.choice([(f"On which day is my appointment {aid}?", [told("date", a["start_at"][:10], "date")]),
+                                  (f"Who is my appointment {aid} with?", [told("provider", a["provider"])]),
+                                  (f"What is the status of my appointment {aid}?", [told("status", a["status"])])])
+    return {"appointment_id": aid}, question, facts
 
 
 def prescription(conn: sqlite3.Connection, rng: random.Random) -> Out:
     rx = pick(conn, rng, "SELECT * FROM prescriptions")
     if rx is None:
         return None
-    return {"rx_id": rx["rx_id"]}, rng.choice([f"How many refills are left on prescription {rx['rx_id']}?",
-                                               f"When can I next refill {rx['rx_id']}?"])
+    return {"rx_id": rx["rx_id"]}, rng.choice([f"How many refills are left on my prescription {rx['rx_id']}?",
+                                               f"How many more refills can I get on {rx['rx_id']}?"]), [
+        told("refills left", rx["refills_remaining"], "count")]
 
 
 def book(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -106,8 +133,8 @@ def book(conn: sqlite3.Connection, rng: random.Random) -> Out:
         if _tries(conn, sql, (p["patient_id"], s["slot_id"], t)):
             args = {"patient_id": p["patient_id"], "slot_id": s["slot_id"], "appointment_type": t}
             return args, rng.choice([
-                f"I'm patient {p['patient_id']}. Please book slot {s['slot_id']} as a {t.replace('_', ' ')}.",
-                f"Book a {t} in slot {s['slot_id']} for patient {p['patient_id']}.",
+                f"I'm patient {p['patient_id']}. Please book {s['slot_id']} as a {t.replace('_', ' ')}.",
+                f"Book a {t} in {s['slot_id']} for me, patient {p['patient_id']}.",
             ])
     return None
 
@@ -139,7 +166,7 @@ def reschedule(conn: sqlite3.Connection, rng: random.Random) -> Out:
             if _tries(conn, "UPDATE appointments SET slot_id = ? WHERE appointment_id = ?",
                       (s["slot_id"], a["appointment_id"])):
                 return {"appointment_id": a["appointment_id"], "new_slot_id": s["slot_id"]}, (
-                    f"Please move my appointment {a['appointment_id']} to slot {s['slot_id']}.")
+                    f"Please move my appointment {a['appointment_id']} to {s['slot_id']}.")
     return None
 
 
@@ -162,11 +189,14 @@ def pay(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    """A disputed fee, which the tools cannot change, and the patient insists: the policy's
+    case for a human agent (R16)."""
     a = pick(conn, rng, "SELECT * FROM appointments")
     if a is None:
         return None
     summary = f"Patient {a['patient_id']} disputes the fee of appointment {a['appointment_id']}"
-    return {"summary": summary}, f'Let me talk to a person. Please pass on: "{summary}".'
+    return {"summary": summary}, (f"The fee of my appointment {a['appointment_id']} is wrong and I want it changed."
+                                  f' If you cannot, I insist on talking to a person; please pass on: "{summary}".')
 
 
 TEMPLATES: dict[str, Template] = {

@@ -67,6 +67,18 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
+def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+    """How a customer names a record in a request: an item by its product and options, a
+    product by its name, a payment method by its card digits or kind."""
+    if table == "variants":
+        return item_phrase(conn, row["variant_id"])
+    if table == "products":
+        return f"the {row['name']}"
+    if table == "payment_methods":
+        return payment_phrase(conn, row["payment_id"]).replace("your ", "my ", 1)
+    return None
+
+
 def _pay(conn: sqlite3.Connection, payment_id: str) -> str:
     return payment_phrase(conn, payment_id).replace("your ", "the ", 1)
 
@@ -111,7 +123,8 @@ def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:
         diff = (new["price"] - line["unit_price"]) * int(a["quantity"])
         pay = _pay(conn, a["payment_id"])
         money = (f"the difference of {diff} is charged to {pay}" if diff > 0 else
-                 f"the difference of {-diff} is refunded to {pay}" if diff < 0 else "at no price difference")
+                 f"the difference of {-diff} is refunded to {pay}" if diff < 0 else
+                 f"at no price difference, so nothing is charged to {pay}")
         return [f"exchange {a['quantity']} × {item_phrase(conn, a['variant_id'])[4:]} in order {a['order_id']} for "
                 f"{item_phrase(conn, a['new_variant_id'])[4:]}; {money}"]
     return [call.name.replace("_", " ")]

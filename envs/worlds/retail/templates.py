@@ -1,7 +1,8 @@
 """Self-play question templates of the retail world (see `envs/templating.py`); the
 world's `design.py` hook `self_play_templates()` returns `TEMPLATES`. Each draws a call
 whose writes pass the compiled rules on the base state (a pending order to cancel, a line
-of an order delivered inside the return window, a sibling variant in stock, ...)."""
+of an order delivered inside the return window, a sibling variant in stock, ...), from one
+customer's records and the shared catalogue; reads state the answer the customer must hear."""
 
 from __future__ import annotations
 
@@ -12,17 +13,12 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Template, pick
+from envs.templating import Out, Template, each, pick, told
 
 CATEGORIES = ["apparel", "footwear", "outdoor", "home", "kitchen", "electronics", "office"]
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane"]
 CITIES = ["Lakewood", "Ashford", "Brookside", "Westfield", "Millbrook"]
 _WINDOW = f"datetime({NOW}, '-30 days')"
-Out = tuple[dict[str, Any], str] | None
-
-
-def _options(options: str) -> str:
-    return ", ".join(f"{k} {v}" for k, v in json.loads(options).items())
 
 
 def by_email(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -30,9 +26,9 @@ def by_email(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if c is None:
         return None
     return {"email": c["email"]}, rng.choice([
-        f"Hi, my email is {c['email']}. Can you find my account?",
-        f"Please look up the customer with the email address {c['email']}.",
-    ])
+        f"Hi, my email is {c['email']}. Can you find my account and tell me my customer number?",
+        f"What customer id is my email address {c['email']} registered under?",
+    ]), [told("customer id", c["customer_id"], "id")]
 
 
 def by_name_zip(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -41,9 +37,9 @@ def by_name_zip(conn: sqlite3.Connection, rng: random.Random) -> Out:
         return None
     args = {"first_name": c["first_name"], "last_name": c["last_name"], "zip_code": c["zip"]}
     return args, rng.choice([
-        f"I'm {c['first_name']} {c['last_name']}, zip code {c['zip']}, and I forgot my email. Can you find me?",
-        f"Find the account of {c['first_name']} {c['last_name']} in zip {c['zip']}, please.",
-    ])
+        f"I'm {c['first_name']} {c['last_name']}, zip code {c['zip']}, and I forgot my email. What is my customer id?",
+        f"Could you find my account? I'm {c['first_name']} {c['last_name']} in zip {c['zip']}; I need my customer id.",
+    ]), [told("customer id", c["customer_id"], "id")]
 
 
 def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -51,10 +47,19 @@ def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if c is None:
         return None
     cid = c["customer_id"]
-    return {"customer_id": cid}, rng.choice([
-        f"Which orders and payment methods are on customer account {cid}?",
-        f"What is the gift card balance on my account {cid}?",
-    ])
+    orders = [r["order_id"] for r in rows(conn, "SELECT order_id FROM orders WHERE customer_id = ? ORDER BY order_id",
+                                          cid)]
+    gift = rows(conn, "SELECT balance FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'", cid)
+    options = []
+    if 1 <= len(orders) <= 3:
+        options.append((f"Which orders are on my customer account {cid}?", each("order number", orders, "id")))
+    if len(gift) == 1:
+        options.append((f"What is the gift card balance on my account {cid}?",
+                        [told("gift card balance", gift[0]["balance"], "amount")]))
+    if not options:
+        return None
+    question, facts = rng.choice(options)
+    return {"customer_id": cid}, question, facts
 
 
 def order(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -62,8 +67,12 @@ def order(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if o is None:
         return None
     oid = o["order_id"]
-    return {"order_id": oid}, rng.choice([f"Where is my order {oid}?", f"What did I buy in order {oid}, and what"
-                                          " did it cost?", f"Has order {oid} been delivered yet?"])
+    question, facts = rng.choice([
+        (f"Where is my order {oid}? What is its status?", [told("order status", o["status"])]),
+        (f"What did my order {oid} cost in total?", [told("order total", o["total"], "amount")]),
+        (f"Has my order {oid} been delivered yet? Tell me its status.", [told("order status", o["status"])]),
+    ])
+    return {"order_id": oid}, question, facts
 
 
 def product(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -71,8 +80,17 @@ def product(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if p is None:
         return None
     pid = p["product_id"]
-    return {"product_id": pid}, rng.choice([f"Which colors and sizes does product {pid} ({p['name']}) come in?",
-                                            f"Is product {pid} in stock, and at what price?"])
+    variants = rows(conn, "SELECT options, price, stock FROM variants WHERE product_id = ?", pid)
+    if not variants:
+        return None
+    cheapest = min(v["price"] for v in variants)
+    v = rng.choice(variants)
+    options = ", ".join(f"{k} {x}" for k, x in json.loads(v["options"]).items())
+    question, facts = rng.choice([
+        (f"What is the lowest price you have {pid} for?", [told("lowest price", cheapest, "amount")]),
+        (f"How many of {pid} in {options} do you have in stock?", [told("units in stock", v["stock"], "count")]),
+    ])
+    return {"product_id": pid}, question, facts
 
 
 def products(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -81,17 +99,25 @@ def products(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if not options:
         return None
     cat = rng.choice(options)
+    names = [r["name"] for r in rows(conn, "SELECT name FROM products WHERE category = ? ORDER BY name", cat)]
+    if len(names) > 4:
+        return None
     return {"category": cat}, rng.choice([f"What do you sell in the {cat} category?",
-                                          f"Show me your {cat} products."])
+                                          f"Which {cat} products do you have?"]), each("product", names)
 
 
 def calculate(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    v = pick(conn, rng, "SELECT * FROM variants")
+    v = pick(conn, rng, "SELECT v.*, p.name FROM variants v JOIN products p USING (product_id)")
     if v is None:
         return None
     n = rng.randint(2, 5)
-    expr = rng.choice([f"{n} * {v['price']}", f"{v['price']} - {n}", f"{n} * {v['price']} + 12"])
-    return {"expression": expr}, rng.choice([f"What is {expr}?", f"Could you work out {expr} for me?"])
+    expr, value, why = rng.choice([
+        (f"{n} * {v['price']}", n * v["price"], f"{n} of the {v['name']} at {v['price']} each"),
+        (f"{n} * {v['price']} + 12", n * v["price"] + 12, f"{n} of the {v['name']} plus 12 for gift wrap"),
+    ])
+    return {"expression": expr}, rng.choice([f"What would {why} come to? That is {expr}.",
+                                             f"Could you work out {expr} for me ({why})?"]), [
+        told("amount", value, "amount")]
 
 
 def place(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -103,9 +129,8 @@ def place(conn: sqlite3.Connection, rng: random.Random) -> Out:
     args = {"customer_id": pay["customer_id"], "variant_ids": [v["variant_id"]], "quantities": [q],
             "payment_id": pay["payment_id"]}
     return args, rng.choice([
-        f"I'm customer {pay['customer_id']}. Please order {q} of variant {v['variant_id']} ({v['name']},"
-        f" {_options(v['options'])}) and charge {pay['payment_id']}.",
-        f"Place an order for customer {pay['customer_id']}: variant {v['variant_id']}, quantity {q},"
+        f"I'm customer {pay['customer_id']}. Please order {q} of {v['variant_id']} and charge {pay['payment_id']}.",
+        f"Place an order for me (customer {pay['customer_id']}): {v['variant_id']}, quantity {q},"
         f" paid with {pay['payment_id']}.",
     ])
 
@@ -117,7 +142,7 @@ def cancel(conn: sqlite3.Connection, rng: random.Random) -> Out:
     reason = rng.choice(["no longer needed", "ordered by mistake"])
     return {"order_id": o["order_id"], "reason": reason}, rng.choice([
         f"Please cancel my order {o['order_id']}, the reason is: {reason}.",
-        f"Cancel order {o['order_id']} ({reason}).",
+        f"Cancel my order {o['order_id']} ({reason}).",
     ])
 
 
@@ -128,7 +153,7 @@ def address(conn: sqlite3.Connection, rng: random.Random) -> Out:
     new = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
     return {"order_id": o["order_id"], "address": new}, rng.choice([
         f"Please ship my order {o['order_id']} to {new} instead.",
-        f"Change the delivery address of order {o['order_id']} to {new}.",
+        f"Change the delivery address of my order {o['order_id']} to {new}.",
     ])
 
 
@@ -147,9 +172,9 @@ def return_item(conn: sqlite3.Connection, rng: random.Random) -> Out:
     args = {"order_id": ln["order_id"], "variant_id": ln["variant_id"], "quantity": q,
             "refund_payment_id": ln["payment_id"]}
     return args, rng.choice([
-        f"I want to return {q} of item {ln['variant_id']} from order {ln['order_id']}; refund it to"
+        f"I want to return {q} of {ln['variant_id']} from my order {ln['order_id']}; refund it to"
         f" {ln['payment_id']}.",
-        f"Return {q} unit(s) of {ln['variant_id']} in order {ln['order_id']} with the refund going to"
+        f"Return {q} unit(s) of {ln['variant_id']} in my order {ln['order_id']} with the refund going to"
         f" {ln['payment_id']}.",
     ])
 
@@ -168,17 +193,28 @@ def exchange(conn: sqlite3.Connection, rng: random.Random) -> Out:
         return None
     args = {"order_id": ln["order_id"], "variant_id": ln["variant_id"], "new_variant_id": new["variant_id"],
             "quantity": 1, "payment_id": pay["payment_id"]}
-    return args, (f"In order {ln['order_id']}, exchange 1 unit of {ln['variant_id']} for {new['variant_id']}"
-                  f" ({_options(new['options'])}); any price difference goes on {pay['payment_id']}.")
+    return args, (f"In my order {ln['order_id']}, exchange 1 unit of {ln['variant_id']} for {new['variant_id']};"
+                  f" any price difference goes on {pay['payment_id']}.")
+
+
+
 
 
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    """Compensation or a disputed total, which the policy does not allow, and the customer
+    insists: the policy's case for a human agent."""
     o = pick(conn, rng, "SELECT * FROM orders")
     if o is None:
         return None
-    summary = rng.choice([f"Customer {o['customer_id']} wants compensation for a late order {o['order_id']}",
-                          f"Customer {o['customer_id']} disputes the total of order {o['order_id']}"])
-    return {"summary": summary}, f'I need a human agent. Please hand over this note: "{summary}".'
+    oid, cid = o["order_id"], o["customer_id"]
+    want, summary = rng.choice([
+        (f"My order {oid} came late and I want compensation for it",
+         f"Customer {cid} wants compensation for a late order {oid}"),
+        (f"The total of my order {oid} is wrong and I want it corrected",
+         f"Customer {cid} disputes the total of order {oid}"),
+    ])
+    return {"summary": summary}, (f"{want}. If you cannot do that, I insist on a human agent; please hand over"
+                                  f' this note: "{summary}".')
 
 
 TEMPLATES: dict[str, Template] = {

@@ -55,6 +55,20 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
+def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+    """How a customer names a record in a request: a line by its phone number, a plan or an
+    add-on by its name, a payment method by its kind and last digits."""
+    if table == "lines":
+        return str(row["phone_number"])
+    if table == "plans":
+        return f"the {row['name']} plan"
+    if table == "addons":
+        return f"the {row['name']} add-on"
+    if table == "payment_methods":
+        return f"my {row['kind'].replace('_', ' ')} ending in {row['last4']}"
+    return None
+
+
 def _line(conn: sqlite3.Connection, line_id: str) -> dict[str, Any]:
     return kit.one(conn, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id) WHERE line_id = ?",
                    line_id)

@@ -1,18 +1,19 @@
 """Self-play question templates of the telecom world (see `envs/templating.py`); the
 world's `design.py` hook `self_play_templates()` returns `TEMPLATES`. Each draws a call
 whose writes pass the compiled rules on the base state (no overdue bill where R03 applies,
-an active line for plan, add-on and roaming changes, a card that has not expired, ...)."""
+an active line for plan, add-on and roaming changes, a card that has not expired, ...), from
+one customer's records and the shared plans and add-ons; reads state the answer the customer
+must hear."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
-from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
-from envs.templating import Template, pick
+from envs.sql import rows
+from envs.templating import Out, Template, each, pick, told
 
-Out = tuple[dict[str, Any], str] | None
 _NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"
                f" AND b.due_date < {TODAY})")
 _ACTIVE = f"SELECT l.* FROM lines l WHERE l.status = 'active' AND {_NO_OVERDUE}"
@@ -23,26 +24,46 @@ def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if c is None:
         return None
     cid = c["customer_id"]
-    return {"customer_id": cid}, rng.choice([f"Which lines and bills are on my account {cid}?",
-                                             f"Please pull up account {cid} and tell me what I owe."])
+    phones = [r["phone_number"] for r in rows(conn, "SELECT phone_number FROM lines WHERE customer_id = ?"
+                                                    " ORDER BY line_id", cid)]
+    latest = rows(conn, "SELECT amount FROM bills WHERE customer_id = ? ORDER BY due_date DESC, bill_id LIMIT 1", cid)
+    options = []
+    if 1 <= len(phones) <= 3:
+        options.append((f"Which phone numbers are on my account {cid}?", each("phone number", phones, "id")))
+    if latest:
+        options.append((f"Please pull up my account {cid} and tell me the amount of my latest bill.",
+                        [told("latest bill", latest[0]["amount"], "amount")]))
+    if not options:
+        return None
+    question, facts = rng.choice(options)
+    return {"customer_id": cid}, question, facts
 
 
 def by_number(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT * FROM lines")
+    ln = pick(conn, rng, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")
     if ln is None:
         return None
     n = ln["phone_number"]
-    return {"phone_number": n}, rng.choice([f"Which plan is the number {n} on?",
-                                            f"Can you find the line with phone number {n}?"])
+    question, facts = rng.choice([(f"Which account is my number {n} on?", [told("account id", ln["customer_id"], "id")]),
+                                  (f"Is my line with the number {n} active?", [told("line status", ln["status"])])])
+    return {"phone_number": n}, question, facts
 
 
 def line(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT * FROM lines")
+    ln = pick(conn, rng, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")
     if ln is None:
         return None
     lid = ln["line_id"]
-    return {"line_id": lid}, rng.choice([f"When does the contract of line {lid} end?",
-                                         f"Which add-ons are on my line {lid}?"])
+    addons = [r["name"] for r in rows(conn, "SELECT a.name FROM line_addons la JOIN addons a USING (addon_id)"
+                                            " WHERE la.line_id = ? ORDER BY a.addon_id", lid)]
+    options = [(f"Which plan is my line {lid} on?", [told("plan", ln["plan_name"])])]
+    if ln["contract_end"]:
+        options.append((f"When does the contract of my line {lid} end?",
+                        [told("contract end", ln["contract_end"], "date")]))
+    if addons:
+        options.append((f"Which add-ons are on my line {lid}?", each("add-on", addons)))
+    question, facts = rng.choice(options)
+    return {"line_id": lid}, question, facts
 
 
 def usage(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -50,18 +71,31 @@ def usage(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if ln is None:
         return None
     lid = ln["line_id"]
-    return {"line_id": lid}, rng.choice([f"How much data has line {lid} used this month?",
-                                         f"Am I close to my data allowance on line {lid}?"])
+    return {"line_id": lid}, rng.choice([f"How much data has my line {lid} used this month, in MB?",
+                                         f"How many MB of data have I used on my line {lid} so far?"]), [
+        told("data used (MB)", ln["data_used_mb"], "count")]
 
 
 def plans(conn: sqlite3.Connection, rng: random.Random) -> Out:
     retired = rng.random() < 0.3
-    return {"include_retired": retired}, ("List every plan, the retired ones too." if retired
-                                          else "Which plans can I choose from, and what do they cost?")
+    cheapest = rows(conn, "SELECT name, monthly_fee FROM plans" + ("" if retired else " WHERE status = 'available'")
+                    + " ORDER BY monthly_fee, plan_id LIMIT 1")
+    if not cheapest:
+        return None
+    c = cheapest[0]
+    facts = [told("cheapest plan", c["name"]), told("monthly fee", c["monthly_fee"], "amount")]
+    return {"include_retired": retired}, ("Of every plan you have had, the retired ones too, which is the cheapest?"
+                                          if retired else "Which is the cheapest plan I can choose, and what"
+                                          " does it cost a month?"), facts
 
 
 def addons(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    return {}, rng.choice(["Which add-ons do you offer?", "What extras can I add to a line, and at what price?"])
+    kind = rng.choice(["roaming", "data", "calls", "insurance"])
+    found = rows(conn, "SELECT name, monthly_fee FROM addons WHERE kind = ? ORDER BY addon_id", kind)
+    if not found or len(found) > 3:
+        return None
+    return {}, rng.choice([f"Which {kind} add-ons do you offer?", f"What {kind} extras can I add to a line?"]), \
+        each(f"{kind} add-on", [a["name"] for a in found])
 
 
 def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -69,7 +103,12 @@ def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if b is None:
         return None
     bid = b["bill_id"]
-    return {"bill_id": bid}, rng.choice([f"How much is still owed on bill {bid}?", f"Is bill {bid} overdue?"])
+    question, facts = rng.choice([
+        (f"How much is still owed on my bill {bid}?", [told("amount owed", b["amount"] - b["amount_paid"], "amount")]),
+        (f"What was the amount of my bill {bid}?", [told("bill amount", b["amount"], "amount")]),
+        (f"When is my bill {bid} due?", [told("due date", b["due_date"], "date")]),
+    ])
+    return {"bill_id": bid}, question, facts
 
 
 def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -81,8 +120,8 @@ def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if p is None:
         return None
     return {"line_id": ln["line_id"], "plan_id": p["plan_id"]}, rng.choice([
-        f"Please move my line {ln['line_id']} to plan {p['plan_id']}.",
-        f"Switch line {ln['line_id']} over to the {p['name']} plan ({p['plan_id']}).",
+        f"Please move my line {ln['line_id']} to {p['plan_id']}.",
+        f"Switch my line {ln['line_id']} over to {p['plan_id']}.",
     ])
 
 
@@ -95,8 +134,8 @@ def add_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if a is None:
         return None
     return {"line_id": ln["line_id"], "addon_id": a["addon_id"]}, rng.choice([
-        f"Add {a['addon_id']} ({a['name']}) to my line {ln['line_id']}, please.",
-        f"I'd like the add-on {a['addon_id']} on line {ln['line_id']}.",
+        f"Add {a['addon_id']} to my line {ln['line_id']}, please.",
+        f"I'd like {a['addon_id']} on my line {ln['line_id']}.",
     ])
 
 
@@ -105,8 +144,8 @@ def remove_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if la is None:
         return None
     return {"line_id": la["line_id"], "addon_id": la["addon_id"]}, rng.choice([
-        f"Please remove {la['addon_id']} from line {la['line_id']}.",
-        f"I no longer want the add-on {la['addon_id']} on my line {la['line_id']}.",
+        f"Please remove {la['addon_id']} from my line {la['line_id']}.",
+        f"I no longer want {la['addon_id']} on my line {la['line_id']}.",
     ])
 
 
@@ -130,7 +169,7 @@ def suspend(conn: sqlite3.Connection, rng: random.Random) -> Out:
         return None
     reason = rng.choice(["lost_or_stolen", "travel"])
     why = "my phone was stolen" if reason == "lost_or_stolen" else "I'm travelling for a few months"
-    return {"line_id": ln["line_id"], "reason": reason}, (f"Please suspend line {ln['line_id']}, {why}"
+    return {"line_id": ln["line_id"], "reason": reason}, (f"Please suspend my line {ln['line_id']}, {why}"
                                                          f" (reason: {reason}).")
 
 
@@ -139,7 +178,7 @@ def resume(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if ln is None:
         return None
     return {"line_id": ln["line_id"]}, rng.choice([f"I'm back, please resume my line {ln['line_id']}.",
-                                                   f"Reactivate the suspended line {ln['line_id']}."])
+                                                   f"Reactivate my suspended line {ln['line_id']}."])
 
 
 def terminate(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -159,8 +198,8 @@ def add_line(conn: sqlite3.Connection, rng: random.Random) -> Out:
     if c is None or p is None:
         return None
     return {"customer_id": c["customer_id"], "plan_id": p["plan_id"]}, rng.choice([
-        f"Open a new line on plan {p['plan_id']} for my account {c['customer_id']}.",
-        f"I need another phone line on account {c['customer_id']}, on the {p['plan_id']} plan.",
+        f"Open a new line on {p['plan_id']} for my account {c['customer_id']}.",
+        f"I need another phone line on my account {c['customer_id']}, on {p['plan_id']}.",
     ])
 
 
@@ -173,17 +212,21 @@ def pay(conn: sqlite3.Connection, rng: random.Random) -> Out:
     left = b["amount"] - b["amount_paid"]
     amount = left if rng.random() < 0.7 else max(1, left // 2)
     return {"bill_id": b["bill_id"], "method_id": b["method_id"], "amount": amount}, rng.choice([
-        f"Pay {amount} towards bill {b['bill_id']} with my payment method {b['method_id']}.",
-        f"Please charge {amount} to {b['method_id']} for bill {b['bill_id']}.",
+        f"Pay {amount} towards my bill {b['bill_id']} with {b['method_id']}.",
+        f"Please charge {amount} to {b['method_id']} for my bill {b['bill_id']}.",
     ])
 
 
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
+    """A billing dispute, which the policy sends to a human agent (R15)."""
     b = pick(conn, rng, "SELECT * FROM bills")
     if b is None:
         return None
     summary = f"Account {b['customer_id']} disputes the amount of bill {b['bill_id']}"
-    return {"summary": summary}, f'Put me through to a person, please. The note is: "{summary}".'
+    return {"summary": summary}, rng.choice([
+        f'The amount of my bill {b["bill_id"]} is wrong and I dispute it. Please pass this on to a person: "{summary}".',
+        f'I want to dispute my bill {b["bill_id"]}; put me through to someone who can. The note is: "{summary}".',
+    ])
 
 
 TEMPLATES: dict[str, Template] = {

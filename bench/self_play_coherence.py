@@ -1,0 +1,51 @@
+"""Self-play coherence figures (issue 16 §3): per world, scripted self-play tasks counted by
+problem: internal ids in what the user says, no identity given (of write tasks), records of
+more than one user, transfers first / with more after / not called for, calculator-only
+tasks, and tasks that change nothing with no answer to check.
+
+    python bench/self_play_coherence.py [--n 40] [--seed 5]   # last line: JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.registry import get_world  # noqa: E402
+from synthesis.base import SynthesisConfig, get_method  # noqa: E402
+from synthesis.self_play.coherence import figures  # noqa: E402
+
+WORLDS = ["airline", "retail", "telecom", "clinic"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=40, help="tasks per world")
+    ap.add_argument("--seed", type=int, default=5)
+    args = ap.parse_args()
+    out: dict[str, dict] = {}
+    total: dict[str, int] = {}
+    for name in WORLDS:
+        world = get_world(name)
+        t0 = time.perf_counter()
+        r = get_method("self_play")(SynthesisConfig(method="self_play", world=name, n_tasks=args.n, seed=args.seed),
+                                    world)
+        figs = figures(world, r.tasks)
+        figs["seconds"] = round(time.perf_counter() - t0, 2)
+        figs["drops"] = dict(sorted(r.drops.items()))
+        out[name] = figs
+        for k, v in figs.items():
+            if isinstance(v, int):
+                total[k] = total.get(k, 0) + v
+        print(name, {k: v for k, v in figs.items() if k != "drops"}, file=sys.stderr)
+    out["total"] = total
+    print(json.dumps(out, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
