@@ -3,7 +3,9 @@ problem: internal ids in what the user says, no identity given (of write tasks),
 more than one user, transfers first / with more after / not called for, calculator-only
 tasks, and tasks that change nothing with no answer to check.
 
-    python bench/self_play_coherence.py [--n 40] [--seed 5]   # last line: JSON
+    python bench/self_play_coherence.py [--quick] [--n 40] [--seed 5]   # last line: JSON
+
+`--quick` takes 20 tasks per world.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=40, help="tasks per world")
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="20 tasks per world")
     args = ap.parse_args()
+    if args.quick:
+        args.n = 20
     out: dict[str, dict] = {}
     total: dict[str, int] = {}
     for name in WORLDS:

@@ -537,8 +537,11 @@ class _Engine:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def prefix_ids(self, request: _Request) -> list[int]:
-        """The request's shared prefix: its system turn with the tool schemas, as token ids."""
-        msgs = request.messages[:1] if request.messages and request.messages[0].get("role") == "system" else []
+        """The request's shared prefix: its system turn with the tool schemas, as token ids
+        (none when the conversation has no system message of its own)."""
+        if not request.messages or request.messages[0].get("role") != "system":
+            return []
+        msgs = request.messages[:1]
         text = self.tokenizer.apply_chat_template(
             escape_messages(msgs, control_tokens(self.tokenizer)),
             tools=request.tools or None,

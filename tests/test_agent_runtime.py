@@ -246,6 +246,7 @@ def test_embedded_call_cut_at_max_tokens_is_truncated(ends: bool, error: str) ->
 
     engine = object.__new__(_Engine)
     engine.tokenizer, engine.model, engine.eos_ids, engine.pad_id, engine.max_positions = Tok(), Model(), [0], 0, 99
+    engine.kv_reuse = "none"  # the plain `generate` path (the fake model has no forward)
     engine.render = lambda request: [5, 6, 7]  # type: ignore[method-assign]
     loop = asyncio.new_event_loop()
     try:
