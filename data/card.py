@@ -189,13 +189,27 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
 
 def run_sections(run: dict[str, Any]) -> str:
     """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
-    funnel with drop reasons, pass@k and pass^k per world, verifiers and their self-audit,
+    funnel with drop reasons, the train/test split, pass@k and pass^k per world, verifiers and their self-audit,
     hygiene, tool-call error classes, model, sampling and token usage."""
     out: list[str] = []
     if funnel := run.get("funnel"):
         out += ["## Yield funnel", "", _table(["stage", "count", "dropped (reason: count)"], [
             [f["stage"], f["count"], ", ".join(f"{k}: {v}" for k, v in f.get("drops", {}).items()) or "-"]
             for f in funnel]), ""]
+    if sp := run.get("split"):
+        out += ["## Train/test split", "",
+                "Tasks are split by group (world, method, goal kind and generator seed); groups that share an "
+                "exact reference call sequence or an instruction are kept together, so no test task repeats "
+                "a train task's path or text.", "", _table(["figure", "value"], [
+                    ["tasks / test tasks", f"{sp['tasks']} / {sp['test']}"],
+                    ["test share (configured)", f"{sp['test_share']} ({sp.get('configured_test_fraction', '-')})"],
+                    ["split groups / joined components", f"{sp['groups']} / {sp['components']}"],
+                    ["test tasks sharing a reference call sequence with train", sp["test_sharing_call_sequence"]],
+                    ["test tasks sharing a split group with train", sp["test_sharing_group"]],
+                    ["test tasks whose goal kind also appears in train (other seeds)", sp["test_sharing_goal_kind"]],
+                    ["test tasks whose tool-name sequence also appears in train",
+                     sp.get("test_sharing_tool_names", "-")],
+                ]), ""]
     if worlds := run.get("pass_by_world"):
         ks = sorted({int(k) for w in worlds.values() for k in w.get("pass_at_k", {})})
         head = ["world", "tasks", "trajectories", "pass rate"] + [f"pass@{k}" for k in ks] + [f"pass^{k}" for k in ks]

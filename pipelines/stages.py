@@ -706,7 +706,10 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
                 versions[n] = get_verifier(n).version
             except KeyError:
                 versions[n] = "?"
-    return {"funnel": funnel, "pass_by_world": by_world, "verifiers": versions, "verifier_audit": audit,
+    from synthesis.splits import split_figures
+
+    split = {**split_figures(tasks), "configured_test_fraction": cfg.synthesis.test_fraction}
+    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "verifiers": versions, "verifier_audit": audit,
             "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(tool_errors.items())),
             "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
             "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}

@@ -10,6 +10,7 @@ what it emits: a task whose reference does not reach its target is a drop.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from collections.abc import Callable
@@ -47,7 +48,8 @@ class SynthesisConfig(BaseModel):
 
 
 def split_for(task_id: str, test_fraction: float) -> str:
-    """Deterministic train/test split of a task by the hash of its id."""
+    """A task's provisional split by the hash of its id; `get_method`'s result replaces it
+    with the split by group (`synthesis.splits.assign_splits`)."""
     bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "test" if bucket < test_fraction else "train"
 
@@ -108,8 +110,21 @@ def canonical_method(name: str) -> str:
 
 
 def get_method(name: str) -> Method:
-    """A synthesis method by name (short aliases such as `logic` and `cove` accepted)."""
-    return METHODS.get(canonical_method(name))
+    """A synthesis method by name (short aliases such as `logic` and `cove` accepted). Its
+    result is split into train and test by group (`synthesis.splits`), and its stats carry
+    the split's figures under `split`."""
+    method = METHODS.get(canonical_method(name))
+
+    @functools.wraps(method)
+    def run(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
+        from synthesis.splits import assign_splits, split_figures
+
+        result = method(cfg, world)
+        assign_splits(result.tasks, cfg.test_fraction, cfg.seed)
+        result.stats["split"] = split_figures(result.tasks)
+        return result
+
+    return run
 
 
 def supports(name: str, world: World) -> bool:

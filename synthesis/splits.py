@@ -1,0 +1,133 @@
+"""Honest train/test splits: tasks are split by group, not one by one.
+
+A task's group is its goal kind within one seeded world state (`split_group`: world,
+method, the method's goal kind, generator seed). Groups that share an exact reference call
+sequence or an identical instruction are joined, so no test task repeats a train task's
+reference path or text. Whole groups go to test, in an order fixed by a hash of the seed
+and the groups' task ids, until the test share is as close as it can get to the configured
+fraction. `split_figures` measures what is left: the test share, and how many test tasks
+share a call sequence, a group key, a goal kind or a tool-name sequence with a train task
+(the last two are expected: other seeds of the same goal are other databases and other
+arguments; a split that also kept those apart would test unseen goals, not unseen tasks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from data.records import Task, canonical_json
+
+
+def goal_kind(task: Task) -> str:
+    """What a task asks for, as its method records it: the Set Designer's boundary kind
+    (logic-driven), the constraint kinds (constraint-guided), the generated spec's tools
+    (self-play), the seed workspace (terminal); otherwise the reference's tool names."""
+    m = task.metadata
+    if m.get("boundary"):
+        return f"boundary:{m['boundary']}"
+    if m.get("constraint_kinds"):
+        return "constraints:" + "+".join(sorted(set(map(str, m["constraint_kinds"]))))
+    if isinstance(m.get("spec"), dict) and m["spec"].get("tools"):
+        return "spec:" + "+".join(map(str, m["spec"]["tools"]))
+    if m.get("domain") and m.get("seed"):
+        return f"workspace:{m['domain']}:{m['seed']}"
+    return "calls:" + "+".join(c.name for c in task.reference_solution)
+
+
+def split_group(task: Task) -> str:
+    """The unit a split never cuts: world, method, goal kind and the generator seed."""
+    return f"{task.world}|{task.method}|{goal_kind(task)}|{task.initial_state.seed}"
+
+
+def call_sequence(task: Task) -> str | None:
+    """The exact reference call sequence (names and canonical arguments); None when the
+    reference makes no call (nothing a model could memorise from the train side)."""
+    if not task.reference_solution:
+        return None
+    return canonical_json([c.key() for c in task.reference_solution])
+
+
+class _Union:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def join(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def components(tasks: Sequence[Task]) -> list[list[int]]:
+    """Indices of `tasks` grouped by split group, joined through shared call sequences and
+    identical instructions; each component in task order, components by first member."""
+    u = _Union(len(tasks))
+    first: dict[tuple[str, str], int] = {}
+    for i, t in enumerate(tasks):
+        for key in (("group", split_group(t)), ("calls", call_sequence(t)), ("text", t.instruction.strip())):
+            if key[1] is None or key[1] == "":
+                continue
+            j = first.setdefault(key, i)  # type: ignore[arg-type]
+            if j != i:
+                u.join(i, j)
+    out: dict[int, list[int]] = {}
+    for i in range(len(tasks)):
+        out.setdefault(u.find(i), []).append(i)
+    return list(out.values())
+
+
+def _order(seed: int, ids: list[str]) -> str:
+    return hashlib.sha256(f"{seed}:{min(ids)}".encode()).hexdigest()
+
+
+def assign_splits(tasks: Sequence[Task], test_fraction: float, seed: int = 0) -> None:
+    """Set every task's `split` in place by whole components (see the module docstring).
+
+    Components are visited in a seeded hash order; one goes to test when that brings the
+    test count closer to `round(test_fraction * n)` than leaving it out. With one component
+    only, everything stays in train (a test set that overlaps train would not be honest)."""
+    if not tasks:
+        return
+    comps = components(tasks)
+    target = round(test_fraction * len(tasks)) if len(comps) > 1 else 0
+    n_test = 0
+    chosen: set[int] = set()
+    for c in sorted(comps, key=lambda c: _order(seed, [tasks[i].id for i in c])):
+        if abs(n_test + len(c) - target) < abs(n_test - target):
+            chosen.update(c)
+            n_test += len(c)
+    for i, t in enumerate(tasks):
+        t.split = "test" if i in chosen else "train"
+
+
+def split_figures(tasks: Sequence[Task]) -> dict[str, Any]:
+    """What a release's card says about its split: test share, groups, and the test tasks
+    that share an exact call sequence, a split group or a goal kind with a train task."""
+    train = [t for t in tasks if t.split != "test"]
+    test = [t for t in tasks if t.split == "test"]
+    seqs = {s for t in train if (s := call_sequence(t)) is not None}
+    groups = {split_group(t) for t in train}
+    kinds = {(t.world, t.method, goal_kind(t)) for t in train}
+    names = {_tool_names(t) for t in train}
+    return {
+        "tasks": len(tasks),
+        "test": len(test),
+        "test_share": round(len(test) / len(tasks), 3) if tasks else 0.0,
+        "groups": len({split_group(t) for t in tasks}),
+        "components": len(components(tasks)),
+        "test_sharing_call_sequence": sum(call_sequence(t) in seqs for t in test),
+        "test_sharing_group": sum(split_group(t) in groups for t in test),
+        "test_sharing_goal_kind": sum((t.world, t.method, goal_kind(t)) in kinds for t in test),
+        "test_sharing_tool_names": sum(_tool_names(t) in names for t in test),
+    }
+
+
+def _tool_names(task: Task) -> tuple[str, ...]:
+    return tuple(c.name for c in task.reference_solution)
