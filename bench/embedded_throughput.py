@@ -6,6 +6,9 @@
 - `full`: the prefix plus each conversation's own earlier turns reused.
 
 Full mode runs 4-turn conversations of 64 new tokens per turn, `--quick` 1 turn of 32.
+The user is a stand-in that always asks a follow-up question and never ends the
+conversation (`KeepTalking`), so every conversation runs its full number of agent turns
+whatever the 135M agent says; the agent is the real embedded model.
 Targets: `speedup_full_vs_none` >= 3 over 4 turns, `speedup_prefix_vs_none` >= 2 over 1
 turn. Each arm starts with an empty cache (its first prefix is computed inside the run).
 `ratio_vs_raw` compares the `full` arm against raw batched `model.generate` on the `none`
@@ -33,7 +36,7 @@ from typing import Any
 from data.records import Sampling
 from envs.registry import get_world
 from rollout.agent import AgentConfig
-from rollout.collector import RolloutConfig, collect
+from rollout.collector import RolloutConfig, UserConfig, collect
 from rollout.embedded import EmbeddedModel, _Engine, prepare_embedded_model
 from rollout.model import ChatResponse
 from synthesis.base import SynthesisConfig, get_method
@@ -54,6 +57,25 @@ class Recording:
     ) -> ChatResponse:
         self.prompts.append(([dict(m) for m in messages], list(tools), sampling.max_tokens))
         return await self.model.chat(messages, tools, sampling)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class KeepTalking:
+    """The user's model: a follow-up question each turn, never an end-of-conversation marker."""
+
+    name = "keep-talking-user"
+    REPLIES = ("Could you explain that once more, step by step?", "What would you suggest I do next?",
+               "Can you check that again for me, please?", "And what does that mean for my booking?")
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling
+                   ) -> ChatResponse:
+        self.calls += 1
+        return ChatResponse(text=self.REPLIES[self.calls % len(self.REPLIES)])
 
     async def aclose(self) -> None:
         return None
@@ -104,15 +126,18 @@ def run_arm(mode: str, tasks: list[Any], max_turns: int, max_tokens: int) -> tup
     embedded = EmbeddedModel(max_batch=CONCURRENCY, kv_reuse=mode)
     sampling = Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
     cfg = RolloutConfig(
-        trials=1, concurrency=CONCURRENCY, sampling=sampling, agent=AgentConfig(max_turns=max_turns)
+        trials=1, concurrency=CONCURRENCY, sampling=sampling, agent=AgentConfig(max_turns=max_turns),
+        user=UserConfig(kind="llm"),
     )
+    user = KeepTalking()
     warm = Recording(embedded)  # loads the model and warms the kernels
-    collect(tasks[:1], cfg.model_copy(update={"agent": AgentConfig(max_turns=1)}), model_for=lambda t: warm)
+    collect(tasks[:1], cfg.model_copy(update={"agent": AgentConfig(max_turns=1)}), model_for=lambda t: warm,
+            user_model_for=lambda t: user)
     embedded.clear_kv()
     rec = Recording(embedded)
     batches_before = len(embedded.batch_sizes)
     t0 = time.perf_counter()
-    trajs = collect(tasks, cfg, model_for=lambda t: rec)
+    trajs = collect(tasks, cfg, model_for=lambda t: rec, user_model_for=lambda t: user)
     wall = time.perf_counter() - t0
     tokens = sum(t.usage.completion_tokens for t in trajs)
     sizes = embedded.batch_sizes[batches_before:]
