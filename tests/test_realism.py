@@ -3,12 +3,15 @@ answers are known."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from data.records import StateRef, Task, ToolCall, UserScenario, Verification
 from envs.registry import get_world
+from synthesis.base import SynthesisConfig, get_method
+from synthesis.logic_driven import kind_order
 from synthesis.realism import (
     instruction_text,
     leaked_tasks,
@@ -115,3 +118,41 @@ def test_leaks_are_counted_on_the_world_and_targets_judged() -> None:
     met = meets(figs)
     assert met["leaked_tasks"] is False and met["nl_assertion_coverage"] is True
     assert met["write_tools_missing"] is False  # no task calls any write tool
+
+
+# -- every write tool is some task's target (issue 16 §2) ------------------------------------------
+
+@pytest.mark.parametrize("method", ["logic_driven", "constraint_guided"])
+@pytest.mark.parametrize("name", ["airline", "retail", "telecom", "clinic"])
+def test_every_write_tool_is_targeted_at_the_bench_count(method: str, name: str) -> None:
+    world = get_world(name)
+    result = get_method(method)(SynthesisConfig(method=method, world=name, n_tasks=20, seed=0), world)
+    assert len(result.tasks) == 20, dict(result.drops)
+    assert write_tool_coverage(world, result.tasks)["missing"] == []
+    assert leaked_tasks(world, result.tasks) == 0
+
+
+@pytest.mark.parametrize("name", ["airline", "telecom", "clinic"])
+def test_declared_kind_writes_are_what_the_tasks_call(name: str) -> None:
+    """Each logic-driven task calls the write tools its kind declares (none: a refusal)."""
+    world = get_world(name)
+    declared = world.design.KIND_WRITES
+    assert set(declared) == set(world.design.KIND_NAMES if name == "clinic" else world.design.KINDS)
+    result = get_method("logic_driven")(SynthesisConfig(world=name, n_tasks=16, seed=4), world)
+    for t in result.tasks:
+        kind = t.metadata["boundary"]
+        called = {c.name for c in t.reference_solution if world.tools[c.name].write}
+        assert set(declared[kind]) <= called and (declared[kind] or not called), (kind, called)
+
+
+def test_kind_order_puts_uncovered_write_tools_first() -> None:
+    world = get_world("airline")
+    covered = [task("a", calls=[call("book_reservation"), call("cancel_reservation"), call("update_baggage")])]
+    drawn = Counter({k: 1 for k in world.design.KINDS})
+    order = kind_order(world, drawn, covered)
+    assert order is not None and order[0] == "change_seats_exact" and sorted(order) == sorted(world.design.KINDS)
+    drawn["change_seats_exact"] = 1
+    drawn["seats_exact"] = 0  # drawn least: first once every write tool is covered
+    everything = [*covered, task("b", calls=[call("change_flight")])]
+    assert kind_order(world, drawn, everything)[0] == "seats_exact"  # type: ignore[index]
+    assert kind_order(get_world("retail"), drawn, covered) is None  # retail declares no KIND_WRITES
