@@ -121,15 +121,20 @@ def solvable_in_any_order(conn: sqlite3.Connection, world: str, reads: list[Tool
 def sample_set(conn: sqlite3.Connection, rng: Any, world: str, owners: list[Any], kinds: list[str],
                sample: Callable[[str, sqlite3.Connection, Any, Any, set[str]], Any],
                touched: Callable[[Any], set[str]], write_call: Callable[[Any], ToolCall],
-               p_extra: float) -> list[Any]:
+               p_extra: float, first: str | None = None) -> list[Any]:
     """A constraint set for one owner (user, customer, patient), solvable by construction:
     one request of some kind, plus (with probability `p_extra`) a second one on records the
     first does not touch, kept only if every write order succeeds. Kinds are tried from a
-    random first one, owners in a shuffled order (the first 40); empty when nothing fits.
+    random first one (`first`, when given), owners in a shuffled order (the first 40); empty
+    when nothing fits.
     `sample(kind, conn, rng, owner, avoid)` draws one constraint or None."""
     owners = list(owners)
     rng.shuffle(owners)
-    first_kind = rng.choice(kinds)
+    first_kind = rng.choice(kinds)  # drawn either way: the stream stays the same
+    if first is not None:
+        if first not in kinds:
+            raise ValueError(f"unknown kind {first!r}; kinds are {kinds}")
+        first_kind = first
     extra = rng.random() < p_extra
 
     def solvable(cs: list[Any]) -> bool:

@@ -13,12 +13,17 @@ a task whose description matches another record once one of its own writes is do
 booking that adds a look-alike of the reservation to change) is dropped, counted as
 ``ambiguous_after_write``.
 
+A world whose ``sample_constraints`` takes `kind` gets its ``KINDS`` in turn (attempt i asks
+for a first request of kind i mod len(KINDS)), so every kind, and with it every write tool
+the world's constraints reach, comes up within a few tasks; other worlds draw their own.
+
 Options (``cfg.options``): ``tasks_per_seed`` (6), ``p_extra`` (the world's default share
 of sets with a second constraint).
 """
 
 from __future__ import annotations
 
+import inspect
 import random
 import sqlite3
 from collections import Counter
@@ -195,6 +200,8 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     result = SynthesisResult()
     attempted = described = first_unique = redraws = unique = 0
     kinds: Counter = Counter()
+    turns = (list(module.KINDS) if "kind" in inspect.signature(module.sample_constraints).parameters
+             and getattr(module, "KINDS", None) else None)
     seed = cfg.seed
     while len(result.tasks) < cfg.n_tasks and attempted < 4 * cfg.n_tasks + 8:
         ref = world.state_ref(seed, cfg.scale)
@@ -203,8 +210,9 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             for _ in range(per_seed):  # the same draws whatever n_tasks: more tasks extend the list
                 if len(result.tasks) >= cfg.n_tasks:
                     break
+                turn = {"kind": turns[attempted % len(turns)]} if turns else {}
                 attempted += 1
-                constraints = module.sample_constraints(conn, rng, **sample_kw)
+                constraints = module.sample_constraints(conn, rng, **sample_kw, **turn)
                 if not constraints:
                     result.drops["no_solvable_constraints"] += 1
                     continue

@@ -7,6 +7,12 @@ solution, the world's `describe` hook states the goal as the user would, and the
 kept only if replaying the reference on a fresh copy of the initial state reaches exactly
 the target hash.
 
+States are designed seed after seed (cfg.seed, cfg.seed + 1, ...). The first draws the
+world's own cycle of boundary kinds; where a world's design declares ``KIND_WRITES`` and
+its `variants` takes `kinds`, later ones draw first the kinds that target a write tool no
+task calls yet, then the kinds drawn least (`kind_order`), so every write tool is some
+task's target and the kinds come round in turn.
+
 Options (`SynthesisConfig.options`, besides the Explorer's): `substitutes: int` and
 `noise_rows: int` (default 0) add near-copies of the focus records and unrelated rows to
 each designed state before the Explorer runs (`set_designer.with_haystack`); an added row
@@ -18,6 +24,7 @@ rewords each instruction, kept only when it passes `synthesis.paraphrase.check_p
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections import Counter
 from typing import Any
@@ -102,9 +109,12 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     rejections_total: dict[str, int] = {}
     tool_names = set(world.tools)
     seed = cfg.seed
+    drawn: Counter = Counter()  # boundary kinds of the variants drawn so far
     while len(result.tasks) < cfg.n_tasks and attempted < 4 * cfg.n_tasks + 8:
-        for variant, ref in design_states(world, seed, cfg.scale, min(7, cfg.n_tasks - len(result.tasks))):
+        kinds = kind_order(world, drawn, result.tasks) if seed != cfg.seed else None
+        for variant, ref in design_states(world, seed, cfg.scale, min(7, cfg.n_tasks - len(result.tasks)), kinds):
             attempted += 1
+            drawn[variant.kind] += 1
             designed = ref
             ref, added, skipped = with_haystack(world, variant, ref, hay_rng, substitutes, noise_rows)
             haystack_skipped.update(skipped)
@@ -220,6 +230,30 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     return result
 
 
+
+
+def kind_order(world: World, drawn: Counter, tasks: list[Task]) -> list[str] | None:
+    """The boundary kinds the next state's variants are drawn from, in order, for a world
+    whose design declares ``KIND_WRITES`` (kind -> the write tools its goal calls) and whose
+    `variants` takes `kinds`; None for any other (it draws its own cycle).
+
+    First, greedily, the kinds that target a write tool no accepted task calls yet (fewest
+    draws first, so a kind that keeps failing gives way); then every other kind, fewest
+    draws first, in the world's order. So a run covers every write tool as soon as it can,
+    then cycles through the kinds instead of redrawing the ones it already has."""
+    declared = getattr(world.design, "KIND_WRITES", None)
+    if declared is None or "kinds" not in inspect.signature(world.design.variants).parameters:
+        return None
+    names = list(declared)
+    covered = {c.name for t in tasks for c in t.reference_solution}
+    by_draws = sorted(names, key=lambda k: (drawn[k], names.index(k)))
+    first: list[str] = []
+    wanted = {w for k in names for w in declared[k]} - covered
+    for kind in by_draws:
+        if wanted & set(declared[kind]):
+            first.append(kind)
+            wanted -= set(declared[kind])
+    return first + [k for k in by_draws if k not in first]
 
 
 def refused_request(world: World, ref: StateRef, variant: Any) -> tuple[ToolCall | None, str | None]:

@@ -23,12 +23,15 @@ from envs.design import Variant
 from envs.world import RULE_RE, World
 
 
-def design_states(world: World, seed: int, scale: int, n: int) -> list[tuple[Variant, StateRef]]:
-    """`n` boundary-adjacent variants of the world's base state for `seed`."""
+def design_states(world: World, seed: int, scale: int, n: int,
+                  kinds: list[str] | None = None) -> list[tuple[Variant, StateRef]]:
+    """`n` boundary-adjacent variants of the world's base state for `seed` (drawn from
+    `kinds` in that order when given: the hook must take a `kinds` argument)."""
     rng = random.Random(seed)
     base = world.build_state(seed, scale)
     out: list[tuple[Variant, StateRef]] = []
-    for variant in world.design.variants(base, rng, n):
+    drawn = world.design.variants(base, rng, n) if kinds is None else world.design.variants(base, rng, n, kinds=kinds)
+    for variant in drawn:
         try:
             ref = world.state_ref(seed, scale, variant.patches)
         except sqlite3.DatabaseError:

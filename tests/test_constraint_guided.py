@@ -79,7 +79,7 @@ def test_stats_and_kinds(result: SynthesisResult) -> None:
     s = result.stats
     assert s["fuzzy_unique_rate"] == 1.0 and s["fuzzy_descriptions"] >= 24
     assert 0 < s["fuzzy_first_draw_unique_rate"] <= 1.0
-    assert set(s["constraint_kinds"]) == {"book", "cancel", "bags"}
+    assert set(s["constraint_kinds"]) == {"book", "cancel", "bags", "change"}
     assert s["emitted"] == 12 and sum(result.drops.values()) == s["attempted"] - s["emitted"]
 
 
@@ -251,6 +251,16 @@ def test_known_bad_cases_fail(airline: World, ctasks: list[Task]) -> None:
                 if c.kind == "world_mutation":  # valid calls: they fail on outcome, not on error
                     assert verdict.details["failed_writes"] == 0, (c.note, verdict.reasons)
             seen.add(c.note if c.kind == "world_mutation" else c.kind)
+        # the audit keeps the first few world mutations by name; every one the world offers must fail
+        conn = initial(airline, task)
+        try:
+            offered = ac.audit_mutations(conn, load_constraints(task.verification.constraints),
+                                         task.reference_solution)
+        finally:
+            conn.close()
+        for name, calls in offered.items():
+            assert not v.verify(task, traj(task, calls)).passed, name
+            seen.add(name)
     assert {"wrong_flight", "wrong_cabin", "wrong_payment", "extra_write", "wrong_bag_count",
             "drop_write", "reorder_writes", "reorder_reads", "skip_reads"} <= seen
 

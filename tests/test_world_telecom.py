@@ -246,11 +246,13 @@ def _naive_call(kind: str, v: Any) -> ToolCall:
         return call("change_plan", **fields)
     if want_kind == "roaming_on":
         return call("set_roaming", line_id=fields["line_id"], enabled=True)
+    if want_kind == "terminate":
+        return call("terminate_line", **fields)
     raise AssertionError(want_kind)
 
 
 ALLOWED = {"line_limit_room", "pay_exact", "card_valid", "bill_due_today", "addons_room", "suspend_one_used",
-           "contract_ends_today", "usage_at_allowance", "roaming_with_pass"}
+           "contract_ends_today", "usage_at_allowance", "roaming_with_pass", "close_line"}
 
 
 def test_boundary_variants_sit_one_step_either_side_of_their_rule(telecom: World) -> None:

@@ -3,7 +3,10 @@
 
 A set is one booking (flight, cabin, passengers, payment method, insurance) on a scheduled
 future flight with room for everyone, paid with a method that covers it, optionally plus
-the cancellation of a cancellable reservation or a new baggage count on an active one.
+the cancellation of a cancellable reservation, a new baggage count on an active one, or
+moving an active (not basic economy) reservation to another scheduled flight on its route
+with room for its party. With `kind` (constraint-guided synthesis passes ``KINDS`` in turn)
+the extra request is of that kind ("book": none).
 Descriptions replace flight, payment and reservation ids; each is checked to match exactly
 one record of its scope (flights: all; payments and reservations: the user's).
 """
@@ -16,6 +19,7 @@ import sqlite3
 from typing import Any
 
 from data.records import ToolCall
+from envs import cove
 from envs import sql as kit
 from envs.constraints import Constraint, Fuzzification, FuzzifyError, FuzzyRef, record_key
 from envs.design import Goal
@@ -39,6 +43,7 @@ ENTITY_VIEWS: dict[str, str] = {
                     " r.passengers FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"),
 }
 _IDENT = re.compile(r"^[a-z_]+$")
+KINDS = ["book", "cancel", "bags", "change"]  # the booking alone, or the booking plus one extra request
 
 
 def part_of_day(departure: str) -> str:
@@ -124,6 +129,34 @@ def _sample_bags(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> 
     return None
 
 
+def _sample_change(conn: sqlite3.Connection, rng: random.Random, user_id: str) -> Constraint | None:
+    """An active reservation that may change flights (not basic economy, R08; not departed,
+    R12) moved to another scheduled future flight on the same route (R09, R01) with seats
+    for its party (R02) that the user holds nothing on; a fare difference charged to a
+    gift card or certificate must be covered by its balance."""
+    rows = kit.rows(conn, "SELECT r.*, f.origin, f.destination, p.balance FROM reservations r"
+                       " JOIN flights f ON f.flight_id = r.flight_id JOIN payment_methods p ON p.payment_id = r.payment_id"
+                       " WHERE r.user_id = ? AND r.status = 'active' AND r.cabin <> 'basic_economy'"
+                       " AND f.status IN ('scheduled', 'delayed') ORDER BY r.reservation_id", user_id)
+    rng.shuffle(rows)
+    for r in rows:
+        old = kit.rows(conn, "SELECT * FROM flights WHERE flight_id = ?", r["flight_id"])[0]
+        column = price_column(r["cabin"])
+        options = [f for f in kit.rows(
+            conn, "SELECT * FROM flights WHERE origin = ? AND destination = ? AND status = 'scheduled'"
+                  " AND date > date(?) AND seats_available >= ? AND flight_id <> ? AND flight_id NOT IN"
+                  " (SELECT flight_id FROM reservations WHERE user_id = ? AND status = 'active') ORDER BY flight_id",
+            r["origin"], r["destination"], kit.now(conn), r["passengers"], r["flight_id"], user_id)
+            if r["balance"] is None or r["balance"] >= (f[column] - old[column]) * r["passengers"]]
+        if options:
+            return Constraint(kind="change", fields={"user_id": user_id, "reservation_id": r["reservation_id"],
+                                                     "new_flight_id": rng.choice(options)["flight_id"]})
+    return None
+
+
+EXTRAS = {"cancel": _sample_cancel, "bags": _sample_bags, "change": _sample_change}
+
+
 def _shares_balance(conn: sqlite3.Connection, booking: Constraint, extra: Constraint) -> bool:
     """Whether both writes draw on one gift card or certificate (then order would matter)."""
     row = conn.execute("SELECT p.payment_id, p.balance FROM reservations r JOIN payment_methods p"
@@ -132,22 +165,31 @@ def _shares_balance(conn: sqlite3.Connection, booking: Constraint, extra: Constr
     return row is not None and row[0] == booking["payment_id"] and row[1] is not None
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.6) -> list[Constraint]:
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.6,
+                       kind: str | None = None) -> list[Constraint]:
     """A constraint set for one user, solvable by construction: a booking, plus (with
-    probability `p_extra`) a cancellation or a baggage change. Empty when nothing fits."""
+    probability `p_extra`, or as `kind` says when given) a cancellation, a baggage change or
+    a flight change. Empty when nothing fits."""
     users = [r["user_id"] for r in kit.rows(conn, "SELECT user_id FROM users ORDER BY user_id")]
     rng.shuffle(users)
-    extra_kind = rng.choice(["cancel", "bags"]) if rng.random() < p_extra else None
-    for kind in ([extra_kind, None] if extra_kind else [None]):
+    extra_kind = rng.choice(["cancel", "bags"]) if rng.random() < p_extra else None  # drawn either way
+    if kind is not None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; kinds are {KINDS}")
+        extra_kind = None if kind == "book" else kind
+    for wanted in ([extra_kind, None] if extra_kind else [None]):
         for uid in users:
             extra = None
-            if kind is not None:
-                extra = (_sample_cancel if kind == "cancel" else _sample_bags)(conn, rng, uid)
+            if wanted is not None:
+                extra = EXTRAS[wanted](conn, rng, uid)
                 if extra is None:
                     continue
             booking = _sample_booking(conn, rng, uid)
             if booking is None or (extra is not None and _shares_balance(conn, booking, extra)):
                 continue
+            if extra is not None and extra.kind == "change" and not cove.solvable_in_any_order(
+                    conn, "airline", [], [write_call(booking), write_call(extra)]):
+                continue  # the booking takes the seats the move needs, or the other way round
             return [booking] if extra is None else [booking, extra]
     return []
 
@@ -268,9 +310,12 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
         if c.kind == "book":
             out.refs[f"c{i}.flight_id"] = describe_flight(conn, rng, f"c{i}.flight_id", c["flight_id"])
             out.refs[f"c{i}.payment_id"] = describe_payment(conn, rng, f"c{i}.payment_id", c["payment_id"])
-        elif c.kind in ("cancel", "bags"):
+        elif c.kind in ("cancel", "bags", "change"):
             out.refs[f"c{i}.reservation_id"] = describe_reservation(conn, rng, f"c{i}.reservation_id",
                                                                     c["reservation_id"])
+            if c.kind == "change":
+                out.refs[f"c{i}.new_flight_id"] = describe_flight(conn, rng, f"c{i}.new_flight_id",
+                                                                  c["new_flight_id"])
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
     return out
@@ -301,6 +346,11 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             parts.append(f"have {n} checked bag{'s' if n != 1 else ''} in total on {res}")
             known.update({"reservation": _mine(res), "bags": str(n)})
             unknown.append("the reservation id")
+        elif c.kind == "change":
+            res, flight = fuzzy[f"c{i}.reservation_id"], fuzzy[f"c{i}.new_flight_id"]
+            parts.append(f"move {res} to {flight}")
+            known.update({"reservation to move": _mine(res), "new flight": flight})
+            unknown += ["the reservation id", "the flight id", "the fare difference"]
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
     return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="travel plans",
@@ -324,6 +374,9 @@ def write_call(c: Constraint) -> ToolCall:
     if c.kind == "bags":
         return ToolCall(name="update_baggage", arguments={"reservation_id": c["reservation_id"],
                                                           "total_bags": c["total_bags"]})
+    if c.kind == "change":
+        return ToolCall(name="change_flight", arguments={"reservation_id": c["reservation_id"],
+                                                         "new_flight_id": c["new_flight_id"]})
     raise ValueError(f"unknown constraint kind {c.kind!r}")
 
 
@@ -337,6 +390,10 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
                 "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
         else:
             reads.append(ToolCall(name="get_reservation_details", arguments={"reservation_id": c["reservation_id"]}))
+            if c.kind == "change":
+                f = _record(conn, "flight", c["new_flight_id"])
+                reads.append(ToolCall(name="search_flights", arguments={
+                    "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
     return [*reads, *(write_call(c) for c in constraints)]
 
 
@@ -352,7 +409,8 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     - book: an active reservation of the user with exactly that flight, cabin, passengers,
       payment method and insurance exists, and its id did not exist initially;
     - cancel: the reservation was active initially and is cancelled now;
-    - bags: the reservation is active with exactly `total_bags` checked bags.
+    - bags: the reservation is active with exactly `total_bags` checked bags;
+    - change: the reservation is active on `new_flight_id` (it was on another flight).
     """
     initial_ids = {r[0] for r in conn_initial.execute("SELECT reservation_id FROM reservations")}
     satisfied: list[bool] = []
@@ -379,6 +437,13 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             ok = bool(after and after["status"] == "active" and after["bags"] == c["total_bags"])
             record = c["reservation_id"] if ok else None
             reason = "bags set" if ok else (f"{after['bags']} bags, status {after['status']}" if after else "missing")
+        elif c.kind == "change":
+            before, after = _reservation(conn_initial, c["reservation_id"]), _reservation(conn_final, c["reservation_id"])
+            ok = bool(before and after and after["status"] == "active"
+                      and after["flight_id"] == c["new_flight_id"] != before["flight_id"])
+            record = c["reservation_id"] if ok else None
+            reason = "flight changed" if ok else (f"on {after['flight_id']}, status {after['status']}" if after
+                                                  else "missing")
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
         satisfied.append(record is not None)

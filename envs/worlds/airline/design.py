@@ -14,11 +14,18 @@ from envs.state import CellChange
 
 KINDS = [
     "seats_exact", "seats_short", "balance_exact", "balance_short",
-    "cancel_inside_window", "cancel_outside_window", "bags_at_limit",
+    "cancel_inside_window", "cancel_outside_window", "bags_at_limit", "change_seats_exact",
 ]
+# The write tools each kind's goal calls (none: the right outcome is a refusal); logic-
+# driven synthesis schedules kinds by it so every write tool is some task's target.
+KIND_WRITES: dict[str, list[str]] = {
+    "seats_exact": ["book_reservation"], "seats_short": ["book_reservation"], "balance_exact": ["book_reservation"],
+    "balance_short": ["book_reservation"], "cancel_inside_window": ["cancel_reservation"], "cancel_outside_window": [],
+    "bags_at_limit": ["update_baggage"], "change_seats_exact": ["change_flight"],
+}
 PERSONAS = {"seats_short": "mismatch", "balance_short": "boundary", "cancel_outside_window": "boundary",
             "seats_exact": "boundary", "balance_exact": "boundary", "bags_at_limit": "novice",
-            "cancel_inside_window": "entangled"}
+            "cancel_inside_window": "entangled", "change_seats_exact": "boundary"}
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
@@ -32,8 +39,12 @@ def _future_pairs(conn: sqlite3.Connection) -> list[tuple[dict, dict]]:
     return [(a, b) for fs in by_route.values() for a, b in zip(fs, fs[1:], strict=False)]
 
 
-def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
-    """`n` boundary-adjacent variants of the state, cycling through the boundary kinds."""
+def variants(conn: sqlite3.Connection, rng: random.Random, n: int, kinds: list[str] | None = None) -> list[Variant]:
+    """`n` boundary-adjacent variants of the state, cycling through the boundary kinds (or
+    through `kinds`, in that order, when given)."""
+    cycle = KINDS if kinds is None else kinds
+    if set(cycle) - set(KINDS) or not cycle:
+        raise ValueError(f"unknown kind(s) {sorted(set(cycle) - set(KINDS))}; kinds are {KINDS}")
     users = kit.rows(conn, "SELECT * FROM users ORDER BY user_id")
     with_gift = kit.rows(conn, "SELECT DISTINCT u.* FROM users u JOIN payment_methods p USING (user_id)"
                             " WHERE p.kind = 'gift_card' ORDER BY user_id")
@@ -41,7 +52,7 @@ def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Varia
     out: list[Variant] = []
     attempts = 0
     while len(out) < n and attempts < 20 * n:
-        kind = KINDS[attempts % len(KINDS)]
+        kind = cycle[attempts % len(cycle)]
         attempts += 1
         pool = with_gift if kind.startswith("balance") and with_gift else users
         v = _make(kind, conn, rng, rng.choice(pool), rng.choice(pairs))
@@ -84,7 +95,8 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, p
         return Variant(kind, patches, focus, ["R04_BALANCE"], PERSONAS[kind],
                        f"gift card balance {balance} for a {total} booking", pref)
     # Reservation-based boundaries: give the user an active economy reservation on `flight`.
-    hours = {"cancel_inside_window": 23, "cancel_outside_window": 25, "bags_at_limit": 60}[kind]
+    hours = {"cancel_inside_window": 23, "cancel_outside_window": 25, "bags_at_limit": 60,
+             "change_seats_exact": 60}[kind]
     created = (kit.now_dt(conn) - timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
     rid = f"RX{rng.randrange(16**4):04X}"
     bags = 3 * passengers - 1 if kind == "bags_at_limit" else 0
@@ -96,6 +108,11 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random, user: dict, p
         f" {passengers}, {kit.q(card['payment_id'])}, 0, {bags}, {price}, 'active', {kit.q(created)})",
     ]
     focus.update(reservation_ids=[rid], flight_ids=[flight["flight_id"], substitute["flight_id"]])
+    if kind == "change_seats_exact":  # the later flight on the route has exactly the seats the party needs
+        patches.append(seat(substitute["flight_id"], passengers))
+        return Variant(kind, patches, focus, ["R02_SEATS", "R09_SAME_ROUTE"], PERSONAS[kind],
+                       f"reservation {rid} on {flight['flight_id']}; {substitute['flight_id']} has {passengers}"
+                       f" seat(s) for {passengers} passenger(s)", preference={"wants_change": rid})
     rules = {"cancel_inside_window": ["R06_CANCEL_WINDOW"], "cancel_outside_window": ["R06_CANCEL_WINDOW"],
              "bags_at_limit": ["R10_BAG_LIMIT"]}[kind]
     return Variant(kind, patches, focus, rules, PERSONAS[kind], f"reservation {rid} booked {hours}h ago, {bags} bags",
@@ -231,10 +248,15 @@ def goal_score(changes: list[CellChange], variant: Variant) -> float:
             score += 2
         if variant.kind == "cancel_inside_window" and values.get("status") == "cancelled":
             score += 2
+        if (variant.kind == "change_seats_exact" and "flight_id" in cols and cols["flight_id"].op == "update"
+                and values["flight_id"] == variant.focus["flight_ids"][1]):
+            score += 2
         if variant.kind == "bags_at_limit" and "bags" in cols and cols["bags"].op == "update":
             score += 2 if values["bags"] > cols["bags"].before else 0
         if values.get("insurance") in (0, False):
             score += 0.5
+        if variant.kind == "change_seats_exact" and next(iter(cols.values())).op == "insert":
+            score -= 1  # the user asks to move a trip, not to book another one
     return score
 
 

@@ -53,6 +53,20 @@ _PAIRS: list[tuple[tuple[str, str, str], tuple[str, str, str]]] = [
 KINDS: list[tuple[str, str, str]] = ([pair[i % 2] for i, pair in enumerate(_PAIRS)]
                                      + [pair[1 - i % 2] for i, pair in enumerate(_PAIRS)])
 KIND_NAMES = [k for k, _, _ in KINDS]
+_BOOK, _CANCEL, _MOVE, _REFILL = ["book_appointment"], ["cancel_appointment"], ["reschedule_appointment"], \
+    ["refill_prescription"]
+# The write tools each kind's goal calls (none: the right outcome is a refusal); logic-
+# driven synthesis schedules kinds by it so every write tool is some task's target.
+KIND_WRITES: dict[str, list[str]] = {
+    "slot_last_open": _BOOK, "slot_taken": _BOOK, "network_in": _BOOK, "network_out": _BOOK,
+    "referral_on_expiry": _BOOK, "referral_expired": _BOOK, "age_day_before_18": _BOOK, "age_turns_18": _BOOK,
+    "overlap_back_to_back": _BOOK, "overlap_by_step": _BOOK, "active_two_held": _BOOK,
+    "active_three_held": [*_CANCEL, *_BOOK], "balance_at_hold": _BOOK, "balance_over_hold": ["pay_balance", *_BOOK],
+    "cancel_24h_ahead": _CANCEL, "cancel_23h_ahead": _CANCEL, "move_starts_soon": _MOVE, "move_already_started": [],
+    "reschedule_second": _MOVE, "reschedule_third": [*_CANCEL, *_BOOK], "refill_last_one": _REFILL,
+    "refill_none_left": [], "refill_first_day": _REFILL, "refill_day_early": [], "rx_expires_today": _REFILL,
+    "rx_expired_yesterday": [], "referral_last_visit": _BOOK, "referral_used_up": [],
+}
 
 
 def _years_before(day: date, years: int) -> date:
@@ -522,12 +536,15 @@ for _kind, _rule, _ in KINDS:
 
 def variants(conn: sqlite3.Connection, rng: random.Random, n: int, kinds: list[str] | None = None) -> list[Variant]:
     """`n` boundary-adjacent variants, cycling through the kinds from a seeded offset
-    (or through `kinds` only, when given)."""
-    chosen = [k for k in KINDS if kinds is None or k[0] in kinds]
-    if kinds is not None and len(chosen) != len(set(kinds)):
+    (or through `kinds` only, in that order, when given)."""
+    by_name = {k[0]: k for k in KINDS}
+    chosen = KINDS if kinds is None else [by_name[k] for k in dict.fromkeys(kinds) if k in by_name]
+    if kinds is not None and (len(chosen) != len(set(kinds)) or not chosen):
         raise ValueError(f"unknown kind(s) {sorted(set(kinds) - set(KIND_NAMES))}; kinds are {KIND_NAMES}")
     ctx = _Ctx(conn, rng, kit.now_dt(conn))
-    start = rng.randrange(len(chosen))
+    start = rng.randrange(len(chosen))  # drawn either way: the stream stays the same
+    if kinds is not None:
+        start = 0
     out: list[Variant] = []
     attempts = 0
     while len(out) < n and attempts < 20 * max(n, 1):

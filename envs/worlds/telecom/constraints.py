@@ -4,9 +4,11 @@
 A set is about one account (the customer gives their account id, P1): one request out of
 moving a line to another plan (available, no downgrade under contract, allowance covering
 the data used, no overdue bill), adding an add-on, switching roaming on, suspending a line
-(lost or stolen, or travel; within the yearly limit) and paying what is left of a bill
-with a method that has not expired; with probability `p_extra` a second request on
-another line or bill. A set is kept only if its writes succeed in every order.
+(lost or stolen, or travel; within the yearly limit), paying what is left of a bill
+with a method that has not expired, opening a new line (room under the segment's limit),
+removing an add-on, reactivating a line suspended by the customer, and closing a line for
+good; with probability `p_extra` a second request on another line or bill. With `kind`
+(constraint-guided synthesis passes the kinds in turn) the first request is of that kind. A set is kept only if its writes succeed in every order.
 Descriptions replace line, plan, add-on, bill and payment-method ids; each matches exactly
 one record of its scope (lines, bills and methods: the account's; plans: the available
 ones; add-ons: all).
@@ -26,7 +28,8 @@ from envs.design import Goal
 
 WORLD = "telecom"
 IDENTITY_FIELDS = ("customer_id",)  # the account id the customer gives (P1)
-KINDS = ["plan", "addon", "roaming", "suspend", "pay"]
+KINDS = ["plan", "addon", "roaming", "suspend", "pay", "new_line", "drop_addon", "resume", "terminate"]
+LINE_LIMIT = {"business": 8}  # lines an account may hold (not terminated); other segments 4 (R02)
 REASON_WORDS = {"lost_or_stolen": "your phone was lost or stolen", "travel": "you are travelling"}
 ADDON_WORDS = {"data": "data boost", "roaming": "roaming pass", "calls": "international calling add-on",
                "insurance": "device protection add-on"}
@@ -119,9 +122,19 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
         b = rng.choice(bills)
         return Constraint(kind="pay", fields={**base, "bill_id": b["bill_id"], "method_id": rng.choice(methods),
                                               "amount": b["amount"] - b["amount_paid"]})
-    lines = [ln for ln in kit.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = 'active'"
-                                          " ORDER BY line_id", cid) if ln["line_id"] not in avoid]
-    if not lines or (kind != "suspend" and _overdue(conn, cid)):
+    if kind == "new_line":
+        segment, held = conn.execute(
+            "SELECT segment, (SELECT COUNT(*) FROM lines WHERE customer_id = ? AND status <> 'terminated')"
+            " FROM customers WHERE customer_id = ?", (cid, cid)).fetchone()
+        if held >= LINE_LIMIT.get(segment, 4) or _overdue(conn, cid) or "new_line" in avoid:
+            return None
+        plans = [p["plan_id"] for p in kit.rows(conn, "SELECT plan_id FROM plans WHERE status = 'available'"
+                                                     " ORDER BY plan_id")]
+        return Constraint(kind="new_line", fields={**base, "plan_id": rng.choice(plans)}) if plans else None
+    status = "suspended" if kind == "resume" else "active"
+    lines = [ln for ln in kit.rows(conn, "SELECT * FROM lines WHERE customer_id = ? AND status = ?"
+                                          " ORDER BY line_id", cid, status) if ln["line_id"] not in avoid]
+    if not lines or (kind not in ("suspend", "terminate", "drop_addon") and _overdue(conn, cid)):
         return None
     rng.shuffle(lines)
     for ln in lines:
@@ -145,19 +158,31 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
                 return Constraint(kind="roaming", fields={**base, "line_id": lid, "enabled": True})
         elif kind == "suspend" and ln["suspensions_ytd"] < 2:
             return Constraint(kind="suspend", fields={**base, "line_id": lid, "reason": rng.choice(list(REASON_WORDS))})
+        elif kind == "drop_addon":
+            have = [r[0] for r in conn.execute("SELECT addon_id FROM line_addons WHERE line_id = ? ORDER BY addon_id",
+                                               (lid,))]
+            if have:
+                return Constraint(kind="drop_addon", fields={**base, "line_id": lid, "addon_id": rng.choice(have)})
+        elif kind == "resume" and ln["suspend_reason"] != "non_payment":  # the customer's own suspension
+            return Constraint(kind="resume", fields={**base, "line_id": lid})
+        elif kind == "terminate":
+            return Constraint(kind="terminate", fields={**base, "line_id": lid})
     return None
 
 
 def _touched(c: Constraint) -> set[str]:
-    return {str(c.fields[k]) for k in ("line_id", "bill_id") if k in c.fields}
+    """The records a constraint acts on (a new line: the account's line count, as "new_line")."""
+    return {str(c.fields[k]) for k in ("line_id", "bill_id") if k in c.fields} | (
+        {"new_line"} if c.kind == "new_line" else set())
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
+                       kind: str | None = None) -> list[Constraint]:
     """A constraint set for one account, solvable by construction (its writes succeed in
-    every order): one request, plus (with probability `p_extra`) a second one on another
-    line or bill. Empty when nothing fits."""
+    every order): one request (of `kind` when given), plus (with probability `p_extra`) a
+    second one on another line or bill. Empty when nothing fits."""
     customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
-    return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra)
+    return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra, first=kind)
 
 
 # -- fuzzification -------------------------------------------------------------------------
@@ -247,11 +272,13 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
         if c.kind == "pay":
             out.refs[s + "bill_id"] = describe_bill(conn, s + "bill_id", c["bill_id"])
             out.refs[s + "method_id"] = describe_method(conn, s + "method_id", c["method_id"])
-        elif c.kind in ("plan", "addon", "roaming", "suspend"):
+        elif c.kind == "new_line":
+            out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
+        elif c.kind in ("plan", "addon", "roaming", "suspend", "drop_addon", "resume", "terminate"):
             out.refs[s + "line_id"] = describe_line(conn, rng, s + "line_id", c["line_id"])
             if c.kind == "plan":
                 out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
-            if c.kind == "addon":
+            if c.kind in ("addon", "drop_addon"):
                 out.refs[s + "addon_id"] = describe_addon(conn, s + "addon_id", c["addon_id"])
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
@@ -279,6 +306,18 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             unknown.add("the add-on id")
         elif c.kind == "roaming":
             parts.append(f"switch roaming on for {f['line_id']}")
+        elif c.kind == "new_line":
+            parts.append(f"open a new line on {f['plan_id']}")
+            known["plan for the new line"] = f["plan_id"]
+            unknown.add("the plan id")
+        elif c.kind == "drop_addon":
+            parts.append(f"remove {f['addon_id']} from {f['line_id']}")
+            known["add-on to remove"] = f["addon_id"]
+            unknown.add("the add-on id")
+        elif c.kind == "resume":
+            parts.append(f"reactivate {f['line_id']}")
+        elif c.kind == "terminate":
+            parts.append(f"close {f['line_id']} for good")
         elif c.kind == "suspend":
             parts.append(f"suspend {f['line_id']} because {REASON_WORDS[c['reason']]}")
             known["reason"] = c["reason"].replace("_", " ")
@@ -309,6 +348,14 @@ def write_call(c: Constraint) -> ToolCall:
     if c.kind == "pay":
         return ToolCall(name="pay_bill", arguments={"bill_id": f["bill_id"], "method_id": f["method_id"],
                                                     "amount": f["amount"]})
+    if c.kind == "new_line":
+        return ToolCall(name="add_line", arguments={"customer_id": f["customer_id"], "plan_id": f["plan_id"]})
+    if c.kind == "drop_addon":
+        return ToolCall(name="remove_addon", arguments={"line_id": f["line_id"], "addon_id": f["addon_id"]})
+    if c.kind == "resume":
+        return ToolCall(name="resume_line", arguments={"line_id": f["line_id"]})
+    if c.kind == "terminate":
+        return ToolCall(name="terminate_line", arguments={"line_id": f["line_id"]})
     raise ValueError(f"unknown constraint kind {c.kind!r}")
 
 
@@ -318,7 +365,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
     for c in constraints:
         if "line_id" in c.fields:
             reads.append(ToolCall(name="get_line_details", arguments={"line_id": c["line_id"]}))
-        if c.kind == "plan":
+        if c.kind in ("plan", "new_line"):
             reads.append(ToolCall(name="list_plans", arguments={}))
         elif c.kind == "addon":
             reads.append(ToolCall(name="list_addons", arguments={}))
@@ -340,7 +387,11 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     - addon: the line carries that add-on now (and did not before);
     - roaming: roaming is on now (it was off);
     - suspend: the line was active and is suspended now, for that reason;
-    - pay: one new payment of exactly that amount on the bill with that method.
+    - pay: one new payment of exactly that amount on the bill with that method;
+    - new_line: a new line of the account on that plan (its id did not exist before);
+    - drop_addon: the line carried that add-on and does not now;
+    - resume: the line was suspended and is active now;
+    - terminate: the line was not terminated and is now.
     """
     satisfied: list[bool] = []
     details: list[dict[str, Any]] = []
@@ -348,9 +399,15 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         f = c.fields
         key: list[Any] | None = None
         table = "lines"
-        if c.kind in ("plan", "roaming", "suspend"):
+        if c.kind in ("plan", "roaming", "suspend", "resume", "terminate"):
             before, after = _line(conn_initial, f["line_id"]), _line(conn_final, f["line_id"])
-            if c.kind == "plan":
+            if c.kind == "resume":
+                ok = bool(before and after and before["status"] == "suspended" and after["status"] == "active")
+                reason = "reactivated" if ok else f"status {after['status'] if after else 'missing'}"
+            elif c.kind == "terminate":
+                ok = bool(before and after and before["status"] != "terminated" and after["status"] == "terminated")
+                reason = "terminated" if ok else f"status {after['status'] if after else 'missing'}"
+            elif c.kind == "plan":
                 ok = bool(before and after and after["plan_id"] == f["plan_id"] != before["plan_id"])
                 reason = "plan changed" if ok else f"on {after['plan_id'] if after else 'no line'}"
             elif c.kind == "roaming":
@@ -369,6 +426,20 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             ok = conn_final.execute(q, args).fetchone() is not None and conn_initial.execute(q, args).fetchone() is None
             key = [f["line_id"], f["addon_id"]] if ok else None
             reason = "add-on added" if ok else "the line does not carry a new add-on of that kind"
+        elif c.kind == "drop_addon":
+            table = "line_addons"
+            q = "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?"
+            args = (f["line_id"], f["addon_id"])
+            ok = conn_initial.execute(q, args).fetchone() is not None and conn_final.execute(q, args).fetchone() is None
+            key = [f["line_id"], f["addon_id"]] if ok else None
+            reason = "add-on removed" if ok else "the line still carries the add-on (or never did)"
+        elif c.kind == "new_line":
+            before_ids = {r[0] for r in conn_initial.execute("SELECT line_id FROM lines")}
+            new = [r[0] for r in conn_final.execute(
+                "SELECT line_id FROM lines WHERE customer_id = ? AND plan_id = ? AND status = 'active'"
+                " ORDER BY line_id", (f["customer_id"], f["plan_id"])) if r[0] not in before_ids]
+            key = [new[0]] if new else None
+            reason = "line opened" if new else "no new line of the account on that plan"
         elif c.kind == "pay":
             table = "payments"
             before = {r[0] for r in conn_initial.execute("SELECT payment_id FROM payments")}
@@ -416,7 +487,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
         if "line_id" in f:
             for lid in lines:
                 offer("wrong_target", swap(line_id=lid))
-        if c.kind == "plan":
+        if c.kind in ("plan", "new_line"):
             for p in _plans(conn):
                 if p["id"] != f["plan_id"]:
                     offer("wrong_item", swap(plan_id=p["id"]))

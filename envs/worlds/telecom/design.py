@@ -28,7 +28,20 @@ KINDS = [
     "bill_due_today", "bill_overdue", "addons_room", "addons_full", "suspend_one_used", "suspend_two_used",
     "contract_ends_today", "contract_ends_tomorrow", "usage_at_allowance", "usage_over_allowance",
     "roaming_with_pass", "roaming_no_pass", "suspended_line_addon", "retired_plan", "terminated_line",
+    "swap_addon", "close_line",
 ]
+# The write tools each kind's goal calls (none: the right outcome is a refusal); logic-
+# driven synthesis schedules kinds by it so every write tool is some task's target.
+KIND_WRITES: dict[str, list[str]] = {
+    "line_limit_room": ["add_line"], "line_limit_full": [], "pay_exact": ["pay_bill"], "pay_over": ["pay_bill"],
+    "card_valid": ["pay_bill"], "card_expired": ["pay_bill"], "bill_due_today": ["add_addon"],
+    "bill_overdue": ["pay_bill", "add_addon"], "addons_room": ["add_addon"], "addons_full": [],
+    "suspend_one_used": ["suspend_line"], "suspend_two_used": [], "contract_ends_today": ["change_plan"],
+    "contract_ends_tomorrow": [], "usage_at_allowance": ["change_plan"], "usage_over_allowance": [],
+    "roaming_with_pass": ["set_roaming"], "roaming_no_pass": ["set_roaming", "add_addon"],
+    "suspended_line_addon": ["resume_line", "add_addon"], "retired_plan": ["change_plan"],
+    "terminated_line": ["add_line"], "swap_addon": ["remove_addon", "add_addon"], "close_line": ["terminate_line"],
+}
 PERSONAS = {
     "line_limit_room": "boundary", "line_limit_full": "boundary", "pay_exact": "novice", "pay_over": "mismatch",
     "card_valid": "boundary", "card_expired": "mismatch", "bill_due_today": "boundary", "bill_overdue": "entangled",
@@ -36,7 +49,7 @@ PERSONAS = {
     "suspend_two_used": "boundary", "contract_ends_today": "boundary", "contract_ends_tomorrow": "boundary",
     "usage_at_allowance": "boundary", "usage_over_allowance": "boundary", "roaming_with_pass": "novice",
     "roaming_no_pass": "entangled", "suspended_line_addon": "entangled", "retired_plan": "mismatch",
-    "terminated_line": "mismatch",
+    "terminated_line": "mismatch", "swap_addon": "entangled", "close_line": "novice",
 }
 RULES = {
     "line_limit": "R02_LINE_LIMIT", "pay": "R04_PAYMENT_AMOUNT", "card": "R06_CARD_EXPIRED",
@@ -89,14 +102,19 @@ def _open_bills(conn: sqlite3.Connection, today: str) -> list[dict[str, Any]]:
     )
 
 
-def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
+def variants(conn: sqlite3.Connection, rng: random.Random, n: int, kinds: list[str] | None = None) -> list[Variant]:
     """`n` boundary-adjacent variants, cycling through the kinds from a seeded start (pairs
-    of allowed/rejected sides stay together)."""
+    of allowed/rejected sides stay together), or through `kinds` in that order when given."""
     start = 2 * rng.randrange(len(KINDS) // 2)
+    cycle = KINDS
+    if kinds is not None:
+        if set(kinds) - set(KINDS) or not kinds:
+            raise ValueError(f"unknown kind(s) {sorted(set(kinds) - set(KINDS))}; kinds are {KINDS}")
+        cycle, start = kinds, 0
     out: list[Variant] = []
     attempts = 0
     while len(out) < n and attempts < 20 * max(n, 1):
-        kind = KINDS[(start + attempts) % len(KINDS)]
+        kind = cycle[(start + attempts) % len(cycle)]
         attempts += 1
         v = _make(kind, conn, rng)
         if v is not None:
@@ -179,6 +197,26 @@ def _make(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | 
                         f"{lid} is suspended for travel")
     if kind == "retired_plan":
         return _retired(conn, rng, line, base)
+    if kind == "swap_addon":  # at the add-on limit: the wanted add-on fits once the customer drops one
+        if not present:
+            return None
+        drop = rng.choice(present)
+        wish, other = rng.sample([a for a in addons if a not in present], 2)
+        keep = [drop, *rng.sample([a for a in addons if a not in (drop, wish, other)], 2)]
+        patches = [f"DELETE FROM line_addons WHERE line_id = {kit.q(lid)}"] + [
+            f"INSERT INTO line_addons VALUES ({kit.q(lid)}, {kit.q(a)}, '2026-04-01 09:00:00')" for a in keep]
+        return _variant(kind, "addons", patches,
+                        {**base, "actions": ["remove_addon", "add_addon"], "addon_ids": [wish, other]},
+                        [("add_addon", {"line_id": lid, "addon_id": wish}, 2),
+                         ("remove_addon", {"line_id": lid, "addon_id": drop}, 1)],
+                        f"{lid} carries 3 add-ons; {drop} may go for {wish}",
+                        {"wish": f"add the {_addon_name(conn, wish)} add-on to your line {line['phone_number']}"})
+    if kind == "close_line":  # a line out of contract (no early termination fee) closed for good
+        patches = [f"UPDATE lines SET contract_end = NULL WHERE line_id = {kit.q(lid)}"]
+        return _variant(kind, "terminated", patches, {**base, "actions": ["terminate_line", "suspend_line"],
+                                                      "reasons": ["travel"]},
+                        [("terminate", {"line_id": lid}, 2)], f"{lid} is out of contract",
+                        {"wish": f"close your line {line['phone_number']} for good"})
     raise ValueError(f"unknown boundary kind {kind!r}")
 
 
