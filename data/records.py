@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-TASK_SCHEMA_VERSION = 2  # 2: the `verification` block (was metadata keys)
+TASK_SCHEMA_VERSION = 3  # 2: the `verification` block (was metadata keys); 3: `user.reactions`
 TRAJECTORY_SCHEMA_VERSION = 3  # 2: turn_tokens (token ids and logprobs per turn); 3: `reference`
 VERDICT_SCHEMA_VERSION = 1
 
@@ -54,6 +54,7 @@ class UserScenario(Record):
     known_info: dict[str, str] = Field(default_factory=dict)
     unknown_info: list[str] = Field(default_factory=list)
     task_instructions: str = ""
+    reactions: list[str] = Field(default_factory=list)  # how to act on a summary, a refusal, a question
 
 
 class StateRef(Record):

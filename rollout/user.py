@@ -47,12 +47,28 @@ USER_ERROR_REASONS = (
 )
 
 
+# Second person -> first person, most specific first; "you" is always a subject in goal texts.
+_TO_FIRST = [("you're", "I'm"), ("you've", "I've"), ("you'd", "I'd"), ("you'll", "I'll"),
+             ("you are", "I am"), ("you were", "I was"), ("yourself", "myself"), ("yours", "mine"),
+             ("your", "my"), ("you", "I")]
+_TO_FIRST_RE = re.compile(r"\b(" + "|".join(re.escape(a) for a, _ in _TO_FIRST) + r")\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
+
+
+def _to_first(m: re.Match[str]) -> str:
+    word = m.group(0)
+    out = dict(_TO_FIRST)[word.lower()]
+    return out if out.startswith("I") or not word[0].isupper() else out.capitalize()
+
+
 def first_person(text: str) -> str:
-    """Turn the task's second-person goal ("You want to ... your card") into the user's words."""
-    out = re.sub(r"\bYou want to\b", "I want to", text)
-    out = re.sub(r"\byou would\b", "I would", out)
-    out = re.sub(r"\byour\b", "my", out)
-    return re.sub(r"\bYour\b", "My", out)
+    """Turn the task's second-person goal ("Your trip moved. You want to ... your card") into
+    the user's words ("My trip moved. I want to ... my card"). Only sentences that are in the
+    second person change: a question to the agent ("Can you ...?") or a sentence already in
+    the first person ("I'm ..., user id ...") is left as it is."""
+    parts = re.split(r"(?<=[.!?])(\s+)", text)
+    return "".join(p if p.isspace() or p.rstrip().endswith("?") or _FIRST_PERSON.search(p)
+                   else _TO_FIRST_RE.sub(_to_first, p) for p in parts)
 
 
 def termination_for(message: str) -> str | None:
@@ -180,7 +196,7 @@ What you know. Give a piece only when the agent asks for it:
 
 What you do not know. If you are asked, say you do not know; never make it up:
 {unknown}
-
+{reactions}
 Rules:
 - Write one short message per turn, in plain text, as the customer.
 - Never invent identifiers, numbers, names or other details: use only what is written above \
@@ -214,7 +230,7 @@ def id_tokens(text: str) -> set[str]:
 def scenario_text(task: Task) -> str:
     """Every detail the user is allowed to state (goal, known and unknown info)."""
     u = task.user
-    return "\n".join([task.instruction, u.task_instructions, u.reason, u.persona,
+    return "\n".join([task.instruction, u.task_instructions, u.reason, u.persona, *u.reactions,
                       *u.known_info.keys(), *u.known_info.values(), *u.unknown_info])
 
 
@@ -223,7 +239,8 @@ def user_system_prompt(task: Task) -> str:
     u = task.user
     known = "\n".join(f"- {k}: {v}" for k, v in u.known_info.items()) or "- (nothing beyond your goal)"
     unknown = "\n".join(f"- {x}" for x in u.unknown_info) or "- (nothing in particular)"
-    return USER_SYSTEM_TEMPLATE.format(
+    reactions = ("\nHow to react:\n" + "\n".join(f"- {x}" for x in u.reactions) + "\n") if u.reactions else ""
+    return USER_SYSTEM_TEMPLATE.format(reactions=reactions,
         persona=u.persona or "a customer", reason=u.reason or "a request",
         goal=first_person(u.task_instructions or task.instruction), known=known, unknown=unknown,
         stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)

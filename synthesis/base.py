@@ -112,14 +112,17 @@ def canonical_method(name: str) -> str:
 def get_method(name: str) -> Method:
     """A synthesis method by name (short aliases such as `logic` and `cove` accepted). Its
     result is split into train and test by group (`synthesis.splits`), and its stats carry
-    the split's figures under `split`."""
+    the split's figures under `split`. Within one call the scenario writer draws its texts
+    without replacement (`synthesis.scenario.scenario_book`)."""
     method = METHODS.get(canonical_method(name))
 
     @functools.wraps(method)
     def run(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
+        from synthesis.scenario import scenario_book
         from synthesis.splits import assign_splits, split_figures
 
-        result = method(cfg, world)
+        with scenario_book():
+            result = method(cfg, world)
         assign_splits(result.tasks, cfg.test_fraction, cfg.seed)
         result.stats["split"] = split_figures(result.tasks)
         return result

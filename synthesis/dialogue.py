@@ -52,6 +52,7 @@ from envs.world import World
 from rollout.agent import AgentConfig, run_episode
 from rollout.model import ChatResponse
 from rollout.user import ScriptedUser
+from synthesis.scenario import outcome_assertions, write_scenario
 
 ASK_CONFIRM = ["Shall I go ahead?", "Would you like me to go ahead with that?", "Should I proceed?",
                "Shall I do that for you?"]
@@ -70,6 +71,9 @@ class Plan:
 
     turns: list[Turn] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)  # each write as the agent announces it
+    refused: str = ""  # the refused request, as the agent names it
+    rule_text: str = ""  # the policy's sentence that refuses it
 
 
 class DialoguePolicy:
@@ -181,7 +185,8 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
             out.turns.append(Turn(role="assistant", tool_calls=[read]))
         if refused is not None:
             assert rule is not None
-            out.turns.append(Turn(role="assistant", content=_refusal(world, conv, env.conn, refused, rule, rng)))
+            text, out.refused, out.rule_text = _refusal(world, conv, env.conn, refused, rule, rng)
+            out.turns.append(Turn(role="assistant", content=text))
             out.facts = [rule_fact(conv, rule)]
             return out
         action = conv.hook("action")
@@ -200,6 +205,7 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
             missing = [a for a in _ledger_amounts(env.conn, ledger_before) if not mentions_value(plan_text, f"{a:g}")]
             if missing:
                 plan_text += ", for " + " and ".join(f"an amount of {a:g}" for a in missing)
+            out.actions.append(plan_text)
             lead = (rng.choice(DONE) + " " + reports[-1] + " Next, " if reports else "")
             opening_line = rng.choice(OPEN_PLAN).format(plan=plan_text)
             if lead:
@@ -260,14 +266,16 @@ def _report(conv: Conversation, conn: Any, call: ToolCall, content: str, facts: 
     return (parts[0][:1].upper() + "; ".join(parts)[1:] + ".") if parts else ""
 
 
-def _refusal(world: World, conv: Conversation, conn: Any, call: ToolCall, rule: str, rng: random.Random) -> str:
+def _refusal(world: World, conv: Conversation, conn: Any, call: ToolCall, rule: str,
+             rng: random.Random) -> tuple[str, str, str]:
+    """The refusal turn, the refused request as it names it, and the policy's sentence."""
     action = conv.hook("action")
     what = _lowercase_first(rng.choice(action(conn, call))) if callable(action) else call.name.replace("_", " ")
     what = re.split(r";|, for a total| and refund", what)[0]
     reason = policy_rule_text(world, rule)
     text = f"{rng.choice(APOLOGY).format(action=what)} Under our policy, {_lowercase_first(reason)}."
     alternative = conv.alternatives.get(rule)
-    return f"{text} {alternative}" if alternative else text
+    return (f"{text} {alternative}" if alternative else text), what, reason
 
 
 def play(world: World, task: Task, turns: list[Turn]) -> Trajectory:
@@ -299,8 +307,10 @@ def identity_known(conv: Conversation, task: Task) -> bool:
 
 
 def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None,
-                  basis: list[str] | None = None, answer: list[Fact] | None = None) -> tuple[Task | None, str]:
-    """`task` with its reference dialogue, facts, expected outcome and reward basis, or
+                  basis: list[str] | None = None, answer: list[Fact] | None = None,
+                  scenario: bool = True) -> tuple[Task | None, str]:
+    """`task` with its user scenario (`synthesis.scenario`, unless `scenario` is false),
+    reference dialogue, facts, outcome assertions, expected outcome and reward basis, or
     (None, why) when no dialogue carries it out cleanly. `answer`: the facts that answer
     the user's questions; the outcome of a task without a write is then "answer", and of one
     whose reference ends in a transfer to a human agent "transfer"."""
@@ -309,17 +319,21 @@ def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rul
     conv = conversation(world)
     if not identity_known(conv, task):
         return None, "user_cannot_identify"
+    writes = any(world.tools[c.name].write for c in task.reference_solution)
+    transfer = any(c.name == TRANSFER_TOOL for c in task.reference_solution)
+    if scenario:
+        outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
+        task = write_scenario(world, task, outcome, refused.name if refused is not None else None)
     try:
         p = plan(world, task, refused, rule, answer)
     except KeyError as exc:
         return None, f"dialogue_unplannable:{exc.args[0][:40] if exc.args else 'rule'}"
-    writes = any(world.tools[c.name].write for c in task.reference_solution)
-    transfer = any(c.name == TRANSFER_TOOL for c in task.reference_solution)
     if refused is None and not p.facts and not writes and not transfer:
         return None, "nothing_to_tell"
     outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
     v = task.verification.model_copy(update={
         "outcome": outcome, "communicate": p.facts,
+        "nl_assertions": outcome_assertions(outcome, p.actions, p.facts, p.refused, p.rule_text),
         "basis": list(basis or task.verification.basis or ["DB", "COMMUNICATE", "POLICY"])})
     draft = task.model_copy(update={"verification": v})
     episode = play(world, draft, p.turns)
@@ -358,7 +372,8 @@ def upgrade(world: World, task: Task) -> tuple[Task, str]:
                                     "target_state_hash": target})
     refused = task.metadata.get("refused_call")
     call = ToolCall.model_validate(refused) if isinstance(refused, dict) else None
-    done, why = with_dialogue(world, today, call, task.metadata.get("refused_rule") if call else None)
+    done, why = with_dialogue(world, today, call, task.metadata.get("refused_rule") if call else None,
+                              scenario=False)
     if done is None:
         return task, why
     return done.model_copy(update={"id": task.id}), ""

@@ -4,8 +4,9 @@ much the test split shares with the train split.
 
 Each figure is a pure function of a task list (plus the world, for leaks and write tools),
 so `bench/task_realism.py`, the card and tests compute them the same way. The instruction
-text of a task joins `instruction` with the scenario's `reason` and `task_instructions`
-(τ²-bench's reason_for_call + task_instructions), skipping empty or repeated parts.
+text of a task joins `instruction` with the scenario's `reason`, `task_instructions` and
+`reactions` (τ²-bench's reason_for_call + task_instructions, whose instructions include how
+to react), skipping empty or repeated parts.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ TARGETS: dict[str, Any] = {
 
 
 def instruction_text(task: Task) -> str:
-    """The task's instruction joined with its scenario's reason and task instructions."""
+    """The task's instruction joined with its scenario's reason, task instructions and reactions."""
     parts: list[str] = []
-    for part in (task.instruction, task.user.reason, task.user.task_instructions):
+    for part in (task.instruction, task.user.reason, task.user.task_instructions, *task.user.reactions):
         part = (part or "").strip()
         if part and part not in parts:
             parts.append(part)

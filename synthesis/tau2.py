@@ -66,7 +66,8 @@ def to_tau2(task: Task) -> dict[str, Any]:
                 "reason_for_call": task.user.reason,
                 "known_info": _known_text(task.user.known_info),
                 "unknown_info": _unknown_text(task.user.unknown_info),
-                "task_instructions": task.user.task_instructions,
+                # τ²-bench's task instructions say how to act as well as what to ask for
+                "task_instructions": " ".join([task.user.task_instructions, *task.user.reactions]).strip(),
             },
         },
         "initial_state": None,  # the state is trajforge's: see `trajforge.state`
@@ -89,6 +90,8 @@ def to_tau2(task: Task) -> dict[str, Any]:
             "instruction": task.instruction,
             "known_info": task.user.known_info,
             "unknown_info": task.user.unknown_info,
+            "task_instructions": task.user.task_instructions,
+            "reactions": task.user.reactions,
             "target_state_hash": task.target_state_hash,
             "target_diff": task.target_diff,
             "difficulty": task.difficulty,
@@ -137,7 +140,8 @@ def from_tau2(data: dict[str, Any]) -> Task:
             reason=instructions.get("reason_for_call") or "",
             known_info=ext["known_info"],
             unknown_info=ext["unknown_info"],
-            task_instructions=instructions.get("task_instructions") or "",
+            task_instructions=ext.get("task_instructions", instructions.get("task_instructions") or ""),
+            reactions=ext.get("reactions") or [],
         ),
         initial_state=StateRef(**state),
         target_state_hash=ext["target_state_hash"],

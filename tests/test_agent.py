@@ -128,7 +128,7 @@ def test_scripted_user_speaks_in_first_person(tasks: list[Task]) -> None:
     user = ScriptedUser(tasks[0])
     msg = user.first_message()
     # The opening states the goal only; the user's id is given when the agent asks for it.
-    assert msg.startswith("I want to") and tasks[0].user.known_info["user_id"] not in msg
+    assert msg.startswith(first_person(tasks[0].user.reason)) and tasks[0].user.known_info["user_id"] not in msg
     assert first_person("You want to pay with your card") == "I want to pay with my card"
     reply = asyncio.run(user.respond([{"role": "assistant", "content": "Shall I book it?"}]))
     assert reply in CONFIRMATIONS  # one of the seeded realisations of a yes

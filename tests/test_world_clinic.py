@@ -22,6 +22,7 @@ from envs.world import Env, World
 from envs.worlds.clinic.probes import FIXTURE, MORE_VIOLATIONS, PROBES, book, call, move, refill
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import replay
+from synthesis.scenario import GOAL_LEADS, goal_of
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +280,7 @@ def test_synthesis_emits_validated_tasks(clinic: World, clinic_tasks: list[Task]
     for task in clinic_tasks:
         assert task.world == "clinic" and task.id == task.compute_id()
         assert replay(clinic, task) == task.target_state_hash
-        assert task.instruction.startswith("You want to")
+        assert goal_of(task).startswith(GOAL_LEADS)
     assert {t.split for t in clinic_tasks} == {"train", "test"}
     rules = {r for t in clinic_tasks for r in t.metadata["rules"]}
     assert len(rules & set(clinic.compiled_rules())) >= 10, rules
@@ -303,7 +304,7 @@ def test_instructions_never_reveal_ids_the_user_does_not_know(clinic: World, cli
         pid, dob = task.user.known_info["patient_id"], task.user.known_info["date_of_birth"]
         assert conn.execute("SELECT date_of_birth FROM patients WHERE patient_id = ?", (pid,)).fetchone() == (dob,)
         # appointment ids named in the instruction are the user's own
-        for aid in re.findall(r"appointment (\w+)", task.instruction):
+        for aid in re.findall(r"\bappointment ([A-Z][A-Z0-9]*\d[A-Z0-9]*)\b", task.instruction):
             owner = conn.execute("SELECT patient_id FROM appointments WHERE appointment_id = ?", (aid,)).fetchone()
             assert owner and owner[0] == task.user.known_info["patient_id"], aid
 

@@ -31,6 +31,7 @@ from envs.worlds.retail.probes import (
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.explorer import ExplorerConfig, explore
 from synthesis.logic_driven import replay
+from synthesis.scenario import GOAL_LEADS, goal_of
 from synthesis.set_designer import design_states
 
 
@@ -278,7 +279,7 @@ def test_synthesized_tasks_replay_to_their_target(retail: World, tasks: list[Tas
 
 def test_instructions_state_goals_from_the_user_side(retail: World, tasks: list[Task]) -> None:
     for task in tasks:
-        assert task.instruction.startswith("You want to")
+        assert goal_of(task).startswith(GOAL_LEADS)
         assert not any(name in task.instruction for name in retail.tools)
         texts = [task.instruction, *task.user.known_info.values(), *task.user.unknown_info]
         leaked = {i for i in _hidden_ids(retail, task.initial_state) if any(i in text for text in texts)}

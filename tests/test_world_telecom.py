@@ -19,6 +19,7 @@ from envs.world import Env, World
 from envs.worlds.telecom.probes import FIXTURE, PROBES, call, pay
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import replay
+from synthesis.scenario import GOAL_LEADS, goal_of
 
 WRITES = {"change_plan", "add_addon", "remove_addon", "set_roaming", "suspend_line", "resume_line",
           "terminate_line", "add_line", "pay_bill"}
@@ -306,7 +307,7 @@ def test_synthesized_tasks_speak_from_the_users_side(telecom: World,
                                                      synthesized: tuple[list[Task], dict]) -> None:
     tasks, _ = synthesized
     for task in tasks:
-        assert task.instruction.startswith("You want to")
+        assert goal_of(task).startswith(GOAL_LEADS)
         assert not any(name in task.instruction for name in telecom.tools)
         assert not ID_RE.search(task.instruction), task.instruction
         conn = telecom.build_state(task.initial_state.seed, task.initial_state.scale, task.initial_state.patches)

@@ -45,6 +45,158 @@ ALTERNATIVES = {
     "R04_BALANCE": "You could pay with another of your payment methods.",
     "R10_BAG_LIMIT": "You can bring up to 3 checked bags per passenger.",
 }
+# For the scenario writer (user personas, reasons for the call): who a caller is, and why
+# they call, keyed by the write tool the request ends in, "answer" (a question only) or
+# "transfer" (handed to a human agent). Second person; the request follows the reason.
+WHO: list[str] = [
+    "a consultant who flies most weeks for work",
+    "a retired teacher who travels to see family a few times a year",
+    "a graduate student on a tight budget heading to an academic conference",
+    "a nurse who plans every trip around a rotating shift schedule",
+    "a small business owner who books travel for their own team",
+    "a parent juggling school runs who rarely has time to plan a trip",
+    "a software engineer who works remotely and travels on a whim",
+    "a recent retiree who finally has time to visit old friends",
+    "a touring musician who is used to hauling equipment around",
+    "a wedding photographer who often travels for jobs on short notice",
+    "an anxious first-time flyer who wants every detail spelled out",
+    "a frequent flyer who knows airline rules better than most agents",
+    "a college student going home between terms",
+    "an executive assistant who arranges trips for a demanding boss",
+    "a grandparent who flies out to help whenever a grandchild is born",
+]
+REASONS: dict[str, list[str]] = {
+    "book_reservation": [
+        "Your cousin's wedding invitation finally arrived, and the celebration is far enough away "
+        "that driving is out of the question.",
+        "A job interview came through after weeks of waiting, and the company asked to meet in "
+        "person.",
+        "You've been promising an old college friend a visit for ages and finally found a free "
+        "stretch.",
+        "Your manager just approved a trip to see a client who prefers to talk face to face.",
+        "After a long stretch without a break, you're treating yourself to the getaway you've been "
+        "dreaming about.",
+        "Grandma's big birthday party is coming up, and the whole family expects everyone to be "
+        "there.",
+        "A conference you've followed for years opened registration, and your talk proposal was "
+        "accepted.",
+        "Ever since your sister had her baby, you've been itching to go meet your new niece.",
+        "A bonus came through after a good quarter at work, and a trip feels well earned.",
+        "While scrolling the news over breakfast, you spotted fares that looked too good to "
+        "ignore.",
+        "Members of your running club signed up for a race out of town, and you're not about to "
+        "miss it.",
+        "Your new job starts soon in another city, and you're flying out to hunt for an apartment.",
+        "The university your son is starting at holds an orientation that parents are encouraged "
+        "to attend.",
+    ],
+    "cancel_reservation": [
+        "The conference you were flying out for just got called off by the organizers.",
+        "Your doctor advised against travel while you recover from a minor surgery.",
+        "A family emergency came up at home, and leaving right now simply isn't possible anymore.",
+        "Work dumped an urgent project on your desk, so the trip no longer fits into your "
+        "schedule.",
+        "The friend you planned to visit got called away for work, so the whole plan fell through.",
+        "You booked in a hurry after a tense phone call and now regret the whole idea.",
+        "Money has been tight since your car broke down, and the trip feels like a luxury now.",
+        "Your dog fell ill and the sitter backed out, so leaving home is off the table.",
+        "The couple whose wedding you were attending decided to postpone it indefinitely.",
+        "Since you booked, your company froze all non-essential travel until further notice.",
+        "A nasty flu is making its way through your household, and nobody is in shape to travel.",
+        "Your team lost in the qualifiers, so the tournament trip is no longer happening.",
+        "After thinking it over, you decided to drive instead and spend the money on something "
+        "else.",
+    ],
+    "update_baggage": [
+        "Your packing plans have shifted since you booked, and the luggage on the reservation no "
+        "longer matches them.",
+        "You've rethought what's coming along on this trip after checking the weather forecast at "
+        "your destination.",
+        "Plans at the other end of the trip changed, which changes how much luggage makes sense to "
+        "bring.",
+        "Now that the trip is getting close, you've finally sat down and figured out what to pack.",
+        "Your travel companions compared notes on luggage, and the booking no longer reflects what "
+        "they decided.",
+        "Laying everything out on the bed made it clear that your luggage estimate was off.",
+        "Since booking, the purpose of your trip has changed, and so has what you're bringing.",
+        "Checking the baggage rules after booking, you realized the luggage on your reservation "
+        "isn't what you expected.",
+        "Your daughter kept changing her mind about what she's packing, and she has finally "
+        "settled it.",
+        "A long talk with your travel partner settled how much luggage is really worth taking "
+        "along.",
+        "Paying attention to the fees for once, you went over what's actually going in the hold.",
+        "After a trial run at packing, you have a clearer picture of the luggage this trip calls "
+        "for.",
+        "Honestly, the luggage on your booking was a rough guess made in a hurry at checkout.",
+    ],
+    "change_flight": [
+        "Your plans shifted after the meeting at your destination was moved around.",
+        "A scheduling conflict popped up at work, and your current flight no longer lines up with "
+        "it.",
+        "The event you're travelling for changed its timing, so the booked flight fits poorly now.",
+        "Childcare at home only works out at certain times, and the flight you booked falls "
+        "outside them.",
+        "Your host's schedule got reshuffled, and arriving on your current flight no longer suits "
+        "them.",
+        "A specialist appointment you'd waited ages for landed right on top of your travel plans.",
+        "Project deadlines got rearranged by your manager, which throws off the timing of your "
+        "trip.",
+        "Looking at your calendar again, you noticed the trip clashes with a family commitment.",
+        "A friend's wedding rehearsal got rescheduled, and your current flight now sits awkwardly "
+        "against it.",
+        "After a chat with your travel companion, the current flight timing just doesn't feel "
+        "right.",
+        "Something came up at home that makes your original timing impractical.",
+        "Your ground transport at the other end fell through, so the flight you picked no longer "
+        "makes sense.",
+        "Since booking, the hotel you wanted could only hold a room that doesn't match your "
+        "arrival.",
+    ],
+    "answer": [
+        "You're putting together a travel checklist and can't remember the details of your "
+        "booking.",
+        "Your partner asked about the trip details, and the confirmation email is nowhere to be "
+        "found.",
+        "Before requesting time off, you're double-checking what your upcoming reservation "
+        "actually says.",
+        "A friend mentioned that airlines sometimes shuffle schedules, and now you're a little "
+        "nervous about your trip.",
+        "Your expense report is due, and the finance team wants to know what the ticket cost.",
+        "Out of curiosity, you've been wondering what your membership level actually includes.",
+        "Planning ahead for another trip, you're weighing options on a route you fly often.",
+        "The booking email landed in your spam folder, and most of it is unreadable.",
+        "Mom keeps calling to ask when you land, and you honestly don't remember.",
+        "Packing starts soon, and you're not sure what luggage your booking already includes.",
+        "Company travel policy just changed, and you're checking how your existing booking looks.",
+        "A coworker is flying the same route soon and asked what the schedule options look like.",
+        "Reconciling your card statement, you spotted a charge from the airline that you can't "
+        "place.",
+    ],
+    "transfer": [
+        "Your last trip was a mess of delays, and the way staff handled it still makes your blood "
+        "boil.",
+        "You were promised compensation for a cancelled flight ages ago, and nothing has arrived.",
+        "Your suitcase came back damaged after a flight, and you're determined to get someone to "
+        "pay for it.",
+        "A gate agent was rude to your elderly father, and you're not letting it slide.",
+        "The airline's rules blocked something you consider perfectly reasonable, and you're ready "
+        "to escalate.",
+        "You've spent ages going back and forth with automated messages and have lost all "
+        "patience.",
+        "Medical equipment you travel with calls for special handling that a regular booking can't "
+        "arrange.",
+        "A refund from an earlier trip never showed up on your statement, and your patience is "
+        "gone.",
+        "Something in an inflight meal made your son ill, and you're filing a formal complaint.",
+        "A seat you paid extra for was given to someone else, and you're still fuming about it.",
+        "Your employer is organizing a large team trip that goes far beyond a normal booking.",
+        "A charge on your card looks like a duplicate, and you're convinced the airline owes money "
+        "back.",
+        "Stranded overnight at a connecting airport, you ended up paying for a hotel out of "
+        "pocket.",
+    ],
+}
 CABIN = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 

@@ -39,6 +39,151 @@ ALTERNATIVES = {
     "R01_CANCEL_PENDING": "Once it is delivered, you can return the items within 30 days.",
     "R10_LINE_QUANTITY": "I can place the order with up to 5 units of it.",
 }
+# For the scenario writer (user personas, reasons for the call): who a caller is, and why
+# they call, keyed by the write tool the request ends in, "answer" (a question only) or
+# "transfer" (handed to a human agent). Second person; the request follows the reason.
+WHO: list[str] = [
+    "a college student furnishing a first apartment on a budget",
+    "a busy parent who orders most household things online",
+    "a retired engineer who reads every product description twice",
+    "a freelance designer who works from a tiny home office",
+    "a marathon runner who goes through gear quickly",
+    "a new homeowner who is still unpacking boxes",
+    "a nurse who shops online during breaks between shifts",
+    "a high school teacher who buys supplies for the classroom",
+    "a generous gift-giver who always shops at the last minute",
+    "an avid hiker who plans trips far ahead",
+    "a small business owner who equips a handful of employees",
+    "a grandparent who is still getting used to shopping online",
+    "a remote worker who is picky about their desk setup",
+    "a home cook who loves trying new kitchen gadgets",
+]
+REASONS: dict[str, list[str]] = {
+    "place_order": [
+        "Your sister's birthday is coming up fast, and you've finally settled on a gift.",
+        "Since moving into a new apartment, you've been slowly filling the gaps in your household.",
+        "The old one finally gave out after years of daily use, and you're done making do.",
+        "Browsing the catalog during lunch, you found exactly what you'd been hunting for.",
+        "A friend raved about something from this store, and you decided to try it yourself.",
+        "You're starting a new job soon and are getting yourself ready for it.",
+        "Your teenage son keeps dropping hints, and you've decided to surprise him.",
+        "After a long stretch of putting it off, you're finally treating yourself.",
+        "The gift exchange at your office is coming up, and you drew a coworker who is hard to "
+        "shop for.",
+        "Your daughter is heading off to college, and her checklist still has gaps.",
+        "You saw something similar at a friend's place and couldn't stop thinking about it.",
+        "Payday just arrived, and the wish list you've been building is calling your name.",
+        "Getting ready to host your in-laws, you noticed your home is missing some of the basics.",
+    ],
+    "cancel_pending_order": [
+        "Right after you checked out, a wave of buyer's remorse hit hard.",
+        "You had second thoughts soon after placing an order and would rather it never ship.",
+        "Looking over the confirmation email, something about that order just doesn't sit right "
+        "anymore.",
+        "Your roommate saw the order confirmation and pointed out a problem with it.",
+        "Going through your recent purchases, you spotted an order that should not go ahead.",
+        "A chat with your partner over dinner made it clear that a recent order should not go "
+        "ahead.",
+        "The order confirmation landed in your inbox, and your stomach dropped a little.",
+        "Tidying up your budget, you found an order that never should have gone through.",
+        "Your spending app flagged a recent purchase, and looking at it again, it was a misstep.",
+        "Hours after ordering, you realized the purchase was not such a great idea after all.",
+        "Your mother saw what you ordered and raised an eyebrow, and she had a point.",
+        "After a late-night shopping session, you woke up uneasy about what you'd ordered.",
+        "Checking your bank app over coffee, you frowned at a purchase from this store.",
+    ],
+    "modify_order_address": [
+        "You're moving house sooner than planned, and deliveries to the old place would go astray.",
+        "Porch thefts have been happening on your street, so home deliveries feel risky right now.",
+        "Your elderly father is recovering from surgery, and you're staying at his place to help "
+        "out.",
+        "The building you live in is being renovated, and the mailroom is closed for now.",
+        "You realized the order still carries an address you'd rather not use for this delivery.",
+        "Since it's a surprise gift, having it show up at home would spoil everything.",
+        "A long work assignment keeps your apartment empty for a while, so nobody would be there "
+        "to receive it.",
+        "Your roommate situation changed suddenly, and you've moved in with a friend across town.",
+        "Deliveries to your home keep getting left out in the rain, and you've had enough of it.",
+        "You've started house-sitting for your aunt and will be staying there for a while.",
+        "Your new lease starts sooner than expected, and you'd rather everything arrive at the new "
+        "place.",
+        "The package is meant for your brother, and it makes more sense to send it straight to "
+        "him.",
+        "While double-checking the order, you noticed the shipping address has a mistake in it.",
+    ],
+    "return_item": [
+        "It arrived, and in person it looks nothing like the photos on the site.",
+        "After trying it out at home, you found it just doesn't suit your needs.",
+        "Your sister bought the same thing as a present, so now the household has a duplicate.",
+        "The quality felt cheaper than you expected for the price you paid.",
+        "Since the delivery it has been sitting in its box, and you've realized it isn't needed.",
+        "Your partner took one look at it and vetoed it on the spot.",
+        "Money is tight after an unexpected car repair, and this purchase is an easy thing to "
+        "undo.",
+        "You were excited when it arrived, but the excitement faded quickly after trying it.",
+        "Shortly after it arrived, you found something better suited to your needs somewhere else.",
+        "The finish has a flaw that's impossible to ignore every time you look at it.",
+        "Your plans for it fell through, so it has no real purpose in your home now.",
+        "Honestly, it was an impulse buy, and the impulse has worn off.",
+        "Nobody in your household has touched it since it came out of the box.",
+    ],
+    "exchange_item": [
+        "You like the product itself, but the version you picked turned out to be the wrong "
+        "choice.",
+        "Next to everything else in your home, the variant you chose looks out of place.",
+        "Your partner loves the item but strongly prefers a different version of it.",
+        "You ordered in a hurry and clicked the wrong option without noticing.",
+        "After trying it out, you're sure another variant of the same thing fits your routine "
+        "better.",
+        "The gift was a hit, but your niece wishes it were a slightly different version.",
+        "A friend has the same product in another variant, and seeing them side by side changed "
+        "your mind.",
+        "Nothing is wrong with it, but the version you received isn't quite right for the way you "
+        "use it.",
+        "You second-guessed your choice at checkout and regret not going with your first instinct.",
+        "Reading the reviews again, you learned that another variant suits your needs better.",
+        "The version you got clashes with the rest of your setup at home.",
+        "Your roommate pointed out that a different variant would make far more sense for how you "
+        "live.",
+        "Since it arrived, it's clear the product is great but the specific option is off.",
+    ],
+    "answer": [
+        "A package you were expecting hasn't shown up, and you're wondering where it is.",
+        "Your credit card statement shows a charge from this store that you can't quite place.",
+        "Before buying something similar, you're curious what your earlier order cost.",
+        "A vague delivery notice on your door left more questions than answers.",
+        "Your memory of what exactly you ordered is a little fuzzy, and the email is long gone.",
+        "You're organizing receipts for your records, and some details are missing.",
+        "The tracking page hasn't updated in a while, and you're getting a bit anxious.",
+        "Every evening your spouse asks about something you ordered, and you've run out of "
+        "guesses.",
+        "Out of habit, you're double-checking your account before the end of the month.",
+        "Your accountant wants a record of your recent purchases for a business expense claim.",
+        "Something on your account page doesn't look the way you remember it.",
+        "Halfway through planning a party, you're checking on the things you bought for it.",
+        "You're settling an argument with your brother about what you actually paid.",
+    ],
+    "transfer": [
+        "A package marked delivered never reached your doorstep, and you're tired of waiting "
+        "around.",
+        "Your last order showed up crushed, and you're convinced the store owes some kind of "
+        "compensation.",
+        "The price dropped right after you bought, and you feel entitled to the difference.",
+        "A delivery driver was rude on your doorstep, and you're not letting it go.",
+        "An item you sent back ages ago still hasn't been refunded, and your patience has run out.",
+        "Chat bots have been going in circles with your issue, and you're done being polite about "
+        "it.",
+        "The product broke well outside the return window, and you think the store should stand "
+        "behind it.",
+        "Your account was charged for something you never ordered, and you're alarmed.",
+        "A promotion advertised in an email didn't apply at checkout, and you feel misled.",
+        "You're furious that a return was refused over what feels like a technicality.",
+        "Someone else seems to have used your account, and you're worried about its security.",
+        "Buying in bulk for your whole office goes well beyond what a normal order allows.",
+        "After a frustrating run of broken promises from the store, you're demanding to speak with "
+        "someone senior.",
+    ],
+}
 
 
 def lookup(keys: list[str], known: dict[str, Any]) -> ToolCall | None:

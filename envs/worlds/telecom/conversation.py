@@ -39,6 +39,218 @@ ALTERNATIVES = {
     "R11_CONTRACT_DOWNGRADE": "You can move to a cheaper plan once the contract ends.",
     "R13_TERMINATED_FINAL": "I can open a new line for you instead.",
 }
+# For the scenario writer (user personas, reasons for the call): who a caller is, and why
+# they call, keyed by the write tool the request ends in, "answer" (a question only) or
+# "transfer" (handed to a human agent). Second person; the request follows the reason.
+WHO: list[str] = [
+    "a freelance photographer who uses mobile data for everything",
+    "a parent who manages the phones of the whole family",
+    "a retired postal worker who mostly makes calls and rarely uses data",
+    "a university student who streams video on the bus every day",
+    "a plumber running a small business with a crew out in the field",
+    "a nurse who has to stay reachable during long shifts",
+    "a real estate agent who practically lives on the phone",
+    "an expat who calls relatives overseas every week",
+    "a cautious saver who reads every line of the bill",
+    "a long-time customer who has kept the same number for years",
+    "a delivery driver who relies on maps all day",
+    "a software developer who often travels abroad for work",
+    "a grandparent who just got a first smartphone",
+    "a café owner who keeps a separate line for the business",
+]
+REASONS: dict[str, list[str]] = {
+    "change_plan": [
+        "Your phone habits have shifted a lot since you started working from home.",
+        "The plan you picked years ago doesn't really match how that line gets used anymore.",
+        "Monthly bills have been on your mind, and the current plan no longer feels right.",
+        "A new job changed your commute and the way you use your phone every day.",
+        "After looking at your usage over the past few billing cycles, you've been rethinking your "
+        "plan.",
+        "Ever since he started high school, your son's phone habits have changed a lot.",
+        "Money has been shifting around in your household budget, so the phone plan is up for "
+        "review.",
+        "Comparing notes with a friend over dinner, you realized your plan may not be the best "
+        "fit.",
+        "Since retiring, your days look completely different, and so does your phone use.",
+        "Sorting through old paperwork, you came across your plan details and winced a little.",
+        "A big change in your routine has made your current plan feel like a poor fit.",
+        "Phone reimbursement rules at your company changed, and your plan choice is back on the "
+        "table.",
+        "The plan on that line was set up in a rush, and it never quite suited the person using "
+        "it.",
+    ],
+    "add_addon": [
+        "Your line has been doing the bare minimum, and you've decided it could do with an extra.",
+        "A colleague mentioned an extra she pays for on her line, and it sounded like a smart "
+        "idea.",
+        "Browsing the carrier's website, you came across an extra that caught your eye.",
+        "Your current setup leaves a gap, and it has become hard to ignore.",
+        "A change in your routine means your line has to do more than it used to.",
+        "Lately your daughter has been asking for a little something extra on her line, and you're "
+        "inclined to say yes.",
+        "Ever since a friend recommended it, an extra for your line has been on your wish list.",
+        "You've got something coming up that your plan alone doesn't quite cover.",
+        "Sitting down with the latest bill, you noticed your plan is missing something useful.",
+        "New responsibilities at work mean your phone matters more than ever.",
+        "Peace of mind is worth paying a little extra for, in your view.",
+        "Half-jokingly, your partner keeps teasing about how bare-bones your phone setup is.",
+        "With a big change coming up in your life, your phone setup could use a small boost.",
+    ],
+    "remove_addon": [
+        "You're trimming monthly expenses after a tight stretch, and every small charge counts.",
+        "Looking over your bill, you noticed an extra you barely remember signing up for.",
+        "The reason you added that extra has passed, and it's just sitting on the bill now.",
+        "Your spending review turned up a recurring charge that isn't pulling its weight.",
+        "An extra on your line overlaps with something you already get elsewhere.",
+        "Since your routine changed, an extra on your line goes completely unused.",
+        "Money has been tighter since your hours were cut at work.",
+        "You agreed to that extra in a store on a whim and have never used it.",
+        "Going through your bill line by line, you found a charge that no longer makes sense.",
+        "Your partner pointed out an extra on the bill that nobody in the house uses.",
+        "Now that things have calmed down, an extra you once relied on feels unnecessary.",
+        "Cutting back on subscriptions is your new project, and the phone bill is next on the "
+        "list.",
+        "Your daughter stopped using the feature that her line has been paying for.",
+    ],
+    "set_roaming": [
+        "Your travel plans have been on your mind, and your phone settings should match them.",
+        "A colleague came back from a trip with a shocking phone bill, and now roaming is on your "
+        "mind.",
+        "Lately, trips abroad have become part of your life, and your line's roaming setting "
+        "matters.",
+        "Your travel situation has changed, so the roaming setting on your line deserves a look.",
+        "Reading the fine print about roaming charges, you realized your line's setting matters.",
+        "A school exchange is on your daughter's calendar, and you're thinking about roaming on "
+        "her line.",
+        "A friend's horror story about roaming charges has been rattling around in your head.",
+        "Every so often your job involves trips across the border.",
+        "Travel season in your household means checking every setting on the account.",
+        "A relative's trip is coming together, and the line they use has to have its settings "
+        "sorted.",
+        "Last time you traveled, the roaming setting wasn't what you expected, and it was a "
+        "hassle.",
+        "Border crossings and phone bills have been a sore subject in your family lately.",
+        "You're the kind of person who double-checks phone settings whenever travel comes up.",
+    ],
+    "suspend_line": [
+        "A line on your account won't be in use for a while, and paying for idle service seems "
+        "pointless.",
+        "Your phone won't be in your hands for the foreseeable future.",
+        "Life took an unexpected turn, and a line on your account will sit idle for some time.",
+        "You'd rather nobody could run up charges on a line while it's out of use.",
+        "Things are a bit chaotic right now, and your phone is the last thing you'll be using.",
+        "For a stretch of time, your phone will be out of reach and out of use.",
+        "Keeping a line live while nobody can use it seems wasteful and risky.",
+        "A sudden change of circumstances means the phone on that line is out of the picture for "
+        "now.",
+        "Security has been on your mind after a stressful stretch, and an unused line feels like a "
+        "loose end.",
+        "Since the phone on that line won't be around for a while, pausing service seems sensible.",
+        "Your household is in the middle of upheaval, and a phone is effectively out of "
+        "commission.",
+        "You've thought it through, and a temporary break for that line makes more sense than "
+        "closing it.",
+    ],
+    "resume_line": [
+        "The situation that put that line on hold has sorted itself out.",
+        "Life is back to normal, and that suspended line is the last loose end.",
+        "You've gone without that number long enough and miss being reachable on it.",
+        "Friends keep complaining that calls to your number go nowhere.",
+        "Everything has settled down at home, and the paused line should be working again.",
+        "A banking app sends codes only to that number, and going without it has become a real "
+        "hassle.",
+        "Your work contacts only know the suspended number, and they've started emailing about it.",
+        "After some time without it, you're ready to have that line back in service.",
+        "The reason for the pause no longer applies, and a dormant line is a nuisance.",
+        "Going without your usual number has been more inconvenient than you imagined.",
+        "Your routine is back in full swing, and a working phone is part of it.",
+        "Deliveries and appointments keep getting missed because that line is still on hold.",
+    ],
+    "terminate_line": [
+        "Since moving in with your family, your father no longer uses his own phone.",
+        "Your company now provides a work phone, so the personal line you kept for work is "
+        "redundant.",
+        "A line on your account has sat unused for ages, and it's time to let it go.",
+        "Now on his employer's phone plan, your son won't be using his old line.",
+        "Cutting household costs is a priority, and an extra line is an easy place to start.",
+        "After a breakup, the line your ex used is still on your account and still costing money.",
+        "You've been simplifying your life and no longer see the point of carrying a separate "
+        "number.",
+        "The line you set up for a tablet never really got used.",
+        "After the small business you ran closed its doors, its line is no longer needed.",
+        "Since your mother passed away, her line has been sitting on your account.",
+        "A move overseas means local phone service makes no sense anymore.",
+        "Your teenager now pays for a phone of her own elsewhere, so the old line on your account "
+        "can go.",
+        "Keeping a backup line seemed clever at first, but it has only added clutter to your bill.",
+    ],
+    "add_line": [
+        "After much debate, you've agreed that your daughter is finally old enough for her own "
+        "phone.",
+        "A new hire at your business will be out on the road and has to be reachable by phone.",
+        "A new tablet came into your household, and it could use its own connection.",
+        "You've been keeping work and personal calls on the same phone, and it's become a mess.",
+        "Fed up with their old carrier, your partner is moving over to your account.",
+        "The nanny your family just hired has to be reachable during the day.",
+        "Your son leaves for university soon and has no phone plan of his own.",
+        "Starting a side business, you're keen to keep customer calls off your personal number.",
+        "Your father finally gave in and agreed to try a mobile phone.",
+        "After your old line was closed for good, going without a number has been tough.",
+        "Each new driver on your delivery crew has to be reachable on the road.",
+        "A separate phone for emergencies in the car has been on your list for a while.",
+        "Ever since your mother moved closer, you've been meaning to get her set up on your "
+        "account.",
+    ],
+    "pay_bill": [
+        "A reminder about an open bill landed in your inbox this morning.",
+        "Your paycheck just arrived, and the phone bill is next on your list.",
+        "You noticed an unpaid bill while going through the account, and it's been nagging at your "
+        "mind.",
+        "Keeping your finances tidy is a habit, and an open phone bill breaks it.",
+        "Since you switched banks, the usual way your bill gets paid no longer works.",
+        "Before heading off on a trip, you're clearing up anything still owed.",
+        "A tax refund came through, and part of it is earmarked for bills.",
+        "Your household budget has a little breathing room right now.",
+        "After a tough month, you're finally in a position to put money toward your bill.",
+        "You're working through a pile of bills at the kitchen table tonight.",
+        "Your partner usually handles the phone bill but is away, so it's on your plate.",
+        "The balance on your account has been hanging over your head.",
+        "Getting your credit score in shape is a goal, and that starts with keeping bills paid.",
+    ],
+    "answer": [
+        "Your data seems to vanish faster than usual, and you're curious where it's going.",
+        "A charge on your latest bill doesn't match what you remember signing up for.",
+        "You're thinking about traveling soon and wonder what your plan covers.",
+        "Before making any changes, you're gathering the facts about your current lines.",
+        "Your contract end date has slipped your mind, and you'd rather not guess.",
+        "According to your teenager, he hasn't used much data, and you're looking for proof.",
+        "A friend asked which plan you're on, and you honestly couldn't say.",
+        "Budgeting for the coming months, you're trying to figure out what you owe and when.",
+        "You found an old bill in a drawer and can't tell whether it was ever paid.",
+        "The carrier's app has been glitchy, so the usual account overview is out of reach.",
+        "Your accountant wants a breakdown of business phone costs for the year.",
+        "Curious about the newer plans, you're comparing them with what you have now.",
+        "Managing the account for the family, you got a question from your mother about her line's "
+        "extras.",
+    ],
+    "transfer": [
+        "A charge on your bill looks flat-out wrong, and you're not paying it without a fight.",
+        "The fee for closing a line early felt like a punch in the gut, and you're disputing it.",
+        "Dropped calls at your home have been a problem for ages, and nobody has fixed it.",
+        "Your phone was stolen, and the thief ran up charges you refuse to pay.",
+        "You were overcharged for roaming on a trip despite being assured it was included.",
+        "A store employee promised a discount that never showed up on your bill.",
+        "Someone moved your number to another account without permission, and you're livid.",
+        "You've been a loyal customer for ages and feel you deserve some goodwill credit.",
+        "Your late father's account is still billing, and sorting it out is beyond a routine "
+        "request.",
+        "Bills for a line you never opened started arriving, and you suspect fraud.",
+        "The last agent you spoke with hung up mid-call, and you're demanding a supervisor.",
+        "Your business negotiated special contract terms in person, and the bills don't reflect "
+        "them.",
+        "A late fee appeared after a payment that you're certain went through on time.",
+    ],
+}
 
 
 def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[str]:

@@ -1,0 +1,95 @@
+"""User scenarios (issue 16 §1): personas with content, reasons, reactions and outcome
+assertions, written for every tool-use task on its way through the reference dialogue."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from data.records import Fact
+from envs.conversation import conversation
+from envs.registry import get_world
+from rollout.user import ScriptedUser, first_person, user_system_prompt
+from synthesis.base import SynthesisConfig, get_method
+from synthesis.realism import prefix_share
+from synthesis.scenario import REACTIONS, TRAITS, draw, outcome_assertions, scenario_book
+
+WORLDS = ["airline", "retail", "telecom", "clinic"]
+
+
+def test_first_person_converts_only_second_person_sentences():
+    text = ("Your manager moved the meeting, so you're flying out sooner. You need to move your "
+            "reservation (you would prefer the later one). Can you check the fare? I'm Ana, user id a_1.")
+    assert first_person(text) == (
+        "My manager moved the meeting, so I'm flying out sooner. I need to move my reservation "
+        "(I would prefer the later one). Can you check the fare? I'm Ana, user id a_1.")
+    assert first_person("Yours is late. You'd like to fix it yourself.") == "Mine is late. I'd like to fix it myself."
+
+
+def test_draw_cycles_through_a_bank_before_repeating():
+    options = [f"option {i}" for i in range(5)]
+    with scenario_book():
+        first = [draw("k", options, random.Random(i)) for i in range(5)]
+        again = draw("k", options, random.Random(9))
+    assert sorted(first) == options and again in options
+    # without a book a draw depends on its seed alone
+    assert draw("k", options, random.Random(3)) == draw("k", options, random.Random(3))
+
+
+def test_every_world_declares_reasons_for_each_write_tool_and_callers():
+    for name in WORLDS:
+        world = get_world(name)
+        module = conversation(world).module
+        writes = {t for t, spec in world.tools.items() if spec.write}
+        assert writes <= set(module.REASONS), (name, writes - set(module.REASONS))
+        assert {"answer", "transfer"} <= set(module.REASONS)
+        assert len(module.WHO) >= 10
+        for key, bank in module.REASONS.items():
+            assert len(bank) >= 8, (name, key)
+            assert len({" ".join(r.split()[:4]) for r in bank}) == len(bank), (name, key)
+            assert not any(ch.isdigit() for r in bank for ch in r), (name, key)
+
+
+@pytest.fixture(scope="module")
+def airline_tasks():
+    cfg = SynthesisConfig(method="logic_driven", world="airline", n_tasks=10, seed=0, scale=20)
+    return get_method(cfg.method)(cfg, get_world("airline")).tasks
+
+
+def test_synthesized_tasks_carry_a_full_scenario(airline_tasks):
+    world = get_world("airline")
+    reasons = {r for bank in conversation(world).module.REASONS.values() for r in bank}
+    labels = set(TRAITS) | {"a customer"}
+    assert len(airline_tasks) >= 8
+    for task in airline_tasks:
+        u = task.user
+        assert u.persona not in labels and len(u.persona.split()) >= 12, u.persona
+        assert u.reason in reasons
+        assert task.instruction.startswith(u.reason) and u.task_instructions == task.instruction
+        assert u.reactions and any(u.reactions[0] in line for line in REACTIONS[task.verification.outcome])
+        assert task.verification.nl_assertions
+        if task.verification.outcome == "refusal":
+            assert any(r in REACTIONS["refusal"][0] for r in u.reactions)
+            assert any(a.startswith("The agent does not") for a in task.verification.nl_assertions)
+        # the user's opening is the instruction in their own words, reason first
+        opening = ScriptedUser(task).first_message()
+        assert task.dialogue[0].content == opening and opening.startswith(first_person(u.reason))
+        assert "How to react:" in user_system_prompt(task) and u.reactions[-1] in user_system_prompt(task)
+    assert prefix_share(airline_tasks) >= 0.9
+    assert len({t.user.persona for t in airline_tasks}) == len(airline_tasks)
+
+
+def test_outcome_assertions_say_what_is_done_told_and_never_claimed():
+    facts = [Fact(label="new reservation id", any_of=["R7"], kind="id"),
+             Fact(label="amount charged", any_of=["300"], kind="amount")]
+    change = outcome_assertions("change", ["book 2 seats, paid with your card"], facts)
+    assert "After the user agrees, the agent does this: book 2 seats, paid with the user's card." in change
+    assert "The agent tells the user the new reservation id: R7." in change
+    assert change[-1] == "The agent does not transfer the user to a human agent."
+    refusal = outcome_assertions("refusal", [], [Fact(label="rule R03", any_of=["24 hours"], kind="rule")],
+                                 refused="cancel your reservation R1", rule_text="Cancellations need 24 hours.")
+    assert refusal[:3] == ["The agent does not cancel the user's reservation R1.",
+                           "The agent explains the policy that forbids it: Cancellations need 24 hours.",
+                           "The agent never says that the refused request was carried out."]
+    assert outcome_assertions("transfer", [], [])[-1] == "The agent transfers the user to a human agent and says so."
