@@ -214,6 +214,16 @@ def goal_of(task: Task) -> str:
     return text
 
 
+def rephrase(module: Any, world: str, goal: str, rng: random.Random) -> str:
+    """`goal` with each of the world's ``PHRASINGS`` that matches it said one of its ways:
+    (regex, [replacement, ...]) pairs whose replacements keep every group, so every value
+    (ids, dates, amounts, names) stays as it was."""
+    for i, (pattern, ways) in enumerate(_bank(module, "PHRASINGS", [])):
+        if re.search(pattern, goal):
+            goal = re.sub(pattern, draw(f"{world}|phrase|{i}", ways, rng), goal)
+    return goal
+
+
 def _bank(module: Any, name: str, default: Any) -> Any:
     return getattr(module, name, None) or default if module is not None else default
 
@@ -238,7 +248,7 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
             or GENERIC_REASONS["change"])
     reason = draw(f"{w}|reason|{key}", bank, rng)
 
-    goal = task.instruction.strip()
+    goal = rephrase(module, w, task.instruction.strip(), rng)
     if goal.startswith("You want to "):
         goal = draw(f"{w}|lead|{key}", GOAL_LEADS, rng) + goal[len("You want to"):]
         instruction = f"{reason} {goal}"
@@ -250,7 +260,8 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     kind = outcome if outcome in REACTIONS else "change"
     line = rng.randrange(len(REACTIONS[kind]))
     reactions = [draw(f"react|{kind}|{line}", REACTIONS[kind][line], rng)]
-    extra = (["preference"] if outcome == "change" and re.search(r"\b(prefer|rather)\b", goal) else []) + (
+    conditional = re.search(r"\b(prefer|rather)\b", task.instruction)
+    extra = (["preference"] if outcome == "change" and conditional else []) + (
         ["unknown"] if task.user.unknown_info else [])
     reactions += [draw(f"react|{k}", REACTIONS[k][0], rng) for k in extra]
 

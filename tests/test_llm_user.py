@@ -155,7 +155,7 @@ def test_user_sees_swapped_roles_and_no_tool_traffic(tasks: list[Task]) -> None:
     view, tools, sampling = model.seen[0]
     assert tools == [] and sampling.temperature == 0.3
     assert [m["role"] for m in view] == ["system", "user"] and view[1]["content"] == AGENT_GREETING
-    assert " to book " in opening and task.user.known_info["user_id"] not in opening
+    assert opening.startswith(first_person(task.user.reason)) and task.user.known_info["user_id"] not in opening
     convo = [{"role": "system", "content": "agent policy"}, {"role": "user", "content": opening},
              {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function",
               "function": {"name": "get_user_details", "arguments": "{}"}}]},

@@ -13,7 +13,7 @@ from envs.registry import get_world
 from rollout.user import ScriptedUser, first_person, user_system_prompt
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.realism import prefix_share
-from synthesis.scenario import REACTIONS, TRAITS, draw, outcome_assertions, scenario_book
+from synthesis.scenario import REACTIONS, TRAITS, draw, outcome_assertions, rephrase, scenario_book
 
 WORLDS = ["airline", "retail", "telecom", "clinic"]
 
@@ -93,3 +93,25 @@ def test_outcome_assertions_say_what_is_done_told_and_never_claimed():
                            "The agent explains the policy that forbids it: Cancellations need 24 hours.",
                            "The agent never says that the refused request was carried out."]
     assert outcome_assertions("transfer", [], [])[-1] == "The agent transfers the user to a human agent and says so."
+
+
+def test_phrasings_keep_every_value():
+    """Each world's alternative wordings keep every captured group (ids, dates, amounts), and
+    a goal said in several ways keeps its values in each."""
+    import re
+
+    for name in WORLDS:
+        for pattern, ways in getattr(conversation(get_world(name)).module, "PHRASINGS", []):
+            groups = re.compile(pattern).groups
+            assert len(ways) >= 3, (name, pattern)
+            for way in ways:
+                refs = {int(g) for g in re.findall(r"\\(\d)", way)}
+                assert refs == set(range(1, groups + 1)), (name, pattern, way)
+    module = conversation(get_world("airline")).module
+    goal = ("You want to book 2 passengers in economy on flight HAT015 from JFK to ORD on 2026-05-13 at "
+            "18:45, paying with your credit card ending in 1885, without travel insurance; and cancel your "
+            "reservation RX7520.")
+    said = {rephrase(module, "airline", goal, random.Random(i)) for i in range(12)}
+    assert len(said) >= 6
+    values = sorted(re.findall(r"\d[\w:-]*\d|RX\d+", goal))
+    assert all(sorted(re.findall(r"\d[\w:-]*\d|RX\d+", s)) == values for s in said)

@@ -197,6 +197,42 @@ REASONS: dict[str, list[str]] = {
         "pocket.",
     ],
 }
+# Other ways to say the recurring parts of a goal (`synthesis.scenario.rephrase`): a regex
+# and its replacements, the first the original wording; groups keep every value.
+PHRASINGS: list[tuple[str, list[str]]] = [
+    (r"\bbook (\d+) (passengers?) in ([a-z ]+?) on ",
+     [r"book \1 \2 in \3 on ", r"reserve \3 for \1 \2 on ", r"get \1 \2 booked in \3 on ",
+      r"arrange \3 travel for \1 \2 on ", r"book \3 for \1 \2 on "]),
+    (r", paying with ",
+     [", paying with ", ", charged to ", ", using ", ", with the payment going on "]),
+    (r", without travel insurance",
+     [", without travel insurance", ", and no travel insurance", ", skipping the travel insurance",
+      ", with no insurance added"]),
+    (r", with travel insurance",
+     [", with travel insurance", ", and add travel insurance", ", insured", ", including travel insurance"]),
+    (r" \(you would prefer (.+?) if it has room for everyone, otherwise the other one is fine\)",
+     [r" (you would prefer \1 if it has room for everyone, otherwise the other one is fine)",
+      r"; \1 would suit you better if it still has room for everyone, but otherwise the first one is fine",
+      r"; ideally it would be \1, as long as everyone fits on it; if not, the first one will do"]),
+    (r" \(you would rather use (.+?) if its balance covers it\)",
+     [r" (you would rather use \1 if its balance covers it)",
+      r"; \1 would be your first choice for paying, as long as its balance covers it",
+      r"; if \1 has enough left on it, you'd rather pay with that"]),
+    (r"\bcancel your reservation (\w+)\b(?! and get)",
+     [r"cancel your reservation \1", r"call off your booking \1", r"cancel booking \1",
+      r"have your reservation \1 cancelled"]),
+    (r"\bcancel your reservation (\w+) and get your money back\b",
+     [r"cancel your reservation \1 and get your money back", r"cancel booking \1 and get a refund",
+      r"call off reservation \1 and have the fare refunded"]),
+    (r"\bmove your reservation (\w+) to ",
+     [r"move your reservation \1 to ", r"switch your booking \1 onto ", r"change reservation \1 to ",
+      r"rebook your reservation \1 on "]),
+    (r"\bhave (\d+) (checked bags?) in total on your reservation (\w+)",
+     [r"have \1 \2 in total on your reservation \3", r"end up with \1 \2 in total on booking \3",
+      r"make it \1 \2 in total on reservation \3"]),
+    (r"; and ", ["; and ", ". You also want to ", "; after that, ", ". Besides that, you want to "]),
+]
+
 CABIN = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
