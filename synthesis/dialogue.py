@@ -166,6 +166,12 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
         grounding = conv.hook("grounding")
         needed = [grounding(env.conn, c, task.user.known_info) if callable(grounding) else []
                   for c in [*([refused] if refused else []), *writes]]
+        # a conditional preference the write does not take: the reads that show why, and a
+        # sentence saying so before its plan (the world's `preference` hook)
+        prefer = conv.hook("preference")
+        wanted = task.metadata.get("preference") or {}
+        checks = {c.key(): prefer(env.conn, c, wanted) for c in writes} if callable(prefer) and wanted else {}
+        needed = [*[list(r[0]) for r in checks.values() if r], *needed]
         before_read: dict[str, list[ToolCall]] = {}  # a reference read -> the reads that show its ids
         for reads_of in needed:
             for i, g in enumerate(reads_of):
@@ -208,6 +214,9 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
             out.actions.append(plan_text)
             lead = (rng.choice(DONE) + " " + reports[-1] + " Next, " if reports else "")
             opening_line = rng.choice(OPEN_PLAN).format(plan=plan_text)
+            why = checks.get(call.key())
+            if why and why[1]:
+                opening_line = f"{why[1]} {opening_line}"
             if lead:
                 opening_line = lead + _lowercase_first(opening_line)
             out.turns.append(Turn(role="assistant", content=f"{opening_line} {rng.choice(ASK_CONFIRM)}"))

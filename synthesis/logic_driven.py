@@ -180,6 +180,7 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                 difficulty=round(min(1.0, 0.25 * len(goal_state.path) + 0.25 * bool(variant.preference)
                                      + 0.25 * bool(set(variant.rules) & set(rejections))), 2),
                 metadata={"boundary": variant.kind, "boundary_note": variant.note, "rules": touched,
+                          **({"preference": dict(variant.preference)} if variant.preference else {}),
                           "naive_rejections": rejections, "explored_states": len(reached),
                           "path_length": len(goal_state.path), **_haystack_meta(added)},
             ).with_id()

@@ -115,3 +115,21 @@ def test_phrasings_keep_every_value():
     assert len(said) >= 6
     values = sorted(re.findall(r"\d[\w:-]*\d|RX\d+", goal))
     assert all(sorted(re.findall(r"\d[\w:-]*\d|RX\d+", s)) == values for s in said)
+
+
+def test_reference_checks_a_conditional_preference_before_the_fallback():
+    """"You would prefer the 14th if it has room": the reference looks the 14th up and says
+    why it books the other flight (issue 16: the reference never checked the preference)."""
+    cfg = SynthesisConfig(method="logic_driven", world="airline", n_tasks=20, seed=0)
+    tasks = [t for t in get_method(cfg.method)(cfg, get_world("airline")).tasks
+             if t.metadata.get("preference", {}).get("preferred_flight")]
+    assert tasks
+    for task in tasks:
+        calls = [c for turn in task.dialogue for c in turn.tool_calls]
+        booked = next(c for c in calls if c.name == "book_reservation")
+        preferred = task.metadata["preference"]["preferred_flight"]
+        assert booked.arguments["flight_id"] != preferred
+        day = preferred.rsplit("-", 3)[-3:]
+        assert any(c.name == "search_flights" and c.arguments["date"] == "-".join(day) for c in calls)
+        plan = next(t.content for t in task.dialogue if "not enough for" in t.content)
+        assert "seat" in plan and plan.index("not enough for") < plan.index("?")

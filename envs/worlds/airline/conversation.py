@@ -360,6 +360,27 @@ def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -
     return out
 
 
+def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any]) -> tuple[list[ToolCall], str] | None:
+    """When a booking does not take the user's preferred flight or payment: the read that
+    shows why, and the sentence that says so before the plan."""
+    a = call.arguments
+    if call.name != "book_reservation":
+        return None
+    flight_id, pay_id = wanted.get("preferred_flight"), wanted.get("preferred_payment")
+    if flight_id and flight_id != a.get("flight_id"):
+        f = _flight(conn, flight_id)
+        seats = f["seats_available"]
+        read = ToolCall(name="search_flights", arguments={"origin": f["origin"], "destination": f["destination"],
+                                                          "date": f["date"]})
+        return [read], (f"{flight_words(f)[:1].upper()}{flight_words(f)[1:]} has only {seats} seat"
+                        f"{'s' if seats != 1 else ''} left, not enough for {a['passengers']} passengers.")
+    if pay_id and pay_id != a.get("payment_id"):
+        p = kit.one(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pay_id)
+        return [], (f"Your {p['kind'].replace('_', ' ')} has a balance of {p['balance']:g}, which does not"
+                    " cover this booking.")
+    return None
+
+
 def _money(facts: list[Fact], conn: sqlite3.Connection, payment_id: str) -> str:
     for f in facts:
         if f.kind == "amount":
