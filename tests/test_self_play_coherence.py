@@ -191,3 +191,17 @@ def test_calculator_questions_are_capped(airline: World, share: float, kept: int
     result = synthesize_with(cfg, airline, _Calculator(airline))
     assert len(result.tasks) == kept and result.drops["calculator_cap"] >= 30 - 20  # the rest was drawn and capped
     assert all(t.verification.outcome == "answer" and t.verification.communicate for t in result.tasks)
+
+
+def test_scripted_self_play_targets_every_write_tool():
+    """Specs lean towards write tools no accepted task has yet (`cover_write_tools`), so
+    twenty tasks cover each world's write tools (issue 16 §2)."""
+    from envs.registry import get_world
+    from synthesis.base import SynthesisConfig, get_method
+
+    for name in ("airline", "retail"):
+        world = get_world(name)
+        cfg = SynthesisConfig(method="self_play", world=name, n_tasks=20, seed=0)
+        tasks = get_method("self_play")(cfg, world).tasks
+        used = {c.name for t in tasks for c in t.reference_solution}
+        assert {t for t, spec in world.tools.items() if spec.write} <= used, name

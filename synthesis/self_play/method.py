@@ -51,6 +51,9 @@ class SelfPlayOptions(BaseModel):
     dedup_threshold: float | None = Field(None, ge=0, le=1)  # Jaccard distance; None: no dedup
     # at most this share of n_tasks may be questions for the calculator alone
     max_calculator_share: float = Field(0.1, ge=0, le=1)
+    # Share of specs that target a write tool no accepted task has yet (issue 16 §2: every
+    # write tool is some task's target); 0: tools drawn uniformly.
+    cover_write_tools: float = Field(0.5, ge=0, le=1)
 
 
 def _drop_reason(text: str | None, world: World, ref: StateRef) -> tuple[str, Generation | None, WorldCheck | None]:
@@ -106,7 +109,11 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     notes = getattr(generator, "notes", None)
     try:
         while len(result.tasks) < cfg.n_tasks and attempted < max_attempts:
-            specs = [sample_spec(world, rng) for _ in range(min(batch, max_attempts - attempted))]
+            covered = {c.name for t in result.tasks for c in t.reference_solution}
+            uncovered = sorted(t for t, spec in world.tools.items() if spec.write and t not in covered)
+            specs = [sample_spec(world, rng, first=rng.choice(uncovered)
+                                 if uncovered and rng.random() < opts.cover_write_tools else None)
+                     for _ in range(min(batch, max_attempts - attempted))]
             for spec, text in zip(specs, generator(specs, conn, rng), strict=True):
                 attempted += 1
                 note = notes.pop(text, None) if isinstance(notes, dict) and text is not None else None

@@ -14,8 +14,9 @@ from envs.stock_tools import TRANSFER_TOOL
 from envs.world import World
 
 
-def sample_spec(world: World, rng: random.Random, n_calls: int | None = None) -> Spec:
-    """A spec: 1–2 distinct gold tools and a menu of 2–8 world tools that contains them.
+def sample_spec(world: World, rng: random.Random, n_calls: int | None = None, first: str | None = None) -> Spec:
+    """A spec: 1–2 distinct gold tools (`first` among them when given) and a menu of 2–8
+    world tools that contains them.
     The gold tools go in the order a conversation takes them: questions first, then
     changes, and a transfer to a human agent last (it ends the conversation); a transfer
     goes with a question, never with a change."""
@@ -24,7 +25,8 @@ def sample_spec(world: World, rng: random.Random, n_calls: int | None = None) ->
         raise ValueError(f"world {world.name!r} has no tools")
     n = n_calls if n_calls is not None else rng.choice([1, 2])
     n = max(1, min(n, 2, len(names)))
-    needed = rng.sample(names, n)
+    needed = ([first, *rng.sample([t for t in names if t != first], n - 1)] if first in names
+              else rng.sample(names, n))
     if TRANSFER_TOOL in needed and any(world.tools[t].write for t in needed):  # a handover follows no change
         reads = [t for t in names if not world.tools[t].write and t != TRANSFER_TOOL]
         needed = [t for t in needed if t == TRANSFER_TOOL] + ([rng.choice(reads)] if reads else [])
