@@ -11,6 +11,7 @@ from data.records import Fact
 from envs.conversation import conversation
 from envs.registry import get_world
 from rollout.user import ScriptedUser, first_person, user_system_prompt
+from synthesis import scenario
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.realism import prefix_share
 from synthesis.scenario import REACTIONS, TRAITS, draw, outcome_assertions, rephrase, scenario_book
@@ -100,13 +101,26 @@ def test_phrasings_keep_every_value():
     a goal said in several ways keeps its values in each."""
     import re
 
+    def values(text: str) -> list[str]:
+        return sorted(v.strip(".") for v in re.findall(r"[\w#@.-]*\d[\w#@.-]*", text))
+
     for name in WORLDS:
-        for pattern, ways in getattr(conversation(get_world(name)).module, "PHRASINGS", []):
-            groups = re.compile(pattern).groups
-            assert len(ways) >= 3, (name, pattern)
-            for way in ways:
-                refs = {int(g) for g in re.findall(r"\\(\d)", way)}
-                assert refs == set(range(1, groups + 1)), (name, pattern, way)
+        assert all(len(ways) >= 3 for _, ways in conversation(get_world(name)).module.PHRASINGS), name
+        seen: list[tuple[str, str]] = []
+
+        def spy(module, world, goal, rng, _real=scenario.rephrase, seen=seen):
+            out = _real(module, world, goal, rng)
+            seen.append((goal, out))
+            return out
+
+        for method in ("logic_driven", "constraint_guided"):
+            cfg = SynthesisConfig(method=method, world=name, n_tasks=6, seed=0)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(scenario, "rephrase", spy)
+                get_method(method)(cfg, get_world(name))
+        assert sum(a != b for a, b in seen) >= len(seen) // 2, name
+        for before, after in seen:
+            assert values(before) == values(after), (before, after)
     module = conversation(get_world("airline")).module
     goal = ("You want to book 2 passengers in economy on flight HAT015 from JFK to ORD on 2026-05-13 at "
             "18:45, paying with your credit card ending in 1885, without travel insurance; and cancel your "

@@ -168,6 +168,46 @@ REASONS: dict[str, list[str]] = {
         "Hours spent in the waiting room last time pushed your patience past its limit.",
     ],
 }
+# Other ways to say the recurring parts of a goal (`synthesis.scenario.rephrase`): a regex
+# and its replacements, the first the original wording; groups keep every value.
+PHRASINGS: list[tuple[str, list[str]]] = [
+    (r"\bpay (?:off your outstanding|your whole unpaid) balance of (\d+)\b",
+     [r"\g<0>", r"pay off the full \1 you owe", r"clear your entire balance of \1",
+      r"settle the whole \1 you still owe"]),
+    (r" with (your|the) card on file\b",
+     [r" with \1 card on file", r" using \1 card on file", r", charged to \1 card on file",
+      r" from \1 card on file"]),
+    (r"\bcancel (your [a-z ]*?appointment)\b", [r"cancel \1", r"call off \1", r"drop \1"]),
+    (r"; you do not want to pay a late-cancellation fee",
+     ["; you do not want to pay a late-cancellation fee", "; you are not willing to pay a late-cancellation fee",
+      "; you don't want to be charged a late-cancellation fee", ", but you won't pay a late-cancellation fee"]),
+    (r", and you accept the late-cancellation fee if one applies",
+     [", and you accept the late-cancellation fee if one applies",
+      ", and you are fine with paying the late-cancellation fee if one applies",
+      ", accepting the late-cancellation fee if there is one",
+      "; if a late-cancellation fee applies, you accept it"]),
+    (r"\bmove (your [a-z ]*?appointment)\b", [r"move \1", r"reschedule \1", r"change \1", r"shift \1"]),
+    (r" with the same provider(?=[.;]|$)",
+     [" with the same provider", ", keeping the same provider", ", staying with the same provider",
+      " and keep the same provider"]),
+    (r"\bbook (?=an? )", ["book ", "schedule ", "set up ", "make an appointment for "]),
+    (r" \(you would prefer (.+?) with the same provider if it is possible, otherwise this time is fine\)",
+     [r" (you would prefer \1 with the same provider if it is possible, otherwise this time is fine)",
+      r"; \1 with the same provider would suit you better if it is possible, but otherwise this time is fine",
+      r"; ideally you would have \1 with the same provider instead, but if that is not possible, this time is"
+      r" fine"]),
+    (r" \(you would prefer (.+?) if they take your insurance, otherwise this provider is fine\)",
+     [r" (you would prefer \1 if they take your insurance, otherwise this provider is fine)",
+      r"; \1 would suit you better if they take your insurance, but otherwise this provider is fine",
+      r"; if \1 takes your insurance, you'd rather see them, but otherwise this provider is fine"]),
+    (r" \(you asked for (an? [^;()]+?); if that is not possible, this type of visit is fine\)",
+     [r" (you asked for \1; if that is not possible, this type of visit is fine)",
+      r"; \1 is what you asked for, but if that is not possible, this type of visit is fine",
+      r"; you would rather have \1, but if that is not possible, this type of visit is fine"]),
+    (r"\brefill (your [\w-]+ prescription)\b",
+     [r"refill \1", r"get a refill of \1", r"order a refill of \1", r"get \1 refilled"]),
+    (r"; and ", ["; and ", "; you also want to ", "; on top of that, you want to ", ", and you also want to "]),
+]
 
 
 def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[str]:

@@ -184,6 +184,46 @@ REASONS: dict[str, list[str]] = {
         "someone senior.",
     ],
 }
+# Other ways to say the recurring parts of a goal (`synthesis.scenario.rephrase`): a regex
+# and its replacements, the first the original wording; groups keep every value.
+PHRASINGS: list[tuple[str, list[str]]] = [
+    (r"\border (\d+ units?) of ",
+     [r"order \1 of ", r"buy \1 of ", r"place an order for \1 of ", r"get \1 of "]),
+    (r", paying with ", [", paying with ", ", charged to ", ", and pay with ", ", using "]),
+    (r" \(you would prefer (.+?) if there are enough in stock; otherwise this one is fine\)",
+     [r" (you would prefer \1 if there are enough in stock; otherwise this one is fine)",
+      r"; \1 would suit you better if there are enough in stock, but otherwise this one is fine",
+      r"; ideally you would get \1 instead, if enough are in stock, but if not, this one will do"]),
+    (r" \(you would rather pay with (.+?) if possible\)",
+     [r" (you would rather pay with \1 if possible)",
+      r"; if possible, you'd rather pay with \1 instead",
+      r"; \1 would be your first choice for paying, if possible"]),
+    (r"\bcancel (your [^;]+?) because you ",
+     [r"cancel \1 because you ", r"cancel \1, as you ", r"call off \1 since you ",
+      r"have \1 cancelled because you "]),
+    (r"\bhave (your [^;]+?) shipped to ([^;]+?) instead\b",
+     [r"have \1 shipped to \2 instead", r"get \1 sent to \2 instead",
+      r"change the shipping address of \1 to \2", r"redirect \1 to \2"]),
+    (r"\breturn (\d+ units?|the \d+ remaining units|all the units) of ",
+     [r"return \1 of ", r"send back \1 of ", r"ship back \1 of "]),
+    (r", with the refund going to ",
+     [", with the refund going to ", ", refunded to ", ", with the money going back to ",
+      ", and have the refund sent to "]),
+    (r" \(you would rather get it on (.+?) if that is allowed\)",
+     [r" (you would rather get it on \1 if that is allowed)",
+      r"; if that is allowed, you'd rather have the refund on \1 instead",
+      r"; \1 would suit you better for the refund, if that is allowed"]),
+    (r"\bexchange (\d+ units? of )?(?=the )", [r"exchange \1", r"swap \1", r"trade in \1"]),
+    (r", settling any price difference with ",
+     [", settling any price difference with ", ", with any price difference settled using ",
+      ", and settle any difference in price with "]),
+    (r"; if that is not possible, you do not want anything else changed",
+     ["; if that is not possible, you do not want anything else changed",
+      "; if that can't be done, you don't want any other changes made",
+      "; if it turns out not to be possible, everything else should stay as it is",
+      "; should that not be possible, you want nothing else changed"]),
+    (r"; and ", ["; and ", "; you also want to ", "; on top of that, you want to ", ", and you also want to "]),
+]
 
 
 def lookup(keys: list[str], known: dict[str, Any]) -> ToolCall | None:

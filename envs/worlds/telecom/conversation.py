@@ -251,6 +251,39 @@ REASONS: dict[str, list[str]] = {
         "A late fee appeared after a payment that you're certain went through on time.",
     ],
 }
+# Other ways to say the recurring parts of a goal (`synthesis.scenario.rephrase`): a regex
+# and its replacements, the first the original wording; groups keep every value.
+PHRASINGS: list[tuple[str, list[str]]] = [
+    (r"\bpay off the remaining balance of (?=your )",
+     ["pay off the remaining balance of ", "clear the remaining balance on ", "settle what is left of ",
+      "pay whatever is still owed on "]),
+    (r"\bpay the (\d+) still owed on ",
+     [r"pay the \1 still owed on ", r"pay the \1 that is still due on ", r"settle the \1 outstanding on ",
+      r"clear the \1 left to pay on "]),
+    (r"\b(bill|bill for [A-Z][a-z]+ \d{4}) with (your (?:card|bank account))\b",
+     [r"\1 with \2", r"\1 using \2", r"\1, paying with \2", r"\1 from \2"]),
+    (r" \(you would rather use (.+?) if it is accepted\)",
+     [r" (you would rather use \1 if it is accepted)", r"; \1 would suit you better if it is accepted",
+      r"; you'd rather pay with \1 if it is accepted"]),
+    (r"\badd (the [^;]+?) to your\b", [r"add \1 to your", r"put \1 on your", r"get \1 added to your"]),
+    (r"\bremove (the [^;]+?) from your\b",
+     [r"remove \1 from your", r"drop \1 from your", r"take \1 off your", r"get rid of \1 on your"]),
+    (r"\b(?P<verb>switch|move) (your [^;]+?) to (?=the )",
+     [r"\g<verb> \2 to ", r"move \2 over to ", r"change \2 to ", r"have \2 switched to "]),
+    (r" \(you would prefer the (.+?) plan if you can still get it\)",
+     [r" (you would prefer the \1 plan if you can still get it)",
+      r"; the \1 plan would suit you better if you can still get it",
+      r"; if the \1 plan is still available, you would rather have that one"]),
+    (r"\b(?P<on>switch on roaming on|switch roaming on for) your\b",
+     [r"\g<on> your", r"turn on roaming for your", r"enable roaming on your",
+      r"get roaming switched on for your"]),
+    (r"\bopen a new line on (?=the )",
+     ["open a new line on ", "add a new line on ", "start a new line on ", "get a new line on "]),
+    (r"\bclose (your [^;]+?) for good\b",
+     [r"close \1 for good", r"close \1 permanently", r"shut down \1 for good", r"cancel \1 permanently"]),
+    (r"\breactivate (?=your )", ["reactivate ", "resume service on ", "turn back on "]),
+    (r"; and ", ["; and ", "; you also want to ", "; on top of that, you want to ", ", and you also want to "]),
+]
 
 
 def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[str]:
