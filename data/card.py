@@ -210,6 +210,18 @@ def run_sections(run: dict[str, Any]) -> str:
                     ["test tasks whose tool-name sequence also appears in train",
                      sp.get("test_sharing_tool_names", "-")],
                 ]), ""]
+    if realism := run.get("realism"):
+        out += ["## How the tasks read", "",
+                "Per method and world: the share of distinct 8-word openings, the median similarity of each "
+                "task's text (instruction, reason, reactions) to its nearest other task (Jaccard of character "
+                "5-grams), mean words, tasks that state a world-internal id, write tools some task targets, "
+                "and tasks with natural-language outcome assertions.", "",
+                _table(["method@world", "tasks", "distinct openings", "NN similarity", "words", "leaked ids",
+                        "write tools targeted", "outcome assertions"],
+                       [[k, f["tasks"], f["prefix_share"], f["median_nn_similarity"], f["mean_words"], f["leaked_tasks"],
+                         f"{f['write_tools_covered']}/{f['write_tools_total']}"
+                         + (f" (missing: {', '.join(f['write_tools_missing'])})" if f["write_tools_missing"] else ""),
+                         f["nl_assertion_coverage"]] for k, f in realism.items()]), ""]
     if worlds := run.get("pass_by_world"):
         ks = sorted({int(k) for w in worlds.values() for k in w.get("pass_at_k", {})})
         head = ["world", "tasks", "trajectories", "pass rate"] + [f"pass@{k}" for k in ks] + [f"pass^{k}" for k in ks]

@@ -709,10 +709,35 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     from synthesis.splits import split_figures
 
     split = {**split_figures(tasks), "configured_test_fraction": cfg.synthesis.test_fraction}
-    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "verifiers": versions, "verifier_audit": audit,
+    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
+            "verifiers": versions, "verifier_audit": audit,
             "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(tool_errors.items())),
             "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
             "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
+
+
+REALISM_SAMPLE = 200
+
+
+def task_realism(tasks: list[Task]) -> dict[str, dict[str, Any]]:
+    """How the tool-use tasks read, per method@world (`synthesis.realism`): prefix share,
+    nearest-neighbour similarity, words, leaked ids, write tools targeted, outcome assertions."""
+    from synthesis.realism import realism_figures, write_tool_coverage
+
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(f"{t.method}@{t.world}", []).append(t)
+    out: dict[str, dict[str, Any]] = {}
+    for key, group in sorted(groups.items()):
+        world = get_world(group[0].world)
+        if not getattr(world, "tools", None) or group[0].verification.verifier:  # workspace tasks
+            continue
+        # the text figures are quadratic in tasks: on at most REALISM_SAMPLE of them (by id)
+        sample = sorted(group, key=lambda t: t.id)[:REALISM_SAMPLE]
+        cov = write_tool_coverage(world, group)
+        out[key] = {**realism_figures(world, sample), "tasks": len(group), "sampled": len(sample),
+                    "write_tools_covered": cov["covered"], "write_tools_missing": cov["missing"]}
+    return out
 
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],

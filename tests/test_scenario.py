@@ -147,3 +147,14 @@ def test_reference_checks_a_conditional_preference_before_the_fallback():
         assert any(c.name == "search_flights" and c.arguments["date"] == "-".join(day) for c in calls)
         plan = next(t.content for t in task.dialogue if "not enough for" in t.content)
         assert "seat" in plan and plan.index("not enough for") < plan.index("?")
+
+
+def test_the_card_shows_how_the_tasks_read(airline_tasks):
+    from data.card import run_sections
+    from pipelines.stages import task_realism
+
+    figures = task_realism(airline_tasks)
+    row = figures["logic_driven@airline"]
+    assert row["tasks"] == len(airline_tasks) and row["nl_assertion_coverage"] == 1.0 and row["leaked_tasks"] == 0
+    card = run_sections({"realism": figures})
+    assert "## How the tasks read" in card and "| logic_driven@airline |" in card
