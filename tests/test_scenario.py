@@ -158,3 +158,33 @@ def test_the_card_shows_how_the_tasks_read(airline_tasks):
     assert row["tasks"] == len(airline_tasks) and row["nl_assertion_coverage"] == 1.0 and row["leaked_tasks"] == 0
     card = run_sections({"realism": figures})
     assert "## How the tasks read" in card and "| logic_driven@airline |" in card
+
+
+@pytest.mark.parametrize("name", ["airline", "retail", "clinic"])
+def test_every_unmet_preference_is_looked_up_and_explained(name):
+    """The world's `preference` hook's reads come before the write, and its sentence is said
+    in the write's plan, for every logic-driven task whose write does not take a preference."""
+    world = get_world(name)
+    hook = conversation(world).hook("preference")
+    cfg = SynthesisConfig(method="logic_driven", world=name, n_tasks=20, seed=0)
+    explained = 0
+    for task in get_method(cfg.method)(cfg, world).tasks:
+        wanted = task.metadata.get("preference")
+        if not wanted:
+            continue
+        env = world.env(task.initial_state)
+        try:
+            calls = [c for turn in task.dialogue for c in turn.tool_calls]
+            for write in [c for c in calls if world.tools[c.name].write]:
+                why = hook(env.conn, write, wanted)
+                if not why:
+                    continue
+                reads, sentence = why
+                first_write = next(i for i, c in enumerate(calls) if world.tools[c.name].write)
+                assert all(r.key() in {c.key() for c in calls[:first_write]} for r in reads), task.id
+                assert any(sentence in t.content and t.content.index(sentence) < t.content.index("?")
+                           for t in task.dialogue if t.role == "assistant"), (task.id, sentence)
+                explained += 1
+        finally:
+            env.close()
+    assert explained, name

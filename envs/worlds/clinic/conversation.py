@@ -313,6 +313,43 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
     return []
 
 
+def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any]) -> tuple[list[ToolCall], str] | None:
+    """When a booking does not take the patient's preferred slot, provider or visit type: the
+    read that shows why, and the sentence that says so before the plan."""
+    a = call.arguments
+    if call.name != "book_appointment":
+        return None
+    patient = kit.one(conn, "SELECT * FROM patients WHERE patient_id = ?", a["patient_id"])
+    slot_id, provider_id = wanted.get("preferred_slot"), wanted.get("preferred_provider")
+    if slot_id and slot_id != a.get("slot_id"):
+        s = _slot(conn, slot_id)
+        day = s["start_at"][:10]
+        if s["status"] != "open":
+            return ([ToolCall(name="find_open_slots", arguments={"provider_id": s["provider_id"], "date": day})],
+                     f"The {when(s['start_at'])} slot with {s['provider']} is no longer open.")
+        referral = kit.row(conn, "SELECT * FROM referrals WHERE referral_id = ?", a.get("referral_id"))
+        if referral is not None and referral["expires_on"] < day:
+            return [], (f"Your referral expires on {date_forms(referral['expires_on'])[1]}, before the visit on "
+                        f"{when(s['start_at'])}.")
+        clash = kit.row(conn, "SELECT a.appointment_id, s.start_at FROM appointments a JOIN slots s USING (slot_id)"
+                              " WHERE a.patient_id = ? AND a.status = 'scheduled' AND date(s.start_at) = ?"
+                              " ORDER BY s.start_at", a["patient_id"], day)
+        if clash is not None:
+            return ([ToolCall(name="get_appointment_details", arguments={"appointment_id": clash["appointment_id"]})],
+                    f"The {when(s['start_at'])} slot overlaps your appointment {clash['appointment_id']} at "
+                    f"{clash['start_at'][11:16]}.")
+        return None
+    if provider_id and provider_id != _slot(conn, a["slot_id"])["provider_id"]:
+        p = kit.one(conn, "SELECT * FROM providers WHERE provider_id = ?", provider_id)
+        return ([ToolCall(name="get_provider_details", arguments={"provider_id": provider_id})],
+                f"{p['name']} does not accept your insurance plan.")
+    if wanted.get("wanted_type") and wanted["wanted_type"] != a.get("appointment_type") and patient:
+        t = kit.one(conn, "SELECT * FROM appointment_types WHERE type_code = ?", wanted["wanted_type"])
+        return [], (f"A {t['name'].lower()} is only for patients aged {t['min_age']} to {t['max_age']}, which"
+                    " you are not on the day of the visit.")
+    return None
+
+
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
     a = call.arguments
     out: list[ToolCall] = []

@@ -355,6 +355,28 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
     return []
 
 
+def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any]) -> tuple[list[ToolCall], str] | None:
+    """When an order does not take the customer's preferred item or payment method: the read
+    that shows why, and the sentence that says so before the plan."""
+    a = call.arguments
+    if call.name != "place_order":
+        return None
+    vid, pay_id = wanted.get("preferred_variant"), wanted.get("preferred_payment")
+    if vid and vid not in a.get("variant_ids", []):
+        v = kit.one(conn, "SELECT v.*, p.name FROM variants v JOIN products p USING (product_id) WHERE variant_id = ?",
+                    vid)
+        q = max(a.get("quantities") or [1])
+        return ([ToolCall(name="get_product_details", arguments={"product_id": v["product_id"]})],
+                f"The {v['name']} you preferred has only {v['stock']} in stock, not enough for {q}.")
+    if pay_id and pay_id != a.get("payment_id"):
+        p = kit.one(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pay_id)
+        if p["customer_id"] != a.get("customer_id"):
+            return [], ("The gift card you mentioned belongs to your other account, and an order can only be paid"
+                        " with a payment method of the account that places it.")
+        return [], f"Your {p['kind'].replace('_', ' ')} has a balance of {p['balance']:g}, which does not cover this order."
+    return None
+
+
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
     """Reads that show a write's ids: the order's details, and the products of new items."""
     a = call.arguments
