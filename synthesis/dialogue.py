@@ -330,8 +330,8 @@ def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rul
         return None, "user_cannot_identify"
     writes = any(world.tools[c.name].write for c in task.reference_solution)
     transfer = any(c.name == TRANSFER_TOOL for c in task.reference_solution)
+    outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
     if scenario:
-        outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
         task = write_scenario(world, task, outcome, refused.name if refused is not None else None)
     try:
         p = plan(world, task, refused, rule, answer)
@@ -339,7 +339,6 @@ def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rul
         return None, f"dialogue_unplannable:{exc.args[0][:40] if exc.args else 'rule'}"
     if refused is None and not p.facts and not writes and not transfer:
         return None, "nothing_to_tell"
-    outcome = ("refusal" if refused is not None else "transfer" if transfer else "change" if writes else "answer")
     v = task.verification.model_copy(update={
         "outcome": outcome, "communicate": p.facts,
         "nl_assertions": outcome_assertions(outcome, p.actions, p.facts, p.refused, p.rule_text),
