@@ -249,13 +249,11 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     reason = draw(f"{w}|reason|{key}", bank, rng)
 
     goal = rephrase(module, w, task.instruction.strip(), rng)
+    # a request already in the user's own words (self-play questions) gets the reason in them too
+    lead = reason if goal.startswith(("You ", "Your ")) else first_person(reason)
     if goal.startswith("You want to "):
         goal = draw(f"{w}|lead|{key}", GOAL_LEADS, rng) + goal[len("You want to"):]
-        instruction = f"{reason} {goal}"
-    elif goal.startswith(("You ", "Your ")):
-        instruction = f"{reason} {goal}"
-    else:  # a request already in the user's own words (self-play questions)
-        instruction = f"{first_person(reason)} {goal}"
+    instruction = f"{lead} {goal}"
 
     kind = outcome if outcome in REACTIONS else "change"
     line = rng.randrange(len(REACTIONS[kind]))
