@@ -5,6 +5,16 @@ from __future__ import annotations
 import functools
 
 BACKENDS = ("bwrap", "docker")
+# The sandbox probes also run docker without its in-container runner (one `docker exec` per
+# command: what an image without python3 gets): the label "docker-exec" opens "docker" with
+# these variables set.
+PROBE_BACKENDS = (*BACKENDS, "docker-exec")
+LABELS = {"docker-exec": ("docker", {"TRAJFORGE_DOCKER_RUNNER": "0"})}
+
+
+def resolve(label: str) -> tuple[str, dict[str, str]]:
+    """The backend a test label opens, and the environment it needs."""
+    return LABELS.get(label, (label, {}))
 
 
 @functools.cache
@@ -13,6 +23,7 @@ def unusable(backend: str) -> str | None:
     offline image once (a content-hashed tag: later sessions find it)."""
     from envs.sandbox import SandboxError
 
+    backend = resolve(backend)[0]
     if backend == "bwrap":
         from envs.sandbox.bwrap import bwrap_unusable
 

@@ -27,16 +27,19 @@ from envs.sandbox import ExecResult, Limits, SandboxError, open_sandbox
 from envs.sandbox.bwrap import BwrapSandbox, bwrap_argv, bwrap_unusable
 from envs.sandbox.pool import SandboxPool
 from envs.sandbox.process import limit_argv
-from tests.backends import BACKENDS, unusable
+from tests.backends import PROBE_BACKENDS, resolve, unusable
 
 REASON = bwrap_unusable()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
-@pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
+@pytest.fixture(params=PROBE_BACKENDS)
+def backend(request, monkeypatch) -> str:
     why = unusable(request.param)
     if why is not None:
         pytest.skip(f"{request.param} backend unusable: {why}")
-    return request.param
+    name, env = resolve(request.param)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return name
 SYS_PY = "/usr/bin/python3"
 needs_py = pytest.mark.skipif(not os.path.exists(SYS_PY), reason="no system python3 in /usr/bin")
 FAST = Limits(timeout_s=10, cpu_s=10)
@@ -475,6 +478,46 @@ def test_docker_limits_checked_from_inside(docker_ok, tmp_path: Path) -> None:
         assert "1000" in lines and any(line.startswith("ro,") or line == "ro" for line in lines), out
         assert "Read-only file system" in out
         healthy(sb)
+
+
+def test_docker_runner_what_commands_can_reach_and_losing_it(docker_ok) -> None:
+    """Commands go through the container's runner: renamed and non-dumpable, so a command of
+    the same uid sees it but cannot open its fds, environment or memory (to read a request
+    or forge an answer), and `pkill python3` misses it. A command that kills it is reported
+    lost, the container restarts and the next command gets a new runner. Without the runner
+    (`exec_server=False`) the wrapper's shell is the caller of `kill -9 -1`, and its output
+    survives."""
+    with open_sandbox("docker", None, FAST) as sb:
+        assert sb.runner_unusable is None and sb._runner is not None
+        r = sb.run('for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sandbox-runner ] && echo $p; done; true')
+        (proc,) = r.stdout.split()
+        r = sb.run(f"ls {proc}/fd; cat {proc}/environ; head -c 8 {proc}/mem; pkill python3; pkill -x python3; true")
+        assert r.stderr.count("Permission denied") == 3, r
+        assert sb.run(f"cat {proc}/comm").stdout == "sandbox-runner\n"  # still there
+        r = sb.run("""echo '{"id": "x", "rc": 0, "out": "", "err": ""}'; exit 3""")
+        assert r.returncode == 3 and r.stdout.startswith('{"id": "x"'), r  # only its output
+        r = sb.run("kill -9 -1; echo after")
+        assert r.returncode == 137 and "runner lost" in r.stderr and not r.ok, r
+        healthy(sb)
+        assert sb._runner is not None
+    with open_sandbox("docker", None, FAST, exec_server=False) as sb:
+        assert sb._runner is None and sb.runner_unusable == "exec_server=False"
+        r = sb.run("kill -9 -1; echo after")
+        assert r.stdout == "after\n", r  # (its `timeout` parent was killed: exit status 137)
+        healthy(sb)
+
+
+def test_docker_without_a_runner_falls_back_to_exec(docker_ok, monkeypatch, caplog) -> None:
+    """A runner that cannot start (an image without python3, no ctypes) leaves one
+    `docker exec` per command, with the reason logged and kept."""
+    import envs.sandbox.docker as dk
+
+    monkeypatch.setattr(dk, "RUNNER_BOOT", "import sys; sys.stderr.write('no runner here'); sys.exit(5)")
+    with caplog.at_level(logging.WARNING, logger="envs.sandbox.docker"), open_sandbox("docker", None, FAST) as sb:
+        assert sb._runner is None and "no runner here" in (sb.runner_unusable or "")
+        assert "one docker exec per command" in caplog.text
+        r = sb.run("echo hi; exit 4")
+        assert r.returncode == 4 and r.stdout == "hi\n"
 
 
 def test_docker_offline_image(docker_ok) -> None:

@@ -29,10 +29,12 @@ pushed with `put_archive` on writes and restores; the size is then checked on th
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import select
 import socket
@@ -41,6 +43,7 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +60,13 @@ from envs.sandbox.process import (
 )
 from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
 
+log = logging.getLogger(__name__)
+
 WORKSPACE = "/workspace"
 IO_DIR = "/sandbox-io"  # a second small volume for stdin files
 SANDBOX_USER = "1000:1000"
 IMAGE_ENV = "TRAJFORGE_DOCKER_IMAGE"  # the image when none is given; else the offline one
+RUNNER_ENV = "TRAJFORGE_DOCKER_RUNNER"  # "0": one `docker exec` per command, no runner
 IDLE = ["tail", "-f", "/dev/null"]
 GRACE_S = 5.0  # past timeout + this, the container is restarted
 # Runs the command (argv after the timeout and the stdin file), then kills every other uid
@@ -214,6 +220,67 @@ def _local_folder(volume: Any) -> Path | None:
     return path if path.is_dir() and not path.is_symlink() else None
 
 
+RUNNER_SOURCE = (Path(__file__).with_name("docker_runner.py")).read_text()
+RUNNER_START_S = 15.0  # the runner's first line must come within this
+# Reads the runner's source (argv[1] bytes) from stdin and runs it as __main__.
+RUNNER_BOOT = ("import sys; exec(compile(sys.stdin.buffer.read(int(sys.argv[1])), "
+               "'docker_runner', 'exec'))")
+
+
+class _Runner:
+    """The attached exec of `docker_runner.py` in one container: requests go to its stdin,
+    answers come back as lines on its stdout frames (see that module)."""
+
+    def __init__(self, sandbox: DockerSandbox) -> None:
+        api = sandbox._client.api
+        source = RUNNER_SOURCE.encode()
+        self.exec_id = api.exec_create(sandbox._container.id, ["python3", "-I", "-c", RUNNER_BOOT, str(len(source))],
+                                       stdin=True, stdout=True, stderr=True, workdir=WORKSPACE,
+                                       user=SANDBOX_USER)
+        self.sock = api.exec_start(self.exec_id, socket=True)
+        self.raw = getattr(self.sock, "_sock", self.sock)
+        self.raw.sendall(source)  # the runner's code comes on its stdin, not its command line
+        self.pending = bytearray()  # stream bytes past the last whole frame
+        self.line = bytearray()  # stdout bytes past the last whole answer
+        self.stderr = bytearray()  # what the runner itself wrote there (tracebacks)
+        self.lost: str | None = None
+        try:
+            reason, first = self.receive(sandbox, time.perf_counter() + RUNNER_START_S, [])
+            if first is None or first.get("ready") is None:
+                err = bytes(self.stderr[-400:]).decode(errors="replace").strip()
+                raise SandboxError(f"the runner did not start ({reason or 'stream ended'}): "
+                                   f"{(first or {}).get('error') or err or 'no output'}")
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, req: dict[str, Any]) -> None:
+        self.raw.sendall(json.dumps(req).encode() + b"\n")
+
+    def receive(self, sandbox: DockerSandbox, deadline: float,
+                measured: list[int]) -> tuple[str | None, dict[str, Any] | None]:
+        """The next answer line; or (why not, None): "timeout", "disk", None at the end."""
+
+        def frame(i: int, part: bytes) -> bool:
+            if i == 1:
+                self.stderr += part
+                del self.stderr[:-65536]
+                return False
+            self.line += part
+            return b"\n" in self.line
+
+        said = sandbox._pump(self.sock, self.pending, frame, deadline, measured)
+        if said != "done":
+            self.lost = said or "the runner's stream ended"
+            return said, None
+        text, _, rest = bytes(self.line).partition(b"\n")
+        self.line = bytearray(rest)
+        return None, json.loads(text)
+
+    def close(self) -> None:
+        _close(self.sock)
+
+
 @SANDBOXES.register("docker")
 class DockerSandbox:
     """A container per sandbox; see the module docstring."""
@@ -223,8 +290,14 @@ class DockerSandbox:
     def __init__(self, source: Path | None = None, limits: Limits | None = None, *,
                  image: str | None = None, dockerfile: Path | str | None = None,
                  cpus: float = 1.0, client: Any = None, seccomp: bool = True,
-                 workspace: str = "auto", base_dir: Path | str | None = None) -> None:
+                 workspace: str = "auto", base_dir: Path | str | None = None,
+                 exec_server: bool | None = None) -> None:
         self.limits = limits or Limits()
+        if exec_server is None:
+            exec_server = os.environ.get(RUNNER_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+        self.exec_server = exec_server
+        self._runner: _Runner | None = None
+        self.runner_unusable: str | None = None if exec_server else "exec_server=False"
         if image and dockerfile:
             raise ValueError("give `image` or `dockerfile`, not both")
         if workspace not in ("auto", "volume", "mirror"):
@@ -268,6 +341,8 @@ class DockerSandbox:
             self.workdir = self._ws.path
             self._oom_base = 0  # a new container's cgroup has seen no OOM kill
             self._initial = self._ws.snapshot()
+            if exec_server:
+                self._start_runner()
         except Exception:
             self.close()
             raise
@@ -337,30 +412,39 @@ class DockerSandbox:
                 else:
                     self._container.put_archive(IO_DIR, _tar_of({name: stdin.encode()}))
                 stdin_file = f"{IO_DIR}/{name}"
-            result = self._exec(exec_argv(argv, t, stdin_file), t, env)
+            if self._runner is None and self.exec_server and self.runner_unusable is None:
+                self._start_runner()  # after a restart
+            run = self._exec_runner if self._runner is not None else self._exec
+            result = run(argv, t, env, stdin_file)
             if self._mirror and not self._pull() and result.killed_reason is None:
                 result.killed_reason = "disk"
             return result
 
-    def _exec(self, argv: list[str], t: float, env: dict[str, str] | None) -> ExecResult:
+    def _exec(self, argv: list[str], t: float, env: dict[str, str] | None,
+              stdin_file: str | None) -> ExecResult:
+        """One command through `docker exec` (the shell wrapper does the limits inside)."""
         api = self._client.api
         cap = self.limits.max_output_bytes
         t0 = time.perf_counter()
-        exec_id = api.exec_create(self._container.id, argv, stdout=True, stderr=True,
-                                  workdir=WORKSPACE, environment=env or {}, user=SANDBOX_USER)
+        exec_id = api.exec_create(self._container.id, exec_argv(argv, t, stdin_file),
+                                  stdout=True, stderr=True, workdir=WORKSPACE,
+                                  environment=env or {}, user=SANDBOX_USER)
         sock = api.exec_start(exec_id, socket=True)
         bufs = [bytearray(), bytearray()]
         seen = [0, 0]
         measured: list[int] = []
+
+        def frame(i: int, part: bytes) -> str | None:
+            seen[i] += len(part)
+            bufs[i] += part[:max(0, cap - len(bufs[i]))]
+            return "output" if seen[i] > cap * OUTPUT_FLOOD_FACTOR else None
+
         try:
-            killed_by = self._read(sock, bufs, seen, t0 + t + GRACE_S, measured)
+            killed_by = self._pump(sock, bytearray(), frame, t0 + t + GRACE_S, measured)
         finally:
             _close(sock)  # before any restart: an open stream holds the container up
         if killed_by is not None:
-            self._container.restart(timeout=0)  # kills every process; the volume stays
-            self._oom_base = 0  # and the cgroup starts again
-        self._disk_floor = next_disk_floor(killed_by, measured[-1] if measured else None,
-                                           self._disk_floor, self.limits, self._ws.disk_bytes)
+            self._restart()
         rc: Any = None
         if killed_by is None:  # a restarted container has forgotten its execs
             rc = api.exec_inspect(exec_id).get("ExitCode")
@@ -370,26 +454,102 @@ class DockerSandbox:
         raw = RawRun(returncode=rc, stdout=bytes(bufs[0]), stderr=bytes(bufs[1]),
                      truncated=seen[0] > cap or seen[1] > cap, killed_by=killed_by,
                      duration_s=time.perf_counter() - t0, cpu_s=0.0)
+        return self._finish(raw, killed_by, measured)
+
+    def _exec_runner(self, argv: list[str], t: float, env: dict[str, str] | None,
+                     stdin_file: str | None) -> ExecResult:
+        """One command through the container's runner (`envs.sandbox.docker_runner`)."""
+        runner = self._runner
+        assert runner is not None
+        cap = self.limits.max_output_bytes
+        t0 = time.perf_counter()
+        nonce = uuid.uuid4().hex
+        req = {"id": nonce, "argv": argv, "timeout": t, "env": env or {}, "stdin": stdin_file,
+               "cap": cap, "flood": cap * OUTPUT_FLOOD_FACTOR}
+        measured: list[int] = []
+        answer: dict[str, Any] | None = None
+        try:
+            runner.send(req)
+            killed_by, answer = runner.receive(self, t0 + t + GRACE_S, measured)
+        except (OSError, ValueError) as e:  # the stream broke, or an answer that is not ours
+            killed_by, answer = None, None
+            runner.lost = f"{type(e).__name__}: {e}"
+        if answer is not None and answer.get("id") != nonce:
+            answer, runner.lost = None, "an answer with another id"
+        if answer is None:
+            # Timed out here, past the disk quota, or the runner is gone (a command may kill
+            # it: same uid): restart the container, which kills whatever was left running.
+            why = runner.lost
+            self._restart()
+            if killed_by is None:
+                msg = f"sandbox runner lost ({why}); the container was restarted\n"
+                raw = RawRun(returncode=137, stdout=b"", stderr=msg.encode(), truncated=False,
+                             killed_by=None, duration_s=time.perf_counter() - t0, cpu_s=0.0)
+                return self._finish(raw, None, measured)
+            raw = RawRun(returncode=137, stdout=b"", stderr=b"", truncated=False, killed_by=killed_by,
+                         duration_s=time.perf_counter() - t0, cpu_s=0.0)
+            return self._finish(raw, killed_by, measured)
+        seen = [int(n) for n in answer["seen"]]
+        raw = RawRun(returncode=int(answer["rc"]), stdout=base64.b64decode(answer["out"]),
+                     stderr=base64.b64decode(answer["err"]), truncated=seen[0] > cap or seen[1] > cap,
+                     killed_by=answer.get("killed_by"), duration_s=time.perf_counter() - t0,
+                     cpu_s=float(answer.get("cpu_s") or 0.0))
+        return self._finish(raw, raw.killed_by, measured)
+
+    def _finish(self, raw: RawRun, killed_by: str | None, measured: list[int]) -> ExecResult:
+        """Classify `raw`; keep the disk floor; tell an OOM kill from any other SIGKILL."""
+        self._disk_floor = next_disk_floor(killed_by, measured[-1] if measured else None,
+                                           self._disk_floor, self.limits, self._ws.disk_bytes)
         result = classify(raw, self.limits)
-        if result.killed_reason is None and rc == 137:
+        if result.killed_reason is None and raw.returncode == 137:
             oom = self._oom_kills()
             if oom > self._oom_base:
                 self._oom_base = oom
                 result.killed_reason = "memory"
         return result
 
-    def _read(self, sock: Any, bufs: list[bytearray], seen: list[int], deadline: float,
-              measured: list[int]) -> str | None:
-        """Read the exec's multiplexed stream (8-byte frame headers: stream, size) until it
-        ends; "timeout" past `deadline`, "output" on a flood, "disk" when the local
-        workspace is past its size and still growing, else None."""
+    def _restart(self) -> None:
+        """Restart the container: kills every process in it; the volumes stay."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        self._container.restart(timeout=0)
+        self._oom_base = 0  # and the cgroup starts again
+
+    def _start_runner(self) -> None:
+        """Start the container's runner, or fall back to one `docker exec` per command
+        (`runner_unusable` says why: no python3 in the image, no ctypes, ...)."""
+        try:
+            self._runner = _Runner(self)
+            self.runner_unusable = None
+        except (OSError, SandboxError, ValueError) as e:
+            self._runner, self.runner_unusable = None, str(e)
+            log.warning("docker sandbox: no runner in %s (%s); one docker exec per command",
+                        self._image, e)
+
+    def _pump(self, sock: Any, pending: bytearray, on_frame: Callable[[int, bytes], str | bool | None],
+              deadline: float, measured: list[int]) -> str | None:
+        """Read the exec's multiplexed stream (8-byte frame headers: stream, size), passing
+        each frame to `on_frame` (0 stdout, 1 stderr), until it ends (None), `on_frame`
+        returns True ("done") or a reason to stop; "timeout" past `deadline`, "disk" when
+        the local workspace is past its size and still growing. Bytes past the last whole
+        frame stay in `pending`."""
         raw = getattr(sock, "_sock", sock)
-        cap = self.limits.max_output_bytes
         disk_cap = self.limits.disk_mb * MB if (self.limits.disk_mb and not self._mirror) else None
-        pending = bytearray()
         last_disk: int | None = None
         next_disk = time.perf_counter() + POLL_S[0]
         while True:
+            while len(pending) >= 8:
+                kind, size = pending[0], int.from_bytes(pending[4:8], "big")
+                if len(pending) < 8 + size:
+                    break
+                part = bytes(pending[8:8 + size])
+                del pending[:8 + size]
+                said = on_frame(1 if kind == 2 else 0, part)
+                if said is True:
+                    return "done"
+                if said:
+                    return str(said)
             now = time.perf_counter()
             if now >= deadline:
                 return "timeout"
@@ -415,17 +575,6 @@ class DockerSandbox:
             if not data:
                 return None
             pending += data
-            while len(pending) >= 8:
-                kind, size = pending[0], int.from_bytes(pending[4:8], "big")
-                if len(pending) < 8 + size:
-                    break
-                part = bytes(pending[8:8 + size])
-                del pending[:8 + size]
-                i = 1 if kind == 2 else 0
-                seen[i] += len(part)
-                bufs[i] += part[:max(0, cap - len(bufs[i]))]
-                if seen[i] > cap * OUTPUT_FLOOD_FACTOR:
-                    return "output"
 
     # -- files -------------------------------------------------------------------------
 
@@ -498,6 +647,8 @@ class DockerSandbox:
             if self._closed:
                 return
             self._closed = True
+            if self._runner is not None:
+                self._runner.close()
             with contextlib.suppress(Exception):
                 self._container.remove(force=True)
             for vol in (getattr(self, "_volume", None), getattr(self, "_io_volume", None)):
