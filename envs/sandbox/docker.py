@@ -4,7 +4,10 @@ The container idles (`tail -f /dev/null` under Docker's init, as root without an
 capability) from `image`: by default `$TRAJFORGE_DOCKER_IMAGE`, else the offline image of
 `envs.sandbox.image`, built from this host's files on first use with no registry; any other
 image name (pulled if missing, e.g. from a private registry), or one built from `dockerfile`.
-Commands run as uid 1000 through `exec` with:
+Commands run as uid 1000 through the container's runner (`envs.sandbox.docker_runner`: one
+attached `exec` per container, a JSON line per command, so a command costs no `docker exec`
+round trip), or, where the image has no usable python3 or `exec_server=False`
+(`$TRAJFORGE_DOCKER_RUNNER=0`), through one `exec` each. Either way they get:
 
 - a read-only root, the workspace in a named volume at `/workspace`, a `/tmp` and a
   `/dev/shm` tmpfs sized `Limits.disk_mb` and emptied after every command (as bwrap's are);
@@ -13,8 +16,9 @@ Commands run as uid 1000 through `exec` with:
 - the cgroup's memory (`mem_limit`, no swap), process (`pids_limit`) and CPU (`nano_cpus`)
   limits, the rlimits as `ulimits`, all capabilities dropped, no-new-privileges and a seccomp
   profile denying what `envs.sandbox.seccomp` denies (`seccomp=False`: Docker's unconfined);
-- `timeout -s KILL` around the command, then `kill -9 -1` as uid 1000, so no background
-  process outlives its command. Past the timeout plus a grace period, on an output flood or
+- a kill at the timeout (the runner's timer, or `timeout -s KILL`), then `kill -9 -1` as
+  uid 1000, so no background process outlives its command; a command that kills the runner
+  itself is reported lost and the container restarted. Past the timeout plus a grace period, on an output flood or
   when the workspace grows past `Limits.disk_mb`, the container is restarted, which kills
   everything in it (the volume survives).
 
