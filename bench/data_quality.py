@@ -11,7 +11,13 @@ Per method × world and overall (worst case over the cells):
   reference, unless an at-least-as-clean policy row (no failed call) replaced it;
 - `unmarked_malformed_sft_rows`: released rows holding a failed call without `recovery`;
 - `stop_markers_in_rows`: released rows that still hold a user-simulator end marker;
-- `scrubbed_rows_pass_rate` where the hygiene stage reports it.
+- `scrubbed_rows_pass_rate` where the hygiene stage reports it;
+- `phrase_variety` per world (over every method's reference dialogues): for three dialogue
+  acts (the agent's first question, the plan it asks the user to confirm before a write, and
+  its final report after a write), how many messages, how many distinct openings (first
+  four words, lower-cased, any token with a digit masked) and the share of the commonest
+  one; `phrase_variety_min_distinct` is the fewest distinct openings of any act seen at
+  least 5 times.
 
 Same-run baseline (`baseline_outcome_only`): the same rollouts curated by the outcome
 verifiers alone (state / constraints / tests, the verdict before conversations were
@@ -26,9 +32,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,7 @@ from curation.base import failed_calls  # noqa: E402
 from curation.quality import sft_quality  # noqa: E402
 from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
+from envs.registry import get_world  # noqa: E402
 from pipelines import stages  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
 from rollout.user import MARKERS  # noqa: E402
@@ -63,6 +72,49 @@ def reference_kept(tasks: list[Task], trajectories: list[Trajectory], verdicts: 
         mine = [by_traj[i] for i in released if i in by_traj and by_traj[i].task_id == task.id]
         kept += any(t.reference for t in mine) or any(failed_calls(t) == 0 for t in mine)
     return kept, good
+
+
+ACTS = ("first_question", "plan", "report")
+
+
+def opening(text: str) -> str:
+    """The first four words of `text`, lower-cased, tokens with a digit masked."""
+    return " ".join(re.sub(r"\S*\d\S*", "#", text.lower()).split()[:4])
+
+
+def dialogue_acts(trajectories: list[Trajectory], world: str) -> dict[str, list[str]]:
+    """The openings of each act (`ACTS`) in the reference dialogues of `trajectories`."""
+    tools = get_world(world).tools
+    writes = {name for name, spec in tools.items() if spec.write}
+    acts: dict[str, list[str]] = {a: [] for a in ACTS}
+
+    def calls(m: dict[str, Any]) -> list[str]:
+        return [c["function"]["name"] for c in m.get("tool_calls") or []]
+
+    for t in trajectories:
+        if not t.reference:
+            continue
+        msgs = [m for m in t.messages if m["role"] in ("assistant", "user", "tool")]
+        said = [i for i, m in enumerate(msgs) if m["role"] == "assistant" and (m.get("content") or "").strip()
+                and not calls(m)]
+        first_call = next((i for i, m in enumerate(msgs) if m["role"] == "assistant" and calls(m)), len(msgs))
+        if said and said[0] < first_call:
+            acts["first_question"].append(opening(msgs[said[0]]["content"]))
+        wrote = False
+        for i in said:
+            nxt = msgs[i + 1:i + 3]
+            if len(nxt) == 2 and nxt[0]["role"] == "user" and set(calls(nxt[1])) & writes:
+                acts["plan"].append(opening(msgs[i]["content"]))
+                wrote = True
+        if wrote and said:
+            acts["report"].append(opening(msgs[said[-1]]["content"]))
+    return acts
+
+
+def variety(openings: list[str]) -> dict[str, Any]:
+    counts = Counter(openings)
+    return {"messages": len(openings), "distinct_openings": len(counts),
+            "top_share": round(counts.most_common(1)[0][1] / len(openings), 3) if openings else None}
 
 
 def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, Any]:
@@ -94,6 +146,7 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
                                            and failed_calls(by_traj[r["trajectory_id"]]) > 0),
         "stop_markers_in_rows": sum(1 for r in rows if any(k in json.dumps(r["messages"]) for k in MARKERS)),
         "reference_share": q.get("reference_share"),
+        "acts": dialogue_acts(trajs, world),
         "baseline_outcome_only": {k: base.get(k) for k in ("rows", "clause_compliance_min", "informative_reply_rate",
                                                            "refusal_explained_rate")},
     }
@@ -113,6 +166,7 @@ def main() -> None:
     n = args.tasks or (4 if args.quick else 10)
     t0 = time.perf_counter()
     cells: dict[str, dict[str, Any]] = {}
+    by_world: dict[str, dict[str, list[str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for method in METHODS:
             for world in WORLDS:
@@ -121,7 +175,12 @@ def main() -> None:
                     cells[key] = cell(method, world, n, args.noise, Path(tmp) / key)
                 except Exception as exc:  # a cell that cannot run is reported, never skipped silently
                     cells[key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                acts = cells[key].pop("acts", {})
+                for act, openings in acts.items():
+                    by_world.setdefault(world, {}).setdefault(act, []).extend(openings)
                 print(key, json.dumps(cells[key]), flush=True)
+    variety_of = {w: {a: variety(o) for a, o in acts.items()} for w, acts in by_world.items()}
+    seen = [v["distinct_openings"] for acts in variety_of.values() for v in acts.values() if v["messages"] >= 5]
     figures = {
         "tasks_per_cell": n, "noise": args.noise,
         "clause_compliance_min": worst(cells, "clause_compliance_min"),
@@ -136,6 +195,8 @@ def main() -> None:
             {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "clause_compliance_min"),
         "baseline_outcome_only_informative_reply_rate": worst(
             {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "informative_reply_rate"),
+        "phrase_variety_min_distinct": min(seen) if seen else None,
+        "phrase_variety": variety_of,
         "failed_cells": sorted(k for k, c in cells.items() if "error" in c),
         "cells": cells,
         "wall_s": round(time.perf_counter() - t0, 1),
