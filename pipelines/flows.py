@@ -1,6 +1,7 @@
 """Prefect flows: one per stage and one end to end. Each Prefect task handles a shard of
-work (a few tasks' rollouts, a shard's verification), never one item; the work itself is
-done by `pipelines.stages`.
+work (a few tasks' rollouts, a shard's verification) or a whole later stage (writing
+records, curation, hygiene, the report, the figures, the release), never one item; the work
+itself is done by `pipelines.stages`.
 
 Importing this module applies quiet local defaults for Prefect (see `prefect_defaults`)
 unless the environment already sets them.
@@ -31,6 +32,7 @@ from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
+from curation.base import Selection  # noqa: E402
 from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
 from pipelines import progress, stages  # noqa: E402
@@ -103,6 +105,58 @@ def verify_task(tasks: dict[str, Task], shard: list[Trajectory], cfg: RunConfig,
     get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s",
                           index, len(shard), len(verdicts), cached)
     return verdicts, cached
+
+
+# The stages after the shards, each a task run of the flow run (so the UI shows the whole run
+# and a failed stage fails where it failed). Called directly, with `quote`d records: they run
+# in the flow's process, and Prefect need not walk every record looking for futures.
+
+@task(name="write-trajectories", cache_policy=NO_CACHE)
+def write_trajectories_task(trajectories: list[Trajectory], cfg: RunConfig, out: Path, parents: list[Path],
+                            run_id: str) -> Path:
+    return stages.write_trajectories(trajectories, cfg, out, parents, run_id)
+
+
+@task(name="write-verdicts", cache_policy=NO_CACHE)
+def write_verdicts_task(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: list[Path],
+                        run_id: str) -> Path:
+    return stages.write_verdicts(verdicts, cfg, out, parents, run_id)
+
+
+@task(name="curate", cache_policy=NO_CACHE)
+def curate_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory],
+                verdicts: list[Verdict]) -> Selection:
+    selection = stages.curate(cfg, tasks, trajectories, verdicts)
+    get_run_logger().info("curate sft=%d rl=%d", len(selection.sft), len(selection.rl))
+    return selection
+
+
+@task(name="hygiene-and-curated-datasets", cache_policy=NO_CACHE)
+def write_curated_task(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: list[Path],
+                       run_id: str) -> dict[str, Path]:
+    """Scrub, replay the scrubbed rows, decontaminate, and write the curated datasets."""
+    return stages.write_curated(cfg, out, selection, tasks, parents, run_id)
+
+
+@task(name="report", cache_policy=NO_CACHE)
+def report_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+                selection: Selection) -> str:
+    return stages.report_html(cfg, tasks, trajectories, verdicts, selection)
+
+
+@task(name="figures", cache_policy=NO_CACHE)
+def figures_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
+                 selection: Selection, tasks_path: Path, curated: dict[str, Path]) -> dict[str, Any]:
+    """The figures the release cards state."""
+    manifests = {k: store.read_manifest(p) for k, p in curated.items()}
+    return stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tasks_path).stats,
+                              {k: {**m.stats, "rows": m.rows} for k, m in manifests.items()})
+
+
+@task(name="release", cache_policy=NO_CACHE)
+def release_task(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str, report_html: str | None,
+                 figures: dict[str, Any]) -> dict[str, Path]:
+    return stages.release(cfg, out, curated, run_id, report_html=report_html, run=figures)
 
 
 class StallError(RuntimeError):
@@ -272,7 +326,8 @@ def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "te
 
 @flow(name="trajforge-run", task_runner=RUNNER)
 def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
-    """Synthesize → rollout → verify → curate → release, all in one flow run.
+    """Synthesize → rollout → verify → curate → release, all in one flow run, every stage a
+    task run (shards of rollout and verification one each).
 
     Shards come from the cache when their inputs are unchanged, so a rerun of a killed run
     resumes where it stopped and an identical rerun makes no model calls.
@@ -288,16 +343,15 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
             trajectories = _rollout(rcfg, tasks, root, counts)
     finally:
         close_shared_models()
-    rp = stages.write_trajectories(trajectories, cfg, root, [tp], run_id)
+    q = quote  # direct task calls run in this process: nothing to serialize
+    rp = write_trajectories_task(q(trajectories), cfg, root, [tp], run_id)
     verdicts = _verify(cfg, tasks, trajectories, root, counts)
-    vp = stages.write_verdicts(verdicts, cfg, root, [tp, rp], run_id)
-    selection = stages.curate(cfg, tasks, trajectories, verdicts)
-    curated = stages.write_curated(cfg, root, selection, tasks, [tp, rp, vp], run_id)
-    html = stages.report_html(cfg, tasks, trajectories, verdicts, selection) if cfg.report else None
-    curated_manifests = {k: store.read_manifest(p) for k, p in curated.items()}
-    figures = stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tp).stats,
-                                 {k: {**m.stats, "rows": m.rows} for k, m in curated_manifests.items()})
-    releases = stages.release(cfg, root, curated, run_id, report_html=html, run=figures)
+    vp = write_verdicts_task(q(verdicts), cfg, root, [tp, rp], run_id)
+    selection = curate_task(cfg, q(tasks), q(trajectories), q(verdicts))
+    curated = write_curated_task(cfg, root, q(selection), q(tasks), [tp, rp, vp], run_id)
+    html = report_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection)) if cfg.report else None
+    figures = figures_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection), tp, curated)
+    releases = release_task(cfg, root, curated, run_id, html, q(figures))
     summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",

@@ -128,11 +128,38 @@ def _run_cli(out: Path, env_extra: dict[str, str], api_url: str) -> subprocess.C
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> dict[str, list[str]]:
+def uninterrupted_out(tmp_path_factory: pytest.TempPathFactory, prefect_api: str) -> Path:
     out = tmp_path_factory.mktemp("uninterrupted")
     proc = _run_cli(out, {}, prefect_api)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return release_content(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(uninterrupted_out: Path) -> dict[str, list[str]]:
+    return release_content(uninterrupted_out)
+
+
+@pytest.mark.slow
+def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, prefect_api: str) -> None:
+    """The server holds the whole run: synthesis, each rollout and verify shard, writing the
+    records, curation, hygiene, the report, the figures and the release, each a completed
+    task run of the one `trajforge-run` flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as client:
+        (run,) = [r for r in client.read_flow_runs(limit=200) if r.parameters.get("out") == str(uninterrupted_out)]
+        task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
+                                          limit=200)
+    assert run.state is not None and run.state.is_completed()
+    names = Counter(tr.name.rsplit("-", 1)[0] for tr in task_runs)
+    shards = -(-TINY["synthesis.n_tasks"] // TINY["shard_size"])
+    assert names == {"synthesize": 1, "rollout-shard": shards, "write-trajectories": 1, "verify-shard": shards,
+                     "write-verdicts": 1, "curate": 1, "hygiene-and-curated-datasets": 1, "report": 1,
+                     "figures": 1, "release": 1}, names
+    assert all(tr.state is not None and tr.state.is_completed() for tr in task_runs)
 
 
 @pytest.mark.slow
