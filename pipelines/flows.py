@@ -233,7 +233,9 @@ def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | Non
     cfg, root = _cfg(config), Path(out)
     sources = {k: Path(v) for k, v in curated.items()} if curated else {
         name: _latest(root, f"curated_{name}") for name in stages.RELEASES}
-    return {k: str(v) for k, v in stages.release(cfg, root, sources, _run_id()).items()}
+    published = stages.publish_release(cfg, root, sources, _run_id())
+    get_run_logger().info("release %s %s", "unchanged" if published.unchanged else "published", published.version)
+    return {k: str(v) for k, v in published.paths.items()}
 
 
 @flow(name="train")
@@ -297,8 +299,8 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     curated_manifests = {k: store.read_manifest(p) for k, p in curated.items()}
     figures = stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tp).stats,
                                  {k: {**m.stats, "rows": m.rows} for k, m in curated_manifests.items()})
-    releases = stages.release(cfg, root, curated, run_id, report_html=html, run=figures)
-    summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
+    published = stages.publish_release(cfg, root, curated, run_id, report_html=html, run=figures)
+    summary = stages.summary(tasks, trajectories, verdicts, published.paths, selection, published)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",
               [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])
