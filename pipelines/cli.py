@@ -77,8 +77,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def _release_status(unchanged: bool, version: str) -> str:
-    return (f"unchanged: {version} already holds this content (release.force_new_version=true publishes anyway)"
-            if unchanged else f"published {version}")
+    """How the run's release went: a new version, or the one LATEST.json names already holding
+    the same content (`--set release.force_new_version=true` publishes anyway)."""
+    return f"unchanged (same content as {version})" if unchanged else f"published {version}"
 
 
 @app.command()
