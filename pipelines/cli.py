@@ -69,9 +69,17 @@ def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title="trajforge run", show_header=False)
     for key in ("tasks", "trajectories", "reference_trajectories", "policy_pass_rate", "mean_score", "sft_rows", "rl_rows"):
         table.add_row(key, str(summary.get(key)))
+    if "release" in summary:
+        table.add_row("release", _release_status(summary["release"] == "unchanged", summary["release_version"]))
     for name, path in summary.get("releases", {}).items():
         table.add_row(f"release {name}", path)
     Console().print(table)
+
+
+def _release_status(unchanged: bool, version: str) -> str:
+    """How the run's release went: a new version, or the one LATEST.json names already holding
+    the same content (`--set release.force_new_version=true` publishes anyway)."""
+    return f"unchanged (same content as {version})" if unchanged else f"published {version}"
 
 
 @app.command()
@@ -162,11 +170,20 @@ def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = N
 
 @app.command()
 def release(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
-    """Publish the latest curated datasets as releases (atomic, with cards)."""
+    """Publish the latest curated datasets as releases (atomic, with cards); nothing new when
+    `releases/LATEST.json` already names a release of the same content."""
+    from data import store
+    from pipelines import stages
+
+    before = store.read_pointer(stages.releases_dir(out))
     try:
-        print(json.dumps(_execute("release_flow", _config(config, set_), str(out))))
+        paths = _execute("release_flow", _config(config, set_), str(out))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
+    after = store.read_pointer(stages.releases_dir(out)) or {}
+    # a new publish always moves the pointer to a new version
+    console.print(f"release {_release_status(bool(before) and before.get('version') == after.get('version'), after.get('version', '?'))}")
+    print(json.dumps(paths))
 
 
 @app.command()

@@ -141,6 +141,17 @@ class CardConfig(BaseModel):
     pretty_name: str | None = None  # default: "<run name> <sft|rl>"
 
 
+class ReleaseConfig(BaseModel):
+    """How a run publishes. A run whose release fingerprint (its rows and its config, these
+    options excepted: `RunConfig.content_hash`) equals the one `releases/LATEST.json` names
+    publishes nothing new and reports the release "unchanged"; `force_new_version` publishes
+    a new version of the same content anyway."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    force_new_version: bool = False
+
+
 class VLLMLaunchConfig(BaseModel):
     """Start vLLM for the rollout stage (GPU machines): `replicas` servers of `server` on
     consecutive ports, one per `gpus_per_replica` GPUs; the rollout's model becomes an
@@ -190,6 +201,7 @@ class RunConfig(BaseModel):
     # after it is committed locally; `_SUCCESS` and LATEST.json are written last there.
     publish_to: str | None = None
     card: CardConfig = Field(default_factory=CardConfig)
+    release: ReleaseConfig = Field(default_factory=ReleaseConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
@@ -212,6 +224,12 @@ class RunConfig(BaseModel):
 
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))
+
+    def content_hash(self) -> str:
+        """The hash of every setting but the release options (`release`): the part of the
+        config a release's fingerprint goes by. Any other change, even one that does not
+        change a row (runner, cache), counts as new content."""
+        return content_hash(self.model_dump(mode="json", exclude={"release"}))
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

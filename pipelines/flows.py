@@ -155,8 +155,9 @@ def figures_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajector
 
 @task(name="release", cache_policy=NO_CACHE)
 def release_task(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str, report_html: str | None,
-                 figures: dict[str, Any]) -> dict[str, Path]:
-    return stages.release(cfg, out, curated, run_id, report_html=report_html, run=figures)
+                 figures: dict[str, Any]) -> stages.Published:
+    """Publish the release set, or nothing when its content is the one `LATEST.json` names."""
+    return stages.publish_release(cfg, out, curated, run_id, report_html=report_html, run=figures)
 
 
 class StallError(RuntimeError):
@@ -287,7 +288,9 @@ def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | Non
     cfg, root = _cfg(config), Path(out)
     sources = {k: Path(v) for k, v in curated.items()} if curated else {
         name: _latest(root, f"curated_{name}") for name in stages.RELEASES}
-    return {k: str(v) for k, v in stages.release(cfg, root, sources, _run_id()).items()}
+    published = stages.publish_release(cfg, root, sources, _run_id())
+    get_run_logger().info("release %s %s", "unchanged" if published.unchanged else "published", published.version)
+    return {k: str(v) for k, v in published.paths.items()}
 
 
 @flow(name="train")
@@ -351,8 +354,8 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     curated = write_curated_task(cfg, root, q(selection), q(tasks), [tp, rp, vp], run_id)
     html = report_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection)) if cfg.report else None
     figures = figures_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection), tp, curated)
-    releases = release_task(cfg, root, curated, run_id, html, q(figures))
-    summary = stages.summary(tasks, trajectories, verdicts, releases, selection)
+    published = release_task(cfg, root, curated, run_id, html, q(figures))
+    summary = stages.summary(tasks, trajectories, verdicts, published.paths, selection, published)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",
               [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])

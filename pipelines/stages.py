@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -502,8 +503,44 @@ def _eval_set(name: str, path: str) -> Any:
     return register_eval_set(name, [t for t in texts if t], tools)
 
 
+@dataclass(frozen=True)
+class Published:
+    """What `publish_release` did: the release set's paths and version, its fingerprint, and
+    whether it was already the one `LATEST.json` names (`unchanged`: nothing was written)."""
+
+    paths: dict[str, Path]
+    version: str
+    fingerprint: str
+    unchanged: bool
+
+
+def release_fingerprint(cfg: RunConfig, manifests: dict[str, store.Manifest]) -> str:
+    """The content fingerprint of a release set: the config (`RunConfig.content_hash`, the
+    release options excepted) and the checksums of the curated files, which hold the rows and
+    their schema. Run ids, times, paths, cards, stats and the code version do not enter: an
+    identical rerun, or a killed run finished later, has the same fingerprint; a changed row,
+    schema or setting has another."""
+    return content_hash({"config": cfg.content_hash(),
+                         "data": {n: [f.sha256 for f in m.files] for n, m in sorted(manifests.items())}},
+                        length=32)
+
+
+def _complete(root: Path, pointer: dict[str, Any], names: Sequence[str]) -> bool:
+    """Whether every dataset of `names` is committed (`_SUCCESS`) under the pointer's version,
+    and the pointer names no other."""
+    version = pointer.get("version")
+    return bool(version) and set(pointer.get("releases", {})) == set(names) and all(
+        (root / n / version / store.SUCCESS).exists() for n in names)
+
+
 def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "",
             report_html: str | None = None, run: dict[str, Any] | None = None) -> dict[str, Path]:
+    """`publish_release`, returning the release paths only."""
+    return publish_release(cfg, out, curated, run_id, report_html, run).paths
+
+
+def publish_release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "",
+                    report_html: str | None = None, run: dict[str, Any] | None = None) -> Published:
     """Publish curated datasets as one release set: same rows, a dataset card, lineage
     (the curated inputs and the previous release), `_SUCCESS`, then `releases/LATEST.json`.
 
@@ -512,18 +549,29 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
     previous one. A publish killed half-way is finished by the next run with the same
     content: its intent (`.pending.json`: content fingerprint → version) is picked up and
     the datasets already committed under that version are kept, not written twice.
+
+    When the fingerprint (`release_fingerprint`) equals the one `LATEST.json` names and that
+    set is complete, nothing new is published (unless `release.force_new_version`): the
+    existing set is returned as `unchanged`, and `publish_to` gets only what it lacks of it.
     """
     root = releases_dir(out)
     root.mkdir(parents=True, exist_ok=True)
     manifests = {name: store.read_manifest(src) for name, src in curated.items()}
-    fingerprint = content_hash({"config": cfg.config_hash(),
-                                     "data": {n: [f.sha256 for f in m.files] for n, m in sorted(manifests.items())}},
-                                    length=32)
+    fingerprint = release_fingerprint(cfg, manifests)
     pending = root / ".pending.json"
     intent = json.loads(pending.read_text()) if pending.exists() else {}
-    version = intent["version"] if intent.get("fingerprint") == fingerprint else store.new_version()
-    write_json_atomic(pending, {"fingerprint": fingerprint, "version": version, "run_id": run_id})
     previous = store.read_pointer(root)
+    if intent.get("fingerprint") != fingerprint or (previous and intent.get("version") == previous.get("version")):
+        intent = {}  # another content's intent, or one whose pointer had already moved
+    if (not intent and not cfg.release.force_new_version and previous
+            and previous.get("fingerprint") == fingerprint and _complete(root, previous, list(curated))):
+        pending.unlink(missing_ok=True)
+        same = Published({n: root / n / previous["version"] for n in curated}, previous["version"], fingerprint,
+                         unchanged=True)
+        _mirror(cfg, same.paths)
+        return same
+    version = intent.get("version") or store.new_version()
+    write_json_atomic(pending, {"fingerprint": fingerprint, "version": version, "run_id": run_id})
     paths: dict[str, Path] = {}
     for name, src in curated.items():
         target = root / name / version
@@ -556,12 +604,18 @@ def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "
         "run_id": run_id, "config_hash": cfg.config_hash(), "code_version": store.code_version(),
     })
     pending.unlink(missing_ok=True)
+    _mirror(cfg, paths)
+    return Published(paths, version, fingerprint, unchanged=False)
+
+
+def _mirror(cfg: RunConfig, paths: dict[str, Path]) -> None:
+    """Copy the release set to `publish_to`, if set (a version already there is not uploaded
+    again: `data.remote.publish`)."""
     if cfg.publish_to:
         from data.remote import publish
 
         for path in paths.values():
             publish(path, cfg.publish_to)
-    return paths
 
 
 def _with_columns(table: Any, schema: Any) -> Any:
@@ -741,7 +795,9 @@ def task_realism(tasks: list[Task]) -> dict[str, dict[str, Any]]:
 
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
-            releases: dict[str, Path], selection: Selection) -> dict[str, Any]:
+            releases: dict[str, Path], selection: Selection, published: Published | None = None) -> dict[str, Any]:
+    """The run's figures; with `published`, whether the release was `published` as a new
+    version or `unchanged` (the one `LATEST.json` already named), and its version."""
     policy = [t for t in trajectories if not t.reference]
     ids = {t.id for t in policy}
     pv = [v for v in verdicts if v.trajectory_id in ids]
@@ -754,6 +810,8 @@ def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Ve
         "sft_rows": len(selection.sft),
         "rl_rows": len(selection.rl),
         "releases": {k: str(v) for k, v in releases.items()},
+        **({"release": "unchanged" if published.unchanged else "published", "release_version": published.version}
+           if published else {}),
     }
 
 

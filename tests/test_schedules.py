@@ -1,6 +1,6 @@
 """Schedules fire for real: `trajforge serve` against a Prefect server on loopback serves an
-interval deployment of the end-to-end flow, and each run publishes a new release version
-whose pointer names the previous one as parent."""
+interval deployment of the end-to-end flow, and each run (forced: its inputs do not change)
+publishes a new release version whose pointer names the previous one as parent."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_interval_schedule_publishes_two_releases(tmp_path: Path, prefect_api: s
     schedules = tmp_path / "schedules.yaml"
     schedules.write_text(yaml.safe_dump({"server": prefect_api, "deployments": [{
         "name": "every-few-seconds", "flow": "run", "out": str(out), "interval_s": 4,
-        "set": {"synthesis.n_tasks": 3, "rollout.model.kind": "scripted", "rollout.trials": 2},
+        "set": {"synthesis.n_tasks": 3, "rollout.model.kind": "scripted", "rollout.trials": 2,
+                "release.force_new_version": True},  # unforced, unchanged inputs publish one version
     }]}))
     env = {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", str(schedules)], env=env,
