@@ -7,8 +7,9 @@ Every tool-use task passes through `synthesis.dialogue.with_dialogue`, which cal
 - **persona** with content: who the caller is (the world's ``WHO`` list), a trait from the
   Set Designer's persona label (novice, boundary, mismatch, entangled), how they write, and
   their mood;
-- **reason** for the call: a sentence from the world's ``REASONS`` for the tool the request
-  ends in (the refused one for a refusal), or for "answer" / "transfer"; it also leads the
+- **reason** for the call: a sentence from the world's ``REASONS`` for each write tool the
+  request names, the last one's first (the refused one for a refusal), or for "answer" /
+  "transfer"; it also leads the
   instruction, so the user's opening says why they call ("My flight home was moved, so I
   need to change my reservation ...");
 - **reactions**: how to act when the agent sums up, refuses, offers an alternative or asks
@@ -193,15 +194,20 @@ def draw(key: str, options: Sequence[str], rng: random.Random) -> str:
 
 # ------------------------------------------------------------------------------- the writer
 
-def reason_key(world: Any, task: Task, outcome: str, refused_tool: str | None) -> str:
-    """The ``REASONS`` key of a task: the tool its request ends in, else its outcome."""
+def reason_keys(world: Any, task: Task, outcome: str, refused_tool: str | None) -> list[str]:
+    """The ``REASONS`` keys of a task, one per intent: the refused tool for a refusal, else
+    each distinct write tool of the reference, the last first (a two-part request, "book X
+    and cancel Y", gets the cancellation's reason, then the booking's), else "transfer" or
+    "answer"."""
     if refused_tool:
-        return refused_tool
+        return [refused_tool]
     tools = getattr(world, "tools", {})
     writes = [c.name for c in task.reference_solution if c.name in tools and tools[c.name].write]
     if writes:
-        return writes[-1]
-    return "transfer" if outcome == "transfer" else "answer"
+        # the last intent's reason leads: most two-part requests start with the same tool
+        # (a booking), so leading with the first would repeat that bank's openings
+        return list(dict.fromkeys(reversed(writes)))
+    return ["transfer" if outcome == "transfer" else "answer"]
 
 
 def goal_of(task: Task) -> str:
@@ -242,11 +248,15 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     persona = f"{who[:1].upper()}{who[1:]}, {trait}. {draw('style', STYLES, rng)} {draw('mood', MOODS, rng)}"
 
     reasons: dict[str, list[str]] = _bank(module, "REASONS", {})
-    key = reason_key(world, task, outcome, refused_tool)
-    bank = (reasons.get(key) or reasons.get(outcome) or GENERIC_REASONS.get(key)
-            or GENERIC_REASONS.get("change" if outcome in ("change", "refusal") else outcome)
-            or GENERIC_REASONS["change"])
-    reason = draw(f"{w}|reason|{key}", bank, rng)
+    keys = reason_keys(world, task, outcome, refused_tool)
+    said: list[str] = []
+    for key in keys:
+        bank = (reasons.get(key) or reasons.get(outcome) or GENERIC_REASONS.get(key)
+                or GENERIC_REASONS.get("change" if outcome in ("change", "refusal") else outcome)
+                or GENERIC_REASONS["change"])
+        said.append(draw(f"{w}|reason|{key}", [r for r in bank if r not in said] or bank, rng))
+    reason = " ".join(said)
+    key = keys[0]
 
     goal = rephrase(module, w, task.instruction.strip(), rng)
     # a request already in the user's own words (self-play questions) gets the reason in them too

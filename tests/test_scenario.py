@@ -66,7 +66,19 @@ def test_synthesized_tasks_carry_a_full_scenario(airline_tasks):
     for task in airline_tasks:
         u = task.user
         assert u.persona not in labels and len(u.persona.split()) >= 12, u.persona
-        assert u.reason in reasons
+        # one reason per intent, the last intent's first: a sentence of each write tool's bank
+        writes = list(dict.fromkeys(c.name for c in reversed(task.reference_solution) if world.tools[c.name].write))
+        parts, rest = [], u.reason
+        while rest:
+            head = next((r for r in reasons if rest.startswith(r)), None)
+            assert head is not None, u.reason
+            parts.append(head)
+            rest = rest[len(head):].lstrip()
+        bank = conversation(world).module.REASONS
+        if task.verification.outcome == "change":
+            assert [next(k for k in writes if p in bank[k]) for p in parts] == writes, (u.reason, writes)
+        else:
+            assert len(parts) == 1
         assert task.instruction.startswith(u.reason) and u.task_instructions == task.instruction
         assert u.reactions and any(u.reactions[0] in line for line in REACTIONS[task.verification.outcome])
         assert task.verification.nl_assertions

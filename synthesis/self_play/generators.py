@@ -174,13 +174,43 @@ class ScriptedGenerator:
             calls.append(ToolCall(name=name, arguments=out[0]))
             sentences.append(out[1])
             answer += list(out[2]) if len(out) > 2 else []
-        question = sentences[0] if len(sentences) == 1 else " Then: ".join(sentences)
+        question = join_parts(sentences, rng)
         text = Generation(question=question, tools=spec.menu, calls=calls).to_text()
         self.notes[text] = Note(account=account, answer=answer)
         return text
 
     def __call__(self, specs: Sequence[Spec], conn: sqlite3.Connection, rng: random.Random) -> list[str | None]:
         return [self.generate(s, conn, rng) for s in specs]
+
+
+# "I'm user X." / "I'm patient X." / "I'm customer X." in a template's sentence.
+IDENTITY_SENTENCE = re.compile(r"\b(?:I'm|I am) (?:user|customer|patient) [^\s.,]+\.\s*")
+# How a second request follows the first (a capital stays after "Then:" and "One more thing:").
+PART_JOINS = ("Then: ", "After that, ", "Also, ", "One more thing: ")
+
+
+def join_parts(sentences: Sequence[str], rng: random.Random) -> str:
+    """The requests of a multi-part question as one message: the user says who they are once,
+    first (a later part's "I'm user X." is dropped), and the parts follow one another with
+    varied joins."""
+    if len(sentences) == 1:
+        return sentences[0]
+    ids: list[str] = []
+    parts: list[str] = []
+    for text in sentences:
+        m = IDENTITY_SENTENCE.search(text)
+        if m:
+            ids.append(m.group(0).strip())
+            text = (text[:m.start()] + text[m.end():]).strip()
+        parts.append(text)
+    if len(set(ids)) > 1:  # not one user (the coherence check drops it): leave it as written
+        return " Then: ".join(sentences)
+    out = parts[0]
+    for part in parts[1:]:
+        join = rng.choice(PART_JOINS)
+        lower = join.endswith(", ") and not part.startswith(("I ", "I'm", "I'd"))
+        out += " " + join + (part[:1].lower() + part[1:] if lower else part)
+    return f"{ids[0]} {out}" if ids else out
 
 
 def response_text(resp: ChatResponse) -> str:
