@@ -172,7 +172,7 @@ def test_the_card_shows_how_the_tasks_read(airline_tasks):
     assert "## How the tasks read" in card and "| logic_driven@airline |" in card
 
 
-@pytest.mark.parametrize("name", ["airline", "retail", "clinic"])
+@pytest.mark.parametrize("name", ["airline", "retail", "clinic", "telecom"])
 def test_every_unmet_preference_is_looked_up_and_explained(name):
     """The world's `preference` hook's reads come before the write, and its sentence is said
     in the write's plan, for every logic-driven task whose write does not take a preference."""
@@ -200,3 +200,31 @@ def test_every_unmet_preference_is_looked_up_and_explained(name):
         finally:
             env.close()
     assert explained, name
+
+
+def test_retail_refund_elsewhere_is_explained_with_the_rule():
+    """A return the customer wants refunded to a card that did not pay: the hook reads the
+    order and says where a refund may go (R09), naming the card."""
+    world = get_world("retail")
+    hook = conversation(world).hook("preference")
+    cfg = SynthesisConfig(method="logic_driven", world="retail", n_tasks=30, seed=0)
+    for task in get_method(cfg.method)(cfg, world).tasks:
+        ret = next((c for c in task.reference_solution if c.name == "return_item"), None)
+        if ret is None:
+            continue
+        env = world.env(task.initial_state)
+        try:
+            other = env.conn.execute(
+                "SELECT p.payment_id FROM payment_methods p JOIN orders o USING (customer_id) WHERE o.order_id = ?"
+                " AND p.payment_id != ? AND p.kind != 'gift_card'",
+                (ret.arguments["order_id"], ret.arguments["refund_payment_id"])).fetchone()
+            if other is None:
+                continue
+            reads, sentence = hook(env.conn, ret, {"preferred_refund": other[0]})
+            assert hook(env.conn, ret, {"preferred_refund": ret.arguments["refund_payment_id"]}) is None
+        finally:
+            env.close()
+        assert [r.name for r in reads] == ["get_order_details"]
+        assert "original payment method" in sentence and ret.arguments["order_id"] in sentence
+        return
+    pytest.fail("no return with another card of the customer among 30 tasks")

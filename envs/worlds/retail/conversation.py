@@ -356,9 +356,16 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
 
 
 def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any]) -> tuple[list[ToolCall], str] | None:
-    """When an order does not take the customer's preferred item or payment method: the read
-    that shows why, and the sentence that says so before the plan."""
+    """When an order does not take the customer's preferred item or payment method, or a
+    return cannot be refunded where they asked: the read that shows why, and the sentence
+    that says so before the plan."""
     a = call.arguments
+    if call.name == "return_item" and (dest := wanted.get("preferred_refund")) and dest != a.get("refund_payment_id"):
+        order = kit.one(conn, "SELECT * FROM orders WHERE order_id = ?", a["order_id"])
+        said = _pay(conn, dest)
+        return ([ToolCall(name="get_order_details", arguments={"order_id": a["order_id"]})],
+                f"A return is refunded to the order's original payment method, or to a gift card of yours;"
+                f" {said} did not pay for order {order['order_id']}, so the refund cannot go there.")
     if call.name != "place_order":
         return None
     vid, pay_id = wanted.get("preferred_variant"), wanted.get("preferred_payment")

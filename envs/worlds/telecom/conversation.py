@@ -414,6 +414,28 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
     return []
 
 
+def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any]) -> tuple[list[ToolCall], str] | None:
+    """When a write does not take what the customer would rather have (an expired card, a
+    retired plan, their old terminated number): the read that shows why, and the sentence,
+    in the policy's terms, that says so before the plan."""
+    a = call.arguments
+    if call.name == "pay_bill" and (mid := wanted.get("preferred_method")) and mid != a.get("method_id"):
+        m = kit.one(conn, "SELECT * FROM payment_methods WHERE method_id = ?", mid)
+        said = _method(conn, mid)
+        return ([ToolCall(name="get_customer_details", arguments={"customer_id": m["customer_id"]})],
+                f"{said[:1].upper()}{said[1:]} expired at the end of {m['expires']}, and an expired card is"
+                " declined.")
+    if call.name == "change_plan" and (pid := wanted.get("preferred_plan")) and pid != a.get("plan_id"):
+        return ([ToolCall(name="list_plans", arguments={"include_retired": True})],
+                f"The {_plan(conn, pid)['name']} plan is retired: customers already on it may keep it, but"
+                " nobody can move to it.")
+    if call.name == "add_line" and (number := wanted.get("old_number")):
+        return ([ToolCall(name="find_line_by_number", arguments={"phone_number": number})],
+                f"Your old line {number} was terminated, and a terminated line cannot be reactivated;"
+                " you need a new line.")
+    return None
+
+
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
     a = call.arguments
     out: list[ToolCall] = []
