@@ -11,7 +11,12 @@ no model, how the instructions read and what the tasks cover (`synthesis.realism
 - test/train overlap: share of test tasks whose exact reference call sequence (or template
   family) some train task has.
 
-    python bench/task_realism.py [--quick] [--n 40] [--seed 0]   # last line: JSON
+    python bench/task_realism.py [--quick] [--n 40] [--seed 0] [--writer embedded]   # last line: JSON
+
+`--writer KIND` has a model of that kind (`embedded`, or `openai` with `--writer-url` and
+`--writer-name`) rewrite the scenario text (`synthesis.writer`); each cell then also reports
+`writer` (accepted and rejected counts), and the target for NN similarity is the model
+path's (<= 0.2).
 
 `--quick` takes 20 tasks per method × world. The JSON carries every figure keyed
 "method@world", the issue's `targets` and `meets_targets` (per method@world and figure).
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs.registry import get_world  # noqa: E402
 from synthesis.base import SynthesisConfig, get_method, supports  # noqa: E402
 from synthesis.realism import TARGETS, meets, realism_figures  # noqa: E402
+from synthesis.writer import WriterConfig  # noqa: E402
 
 METHODS = ["logic_driven", "constraint_guided", "self_play"]
 WORLDS = ["airline", "retail", "telecom", "clinic"]
@@ -55,9 +61,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 tasks per method × world")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--worlds", default=",".join(WORLDS))
+    ap.add_argument("--writer", default=None, help="model kind that rewrites the scenario text")
+    ap.add_argument("--writer-url", default=None)
+    ap.add_argument("--writer-name", default=None)
     args = ap.parse_args()
     if args.quick:
         args.n = 20
+    writer = None
+    if args.writer:
+        model = {"kind": args.writer, **({"base_url": args.writer_url} if args.writer_url else {}),
+                 **({"name": args.writer_name} if args.writer_name else {})}
+        writer = WriterConfig(model=model)
     figures: dict[str, dict] = {}
     print(f"{'method@world':<28}{'tasks':>5}" + "".join(f"{h:>8}" for h, _ in COLUMNS) + "  writes")
     for method in args.methods.split(","):
@@ -66,18 +80,23 @@ def main() -> None:
             if not supports(method, world):
                 continue
             t0 = time.perf_counter()
-            cfg = SynthesisConfig(method=method, world=name, n_tasks=args.n, seed=args.seed)
+            cfg = SynthesisConfig(method=method, world=name, n_tasks=args.n, seed=args.seed, writer=writer)
             result = get_method(method)(cfg, world)
             f = realism_figures(world, result.tasks)
+            if writer is not None:
+                f["writer"] = result.stats.get("writer", {})
             f["seconds"] = round(time.perf_counter() - t0, 2)
             key = f"{method}@{name}"
             figures[key] = f
             print(_row(key, f), flush=True)
-    met = {key: meets(f) for key, f in figures.items()}
+    targets = dict(TARGETS)
+    if writer is not None:
+        targets["median_nn_similarity"] = ("<=", 0.2)  # the model path's target
+    met = {key: meets(f, targets) for key, f in figures.items()}
     all_met = all(all(m.values()) for m in met.values())
     print(f"meets every target: {all_met}")
     print(json.dumps({"n": args.n, "seed": args.seed, "figures": figures,
-                      "targets": {k: list(v) for k, v in TARGETS.items()},
+                      "targets": {k: list(v) for k, v in targets.items()}, "writer": args.writer,
                       "meets_targets": met, "all_targets_met": all_met}, sort_keys=True))
 
 

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from data.records import Task
 from data.registry import Registry
 from envs.world import World
+from synthesis.writer import WriterConfig
 
 
 class SynthesisConfig(BaseModel):
@@ -36,11 +37,22 @@ class SynthesisConfig(BaseModel):
     scale: int = 30
     test_fraction: float = 0.2
     options: dict[str, Any] = Field(default_factory=dict)
+    # A model that rewrites each tool-use task's scenario text (`synthesis.writer`); None:
+    # the templates' text.
+    writer: WriterConfig | None = None
 
     @model_validator(mode="after")
     def _options_fit_the_method(self) -> SynthesisConfig:
         self.method_options()
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_writer(self, handler: Any) -> dict[str, Any]:
+        # no writer: the dump (and so every config hash) is what it was before the field
+        data = handler(self)
+        if data.get("writer") is None:
+            data.pop("writer", None)
+        return data
 
     def method_options(self) -> Any:
         """`options` validated against the method's options model (None if it takes none)."""
@@ -113,7 +125,8 @@ def get_method(name: str) -> Method:
     """A synthesis method by name (short aliases such as `logic` and `cove` accepted). Its
     result is split into train and test by group (`synthesis.splits`), and its stats carry
     the split's figures under `split`. Within one call the scenario writer draws its texts
-    without replacement (`synthesis.scenario.scenario_book`)."""
+    without replacement (`synthesis.scenario.scenario_book`); with `cfg.writer` a model then
+    rewrites the scenario text (`synthesis.writer`), its outcomes counted under `writer`."""
     method = METHODS.get(canonical_method(name))
 
     @functools.wraps(method)
@@ -123,6 +136,11 @@ def get_method(name: str) -> Method:
 
         with scenario_book():
             result = method(cfg, world)
+        if cfg.writer is not None:
+            from synthesis.writer import write_tasks
+
+            result.tasks, counts = write_tasks(result.tasks, world, cfg.writer, cfg.seed)
+            result.stats["writer"] = dict(sorted(counts.items()))
         assign_splits(result.tasks, cfg.test_fraction, cfg.seed)
         result.stats["split"] = split_figures(result.tasks)
         return result

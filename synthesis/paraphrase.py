@@ -107,35 +107,47 @@ def paraphrase_messages(template: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": template}]
 
 
-async def _generate(model: ChatModel | dict[str, Any], templates: Sequence[str], seed: int, temperature: float,
-                    concurrency: int) -> list[str | None]:
+async def _generate(model: ChatModel | dict[str, Any], prompts: Sequence[list[dict[str, str]]],
+                    max_tokens: Sequence[int], seed: int, temperature: float, concurrency: int) -> list[str | None]:
     owned = False
     if isinstance(model, dict):  # a ModelConfig-shaped dict, built inside this event loop
         from rollout.backends import ModelConfig, build_model
 
         mcfg = ModelConfig.model_validate(model)
         if mcfg.kind == "scripted":
-            raise ValueError("paraphrase_model: a scripted policy cannot paraphrase; give a ChatModel "
+            raise ValueError("a scripted policy cannot write text; give a ChatModel "
                              "or an embedded/openai model config")
         chat_model, owned = build_model(mcfg)
     else:
         chat_model = model
     sem = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(i: int, template: str) -> str | None:
-        sampling = Sampling(temperature=temperature, max_tokens=max(64, len(template) // 2), seed=seed + i)
+    async def one(i: int, messages: list[dict[str, str]]) -> str | None:
+        sampling = Sampling(temperature=temperature, max_tokens=max_tokens[i], seed=seed + i)
         async with sem:
             try:
-                resp = await chat_model.chat(paraphrase_messages(template), [], sampling)
+                resp = await chat_model.chat(messages, [], sampling)
             except ModelError:
                 return None
         return resp.text
 
     try:
-        return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(templates))))
+        return list(await asyncio.gather(*(one(i, m) for i, m in enumerate(prompts))))
     finally:
         if owned:
             await chat_model.aclose()
+
+
+def generate(model: ChatModel | dict[str, Any], prompts: Sequence[list[dict[str, str]]],
+             max_tokens: Sequence[int], seed: int = 0, temperature: float = 0.7,
+             concurrency: int = 8) -> list[str | None]:
+    """One completion per chat prompt (None where the model failed), `concurrency` in flight;
+    `model` is a `ChatModel` or a `ModelConfig` dict (built and closed here)."""
+    if not isinstance(model, dict) and not isinstance(model, ChatModel):
+        raise ValueError(f"the model must be a ChatModel or a model config dict, not {type(model).__name__}")
+    if not prompts:
+        return []
+    return asyncio.run(_generate(model, prompts, max_tokens, seed, temperature, concurrency))
 
 
 def paraphrase(model: ChatModel | dict[str, Any], items: Sequence[tuple[str, dict[str, Any]]],
@@ -148,7 +160,8 @@ def paraphrase(model: ChatModel | dict[str, Any], items: Sequence[tuple[str, dic
         raise ValueError("paraphrase_model must be a ChatModel or a model config dict, "
                          f"not {type(model).__name__}")
     names = list(tool_names)
-    texts = asyncio.run(_generate(model, [t for t, _ in items], seed, temperature, concurrency)) if items else []
+    texts = generate(model, [paraphrase_messages(t) for t, _ in items], [max(64, len(t) // 2) for t, _ in items],
+                     seed, temperature, concurrency)
     chosen: list[str] = []
     outcomes: list[str] = []
     for (template, known), text in zip(items, texts, strict=True):
@@ -164,9 +177,11 @@ def paraphrase_tasks(tasks: list[Task], model: ChatModel | dict[str, Any], tool_
     the template kept in `metadata["instruction_template"]`), and the outcome counts."""
     chosen, outcomes = paraphrase(model, [(t.instruction, t.user.known_info) for t in tasks], tool_names,
                                   seed=seed, **kw)
+    from synthesis.writer import with_text
+
     out: list[Task] = []
     for task, text, outcome in zip(tasks, chosen, outcomes, strict=True):
-        meta = {**task.metadata, "paraphrase": outcome, "instruction_template": task.instruction}
-        user = task.user.model_copy(update={"task_instructions": text})
-        out.append(task.model_copy(update={"instruction": text, "user": user, "metadata": meta}).with_id())
+        new = with_text(task, text, outcome)  # the reference dialogue's opening follows the text
+        meta = {k: v for k, v in new.metadata.items() if k != "writer"}
+        out.append(new.model_copy(update={"metadata": {**meta, "paraphrase": outcome}}).with_id())
     return out, Counter(outcomes)
