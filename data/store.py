@@ -14,12 +14,13 @@ a reader sees either nothing or the whole version. Versions are immutable.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,30 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+ROW_GROUP_ROWS = 1_000  # rows per Parquet row group: what a reader holds at once
+
+
+class PartWriter:
+    """The open shard file of `DatasetWriter.part`: tables or row dicts appended in order."""
+
+    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
+        self.writer = writer
+        self.schema = schema
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        """Append `table`'s rows (cast to the schema), in row groups of at most `ROW_GROUP_ROWS`.
+        A table without rows writes nothing: `datasets` fails on a row group of zero rows."""
+        if not table.schema.equals(self.schema):
+            table = table.cast(self.schema)
+        if table.num_rows:
+            self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            self.rows += table.num_rows
+
+    def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        self.write(table_from_rows(list(rows), self.schema))
+
+
 class DatasetWriter:
     """Write shards into a staging folder, then `commit()` them as one dataset version."""
 
@@ -142,6 +167,7 @@ class DatasetWriter:
         self.staging = self.root / name / f".staging-{self.version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         (self.staging / "data").mkdir(parents=True)
         self._files: list[FileEntry] = []
+        self._open: set[str] = set()  # shard files being written (`part`)
         self._committed = False
 
     def write_rows(self, rows: Sequence[dict[str, Any]], prefix: str = "part") -> None:
@@ -150,25 +176,40 @@ class DatasetWriter:
 
     def write_table(self, table: pa.Table, prefix: str = "part") -> None:
         """Write one shard as `data/<prefix>-NNNNN.parquet` (e.g. `train-00000.parquet`, the
-        names a dataset card's `data_files` globs select splits by).
+        names a dataset card's `data_files` globs select splits by), in bounded row groups.
 
         A shard without rows is written without a row group: `datasets` fails on a row group
         of zero rows, and skips a file with none."""
+        with self.part(prefix) as part:
+            part.write(table)
+
+    @contextlib.contextmanager
+    def part(self, prefix: str = "part") -> Iterator[PartWriter]:
+        """One shard file (`data/<prefix>-NNNNN.parquet`) written batch by batch: each
+        `write` adds row groups of at most `ROW_GROUP_ROWS` rows, so a shard of any size is
+        written, and later read, in bounded memory. The file enters the dataset on exit."""
         if self._committed:
             raise DatasetError("writer already committed")
         if not prefix or not prefix.replace("_", "").replace(".", "").isalnum():
             raise DatasetError(f"shard prefix must be a plain word, got {prefix!r}")
-        if not table.schema.equals(self.schema):
-            table = table.cast(self.schema)
-        n = sum(1 for f in self._files if Path(f.path).name.startswith(f"{prefix}-"))
+        taken = {f.path for f in self._files} | self._open
+        n = 0
+        while f"data/{prefix}-{n:05d}.parquet" in taken:
+            n += 1
         rel = f"data/{prefix}-{n:05d}.parquet"
+        self._open.add(rel)
         path = self.staging / rel
-        with pq.ParquetWriter(path, self.schema, compression="zstd") as writer:
-            if table.num_rows:
-                writer.write_table(table)
-        self._files.append(
-            FileEntry(path=rel, sha256=sha256_file(path), rows=table.num_rows, bytes=path.stat().st_size)
-        )
+        part = PartWriter(pq.ParquetWriter(path, self.schema, compression="zstd"), self.schema)
+        try:
+            yield part
+        except BaseException:
+            part.writer.close()
+            path.unlink(missing_ok=True)  # a half-written shard never enters the dataset
+            raise
+        finally:
+            part.writer.close()
+            self._open.discard(rel)
+        self._files.append(FileEntry(path=rel, sha256=sha256_file(path), rows=part.rows, bytes=path.stat().st_size))
         crashpoint("store.write.after_file")
 
     @property
@@ -268,6 +309,18 @@ def rewrite_card(path: Path | str, text: str) -> Path:
     write_atomic(card, text)
     _fsync_dir(path)
     return card
+
+
+def iter_batches(path: Path | str, columns: Sequence[str] | None = None, batch_rows: int = ROW_GROUP_ROWS,
+                 verify: bool = True) -> Iterator[pa.Table]:
+    """The rows of a committed dataset (its shard files in manifest order) as tables of at
+    most `batch_rows` rows, read one at a time: bounded memory for a dataset of any size."""
+    path = Path(path)
+    manifest = read_manifest(path, verify=verify)
+    for f in manifest.files:
+        pf = pq.ParquetFile(path / f.path)
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None):
+            yield pa.Table.from_batches([batch])
 
 
 def read_table(path: Path | str, verify: bool = True) -> pa.Table:

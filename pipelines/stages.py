@@ -579,21 +579,22 @@ def publish_release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id:
             paths[name] = target
             continue
         manifest = manifests[name]
-        table = _with_columns(store.read_table(src, verify=False), SCHEMAS[name])
         parents = [str(src), *manifest.lineage.parents]
         if previous and name in previous.get("releases", {}):
             parents.append(previous["releases"][name])
         lin = lineage(cfg, parents, run_id)
         with store.DatasetWriter(root, name, name, SCHEMAS[name], RELEASE_SCHEMA_VERSION, version) as w:
-            splits, num_bytes = _write_splits(w, table)
+            written = _write_splits(w, src)
             stats = {**manifest.stats, "run": run} if run else dict(manifest.stats)
-            extra_sections, stats["training"] = _training_sections(name, table, lin.code_version)
-            header = card_header(name, SCHEMAS[name], splits, license=cfg.card.license, language=cfg.card.language,
-                                 task_categories=TASK_CATEGORIES[name],
+            extra_sections, stats["training"] = _training_sections(name, written.head, lin.code_version,
+                                                                   sum(written.rows.values()))
+            header = card_header(name, SCHEMAS[name], written.rows, license=cfg.card.license,
+                                 language=cfg.card.language, task_categories=TASK_CATEGORIES[name],
                                  pretty_name=cfg.card.pretty_name or f"{cfg.name} {name}",
-                                 tags=["trajforge", "agents", "tool-use", *sorted(set(table.column("world").to_pylist()))],
-                                 num_bytes=num_bytes, download_size=sum(f.bytes for f in w.files))
-            card = render_card(name, version, SUMMARIES[name], SCHEMAS[name], table.num_rows, lin.model_dump(), stats,
+                                 tags=["trajforge", "agents", "tool-use", *sorted(written.worlds)],
+                                 num_bytes=written.nbytes, download_size=sum(f.bytes for f in w.files))
+            card = render_card(name, version, SUMMARIES[name], SCHEMAS[name], sum(written.rows.values()),
+                               lin.model_dump(), stats,
                                sections=extra_sections + (run_sections(run) if run else ""), header=header)
             extra = {"report.html": report_html} if report_html else None
             paths[name] = w.commit(lin, card=card, stats=stats, extra_files=extra)
@@ -629,31 +630,74 @@ def _with_columns(table: Any, schema: Any) -> Any:
     return table.select(schema.names)
 
 
-def _write_splits(w: store.DatasetWriter, table: Any) -> tuple[dict[str, int], dict[str, int]]:
-    """Write `table` as one file per split (`data/<split>-00000.parquet`, in split order
-    train, test, then others); returns the rows and the Arrow bytes of each split."""
+@dataclass
+class WrittenSplits:
+    """What `_write_splits` wrote: rows and Arrow bytes per split (train, test, then others),
+    the worlds seen, and the first rows the card's training figures look at
+    (`train.release_card.MAX_ROWS`)."""
+
+    rows: dict[str, int]
+    nbytes: dict[str, int]
+    worlds: set[str]
+    head: Any
+
+
+def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
+    """Copy the curated dataset at `src` into `w`, one file per split
+    (`data/<split>-00000.parquet`, listed train, test, then others), reading and writing in
+    batches of bounded size (`store.iter_batches`, `DatasetWriter.part`): memory stays flat
+    whatever the release's size. Rows written by an older release schema get the columns they
+    lack as nulls."""
+    import pyarrow as pa
     import pyarrow.compute as pc
+
+    from train.release_card import MAX_ROWS as HEAD_ROWS
+
+    def order(splits: Any) -> list[str]:
+        return sorted(splits, key=lambda s: ({"train": 0, "test": 1}.get(s, 2), s))
 
     rows: dict[str, int] = {}
     nbytes: dict[str, int] = {}
-    if not table.num_rows:  # the file the card's `train` pattern names, without rows
+    worlds: set[str] = set()
+    head: list[Any] = []
+    held = 0
+    opened: dict[str, Any] = {}  # split -> the `w.part` context of its file
+    parts: dict[str, store.PartWriter] = {}
+    try:
+        for batch in store.iter_batches(src, verify=False):
+            batch = _with_columns(batch, w.schema)
+            worlds.update(x for x in pc.unique(batch.column("world")).to_pylist() if x)
+            if held < HEAD_ROWS:
+                head.append(batch.slice(0, HEAD_ROWS - held))
+                held += head[-1].num_rows
+            for split in pc.unique(batch.column("split")).to_pylist():
+                part = batch.filter(pc.equal(batch.column("split"), split))
+                if split not in parts:
+                    opened[split] = w.part(prefix=split)
+                    parts[split] = opened[split].__enter__()
+                parts[split].write(part)
+                rows[split] = rows.get(split, 0) + part.num_rows
+                nbytes[split] = nbytes.get(split, 0) + part.nbytes
+    except BaseException as exc:
+        for ctx in opened.values():
+            ctx.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    for split in order(opened):  # the manifest lists files as they close: train, test, others
+        opened[split].__exit__(None, None, None)
+    if not rows:  # the file the card's `train` pattern names, without rows
         w.write_table(empty_table(w.schema), prefix="train")
-        return rows, nbytes
-    names = sorted(set(table.column("split").to_pylist()), key=lambda s: ({"train": 0, "test": 1}.get(s, 2), s))
-    for split in names:
-        part = table.filter(pc.equal(table.column("split"), split))
-        w.write_table(part, prefix=split)
-        rows[split], nbytes[split] = part.num_rows, part.nbytes
-    return rows, nbytes
+    table = pa.concat_tables(head) if head else empty_table(w.schema)
+    return WrittenSplits({s: rows[s] for s in order(rows)}, nbytes, worlds, table)
 
 
-def _training_sections(kind: str, table: Any, code_version: str) -> tuple[str, dict[str, Any]]:
+def _training_sections(kind: str, table: Any, code_version: str,
+                       total_rows: int | None = None) -> tuple[str, dict[str, Any]]:
     """The card's sections on training with the release (templates checked, token lengths,
     plain TRL, environments and rewards) and their figures; a note when they cannot be made
     here (no transformers, or no prepared embedded model)."""
     from train.release_card import training_sections
 
-    return training_sections(kind, table, code_version)
+    return training_sections(kind, table, code_version, total_rows)
 
 
 def _flat_quality(q: dict[str, Any]) -> dict[str, Any]:

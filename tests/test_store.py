@@ -122,3 +122,33 @@ def test_verdict_roundtrip(tmp_path: Path) -> None:
                 passed=True, score=1.0, reasons=[], details={"a": {"b": 1}})
     path = store.write_records(tmp_path, "verdicts", "verdicts", [v], LIN)
     assert store.read_records(path)[0] == v
+
+
+def test_parts_are_written_in_bounded_row_groups_and_read_back_in_batches(tmp_path: Path) -> None:
+    """A shard of any size is written batch by batch into row groups of at most
+    `ROW_GROUP_ROWS` rows, and `iter_batches` reads a dataset back a bounded batch at a time,
+    in order; a failed part leaves nothing in the dataset."""
+    import pyarrow.parquet as pq
+
+    from data.schema import CODECS
+
+    schema, to_row, _ = CODECS["verdicts"]
+    rows = [to_row(Verdict(trajectory_id=f"t{i:05d}", task_id=f"k{i % 7}", verifier="v", verifier_version="1",
+                           passed=i % 2 == 0, score=1.0)) for i in range(2 * store.ROW_GROUP_ROWS + 500)]
+    with store.DatasetWriter(tmp_path, "v", "verdicts", schema, 1) as w:
+        with w.part("part") as part:
+            part.write_rows(rows[:1200])
+            part.write_rows(rows[1200:])
+        with pytest.raises(ValueError), w.part("part") as broken:
+            broken.write_rows(rows[:3])
+            raise ValueError("a batch that fails half-way")
+        path = w.commit(LIN)
+    manifest = store.read_manifest(path)
+    assert [(f.path, f.rows) for f in manifest.files] == [("data/part-00000.parquet", len(rows))]
+    assert sorted(p.name for p in (path / "data").iterdir()) == ["part-00000.parquet"]
+    meta = pq.ParquetFile(path / "data/part-00000.parquet").metadata
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert sum(sizes) == len(rows) and max(sizes) <= store.ROW_GROUP_ROWS and len(sizes) >= 3
+    batches = list(store.iter_batches(path, batch_rows=600))
+    assert max(b.num_rows for b in batches) <= 600
+    assert [r["trajectory_id"] for b in batches for r in b.to_pylist()] == [r["trajectory_id"] for r in rows]

@@ -194,12 +194,16 @@ def embedded_tokenizer() -> Any:
     return tok
 
 
-def training_sections(kind: str, table: Any, code_version: str = "") -> tuple[str, dict[str, Any]]:
+def training_sections(kind: str, table: Any, code_version: str = "",
+                      total_rows: int | None = None) -> tuple[str, dict[str, Any]]:
     """The card's markdown about training on a release of `kind` (`sft` or `rl`), and its
-    figures (template checks, token lengths) for the manifest's stats."""
+    figures (template checks, token lengths) for the manifest's stats, measured on the first
+    `MAX_ROWS` rows of `table` (which may hold only those: `total_rows` then says how many
+    the release has)."""
     schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
     rows = [decode_row(r, schema) for r in table.slice(0, MAX_ROWS).to_pylist()]
-    figures: dict[str, Any] = {"rows_measured": len(rows), "rows": table.num_rows}
+    figures: dict[str, Any] = {"rows_measured": len(rows),
+                               "rows": table.num_rows if total_rows is None else total_rows}
     try:
         tokenizer = embedded_tokenizer()
     except (ImportError, OSError) as exc:
