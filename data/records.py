@@ -236,6 +236,12 @@ class TurnTokens(Record):
     finish_reason: str | None = None
 
 
+# Tool-schema lists shared by trajectories (`Trajectory.model_post_init`), by content; a few
+# per world and version, capped so a stream of unusual lists cannot grow it without bound.
+_SHARED_TOOLS: dict[str, list[dict[str, Any]]] = {}
+_MAX_SHARED_TOOLS = 256
+
+
 class Trajectory(Record):
     """One rollout of a task: OpenAI-format messages plus per-step records; `turn_tokens`
     holds token ids and logprobs per assistant turn when the backend provides them."""
@@ -256,6 +262,17 @@ class Trajectory(Record):
     metadata: dict[str, Any] = Field(default_factory=dict)
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
     reference: bool = False  # a gold trajectory that replays the task's verified reference path
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Every trajectory of a world carries the same tool schemas: hold one copy of each
+        # (a third of a trajectory's memory). Treat `tools` as read-only; replace, never edit.
+        if self.tools:
+            key = json.dumps(self.tools, sort_keys=True)
+            shared = _SHARED_TOOLS.get(key)
+            if shared is None and len(_SHARED_TOOLS) < _MAX_SHARED_TOOLS:
+                shared = _SHARED_TOOLS[key] = self.tools
+            if shared is not None:
+                self.tools = shared
 
     @model_validator(mode="before")
     @classmethod

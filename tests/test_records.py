@@ -79,3 +79,16 @@ def test_rollout_key_leaves_transport_out(tasks: list[Task]) -> None:
     assert key(max_retries=9, backoff_base_s=2.0, backoff_max_s=60.0, timeout_s=5.0,
                base_urls=["http://a:1/v1", "http://b:1/v1"], breaker_failures=2) == base
     assert key(logprobs=True) != base and key(extra_body={"top_k": 5}) != base
+
+
+def test_trajectories_of_one_world_hold_one_copy_of_the_tool_schemas() -> None:
+    """Equal tool lists are one object whichever way a trajectory is made (constructed, read
+    back from JSON); a different list stays its own, and the records are unchanged."""
+    from data.records import Trajectory
+
+    tools = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]
+    a = Trajectory(task_id="t", trial=0, model="m", tools=[dict(x) for x in tools])
+    b = Trajectory.model_validate_json(a.model_dump_json())
+    c = Trajectory(task_id="t", trial=1, model="m", tools=[{**tools[0], "type": "other"}])
+    assert a.tools is b.tools and a.tools == tools and b == a
+    assert c.tools is not a.tools and c.tools[0]["type"] == "other"
