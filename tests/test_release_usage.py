@@ -33,13 +33,10 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     cfg = load_config(None, {"rollout.model.kind": "scripted", "rollout.model.noise": 0.6,
                              "rollout.trials": 2, "synthesis.n_tasks": 6})
+    from tests.pipeline_run import curated_run
+
     out = tmp_path_factory.mktemp("usage")
-    tp = stages.synthesize(cfg, out)
-    tasks = store.read_records(tp)
-    trajs = [t for sh in stages.shards(tasks, 4) for t in stages.rollout_shard(sh, cfg)]
-    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajs, cfg.verifiers)
-    selection = stages.curate(cfg, tasks, trajs, verdicts)
-    paths = stages.release(cfg, out, stages.write_curated(cfg, out, selection, tasks, [tp]))
+    paths = stages.release(cfg, out, curated_run(cfg, out)[2])
     assert paths["sft"].name == paths["rl"].name  # one version
     for kind in ("sft", "rl"):
         splits = set(store.read_table(paths[kind]).column("split").to_pylist())

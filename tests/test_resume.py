@@ -24,6 +24,7 @@ from data.records import Task, canonical_json, content_hash
 from data.schema import RELEASE_SCHEMA_VERSION, SFT_SCHEMA
 from pipelines import stages
 from pipelines.config import RunConfig, load_config
+from tests.pipeline_run import curated_run
 
 TINY = {"synthesis.n_tasks": 6, "synthesis.seed": 3, "rollout.model.kind": "scripted",
         "rollout.model.noise": 0.4, "rollout.trials": 2, "shard_size": 2}
@@ -211,12 +212,8 @@ def curated(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunConfig, Path, 
     its out folder, the selection and tasks (to curate again) and the curated paths."""
     cfg = load_config(None, TINY)
     out = tmp_path_factory.mktemp("curated")
-    tp = stages.synthesize(cfg, out)
-    tasks = store.read_records(tp)
-    trajectories = [t for shard in stages.shards(tasks, 2) for t in stages.rollout_shard(shard, cfg)]
-    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajectories, cfg.verifiers)
-    selection = stages.curate(cfg, tasks, trajectories, verdicts)
-    return cfg, out, selection, tasks, stages.write_curated(cfg, out, selection, tasks, [tp])
+    tasks, selection, paths = curated_run(cfg, out, shard_size=2)
+    return cfg, out, selection, tasks, paths
 
 
 def _versions(out: Path) -> dict[str, list[str]]:

@@ -192,13 +192,10 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     cfg = load_config(None, {"rollout.model.kind": "scripted", "rollout.model.noise": 0.6,
                              "rollout.trials": 3, "synthesis.n_tasks": 8})
+    from tests.pipeline_run import curated_run
+
     out = tmp_path_factory.mktemp("trainrel")
-    tp = stages.synthesize(cfg, out)
-    tasks = store.read_records(tp)
-    trajs = [t for sh in stages.shards(tasks, 4) for t in stages.rollout_shard(sh, cfg)]
-    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajs, cfg.verifiers)
-    selection = stages.curate(cfg, tasks, trajs, verdicts)
-    paths = stages.release(cfg, out, stages.write_curated(cfg, out, selection, tasks, [tp]))
+    paths = stages.release(cfg, out, curated_run(cfg, out)[2])
     assert load_release(paths["sft"], "train").num_rows > 0 and load_release(paths["sft"], "test").num_rows > 0
     assert load_release(paths["rl"], "train").num_rows > 0
     return paths
