@@ -25,6 +25,7 @@ class RLPick:
     pass_rate: float
     n_trials: int
     reason: str
+    key: float | None = None  # the sampling key under an rl budget (`curation.topology.sampling_keys`)
 
 
 @dataclass
@@ -34,6 +35,28 @@ class Selection:
     rl: list[RLPick] = field(default_factory=list)
     drops: Counter = field(default_factory=Counter)  # "sft:<reason>" / "rl:<reason>" -> count
     stats: dict = field(default_factory=dict)
+
+
+def combine_stats(parts: list[dict[str, Any]], means: Mapping[str, str | tuple[str, str]]) -> dict[str, Any]:
+    """A curator's stats of several shards as one: counts and histograms add up
+    (`data.parts.sum_stats`), and each rate in `means` is recomputed: a (numerator,
+    denominator) pair of counts gives the exact ratio (``policy_pass_rate`` from
+    ``policy_passes`` / ``policy_trials``); a single count weights the shards' rates (a mean
+    of per-task scores weighted by the tasks it averages)."""
+    from data.parts import sum_stats
+
+    out = sum_stats(parts)
+    for rate, how in means.items():
+        if isinstance(how, tuple):
+            num, den = out.get(how[0]), out.get(how[1])
+            if isinstance(num, int | float) and isinstance(den, int | float):
+                out[rate] = round(num / den, 4) if den else 0.0
+            continue
+        got = [(p[rate], p.get(how, 0)) for p in parts if isinstance(p.get(rate), int | float)]
+        total = sum(w for _, w in got)
+        if got:
+            out[rate] = round(sum(r * w for r, w in got) / total, 4) if total else 0.0
+    return out
 
 
 def failed_calls(t: Trajectory) -> int:

@@ -156,16 +156,23 @@ def task_graph_svg(ix: QuotientIndex, task_id: str, title: str | None = None) ->
     return render_task_graph(ix, task_id, "svg", title).decode()
 
 
-def pick_tasks_to_draw(ix: QuotientIndex, n: int = 3, max_nodes: int = 60) -> list[str]:
-    """Task ids worth a picture: the most branched graphs that still fit on a page."""
+def graph_candidates(ix: QuotientIndex, max_nodes: int = 60) -> list[tuple[str, int, int]]:
+    """(task id, branching nodes, nodes) of every task graph that fits on a page, the most
+    branched first, then the smallest (ties: index order). A run drawn shard by shard keeps
+    each shard's first few and takes the first over all of them."""
     import numpy as np
 
     sizes = np.bincount(ix.node_task, minlength=len(ix.task_ids))
     child = ix.node_parent[ix.node_parent >= 0]
     n_children = np.bincount(child, minlength=ix.n_nodes) if len(child) else np.zeros(ix.n_nodes)
     per_task = np.bincount(ix.node_task, weights=(n_children >= 2), minlength=len(ix.task_ids))
-    order = [int(i) for i in np.lexsort((sizes, -per_task)) if sizes[i] <= max_nodes]
-    return [ix.task_ids[i] for i in order[:n]]
+    return [(ix.task_ids[i], int(per_task[i]), int(sizes[i]))
+            for i in (int(j) for j in np.lexsort((sizes, -per_task))) if sizes[i] <= max_nodes]
+
+
+def pick_tasks_to_draw(ix: QuotientIndex, n: int = 3, max_nodes: int = 60) -> list[str]:
+    """Task ids worth a picture: the most branched graphs that still fit on a page."""
+    return [tid for tid, _, _ in graph_candidates(ix, max_nodes)[:n]]
 
 
 def graph_svgs_for(

@@ -9,7 +9,9 @@ typed report for the dataset card. Nothing reads or writes files.
 - **Near dedup** (ours): MinHash LSH (`datasketch`) over character 5-gram shingles of
   instruction + tool sequence, counted with multiplicity (a shingle's k-th occurrence is its
   own element, so a text that repeats another twice is not its duplicate); LSH candidates are
-  confirmed with the exact Jaccard; default threshold 0.85. Checked within the release and
+  confirmed with the Jaccard estimated from their MinHash signatures (128 values: within
+  about 0.03 near the threshold), so only signatures, never texts, are held; default
+  threshold 0.85. Checked within the release and
   against earlier releases' texts; the first occurrence is kept.
 - **Decontamination**: against registered evaluation sets (`register_eval_set`), word 8-gram
   and 13-gram overlap, each on instructions (every user turn) and on tool-call sequences,
@@ -179,6 +181,92 @@ class DedupReport(BaseModel):
         return self.input - self.kept
 
 
+class Deduper:
+    """Exact and near deduplication over rows given batch by batch (`filter`), in memory that
+    grows with the rows kept by a few hundred bytes each (an exact key, a MinHash signature of
+    `num_perm` 32-bit values, the LSH's band keys), never with their text. `add_earlier`
+    first loads earlier releases' items, which count as seen but are never kept."""
+
+    def __init__(self, threshold: float = 0.85, num_perm: int = 128, shingle_size: int = 5,
+                 max_examples: int = 10, seed: int = 1) -> None:
+        from datasketch import MinHashLSH
+
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be within (0, 1], got {threshold}")
+        self.threshold, self.num_perm, self.shingle_size = threshold, num_perm, shingle_size
+        self.max_examples, self.seed = max_examples, seed
+        self.report = DedupReport(threshold=threshold)
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        self._keys: dict[str, tuple[str, bool]] = {}  # exact key -> (id, from earlier)
+        self._sigs: dict[int, tuple[Any, bool, str]] = {}  # LSH key -> (signature, from earlier, item id)
+
+    def _sketch(self, item: Item) -> Any:
+        from datasketch import MinHash
+
+        m = MinHash(num_perm=self.num_perm, seed=self.seed)
+        m.update_batch([s.encode() for s in shingles(item, self.shingle_size)])
+        return m
+
+    def _insert(self, m: Any, earlier: bool, item_id: str) -> None:
+        import numpy as np
+
+        name = len(self._sigs)
+        self._sigs[name] = (m.hashvalues.astype(np.uint32), earlier, item_id)  # MinHash values are < 2**32
+        self._lsh.insert(name, m)
+
+    def _example(self, item: Item, other: str, kind: str, earlier: bool, j: float) -> None:
+        if len(self.report.examples) < self.max_examples:
+            self.report.examples.append({"dropped": item.id, "duplicate_of": other, "kind": kind,
+                                         "earlier": earlier, "jaccard": round(j, 4)})
+
+    def add_earlier(self, items: Iterable[Any]) -> None:
+        """Items of earlier releases: a row equal or near to one of them is dropped."""
+        for x in items:
+            item = item_of(x)
+            self._keys.setdefault(exact_key(item), (item.id, True))
+            self._insert(self._sketch(item), True, item.id)
+            self.report.earlier_items += 1
+
+    def filter(self, rows: Iterable[Any]) -> list[Any]:
+        """The rows of a batch that duplicate nothing seen before (earlier items, kept rows)."""
+        import numpy as np
+
+        kept: list[Any] = []
+        for x in rows:
+            self.report.input += 1
+            item = item_of(x)
+            key = exact_key(item)
+            if key in self._keys:
+                other, old = self._keys[key]
+                if old:
+                    self.report.exact_vs_earlier += 1
+                else:
+                    self.report.exact_duplicates += 1
+                self._example(item, other, "exact", old, 1.0)
+                continue
+            m = self._sketch(item)
+            sig = m.hashvalues.astype(np.uint32)
+            best: tuple[float, str, bool] | None = None
+            for cand in self._lsh.query(m):
+                other_sig, old, cid = self._sigs[cand]
+                j = float(np.mean(sig == other_sig))  # the MinHash estimate of the Jaccard
+                if j >= self.threshold and (best is None or j > best[0]):
+                    best = (j, cid, old)
+            if best is not None:
+                j, cid, old = best
+                if old:
+                    self.report.near_vs_earlier += 1
+                else:
+                    self.report.near_duplicates += 1
+                self._example(item, cid, "near", old, j)
+                continue
+            self._keys[key] = (item.id, False)
+            self._insert(m, False, item.id)
+            kept.append(x)
+        self.report.kept += len(kept)
+        return kept
+
+
 def dedup(
     rows: Sequence[Any],
     earlier: Iterable[Any] = (),
@@ -189,82 +277,10 @@ def dedup(
     seed: int = 1,
 ) -> tuple[list[Any], DedupReport]:
     """Rows without exact or near duplicates (within `rows`, and of `earlier` items) and the
-    report."""
-    from datasketch import MinHash, MinHashLSH
-
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be within (0, 1], got {threshold}")
-    report = DedupReport(input=len(rows), threshold=threshold)
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    keys: dict[str, tuple[str, bool]] = {}  # exact key -> (id, from earlier)
-    sets: dict[str, tuple[set[str], bool, str]] = {}  # lsh key -> (shingles, from earlier, item id)
-
-    def sketch(sh: set[str]) -> Any:
-        m = MinHash(num_perm=num_perm, seed=seed)
-        m.update_batch([s.encode() for s in sh])
-        return m
-
-    for i, x in enumerate(earlier):
-        item = item_of(x)
-        keys.setdefault(exact_key(item), (item.id, True))
-        sh = shingles(item, shingle_size)
-        name = f"earlier:{i}"
-        sets[name] = (sh, True, item.id)
-        lsh.insert(name, sketch(sh))
-        report.earlier_items += 1
-    kept: list[Any] = []
-    for i, x in enumerate(rows):
-        item = item_of(x)
-        key = exact_key(item)
-        if key in keys:
-            other, old = keys[key]
-            if old:
-                report.exact_vs_earlier += 1
-            else:
-                report.exact_duplicates += 1
-            if len(report.examples) < max_examples:
-                report.examples.append(
-                    {
-                        "dropped": item.id,
-                        "duplicate_of": other,
-                        "kind": "exact",
-                        "earlier": old,
-                        "jaccard": 1.0,
-                    }
-                )
-            continue
-        sh = shingles(item, shingle_size)
-        mh = sketch(sh)
-        best: tuple[float, str, bool] | None = None
-        for cand in lsh.query(mh):
-            cs, old, cid = sets[cand]
-            j = jaccard(sh, cs)
-            if j >= threshold and (best is None or j > best[0]):
-                best = (j, cid, old)
-        if best is not None:
-            j, cid, old = best
-            if old:
-                report.near_vs_earlier += 1
-            else:
-                report.near_duplicates += 1
-            if len(report.examples) < max_examples:
-                report.examples.append(
-                    {
-                        "dropped": item.id,
-                        "duplicate_of": cid,
-                        "kind": "near",
-                        "earlier": old,
-                        "jaccard": round(j, 4),
-                    }
-                )
-            continue
-        name = f"row:{item.id}:{i}"
-        keys[key] = (item.id, False)
-        sets[name] = (sh, False, item.id)
-        lsh.insert(name, mh)
-        kept.append(x)
-    report.kept = len(kept)
-    return kept, report
+    report (`Deduper` over one batch)."""
+    d = Deduper(threshold, num_perm, shingle_size, max_examples, seed)
+    d.add_earlier(earlier)
+    return d.filter(rows), d.report
 
 
 # -- decontamination -------------------------------------------------------------------------
@@ -346,6 +362,61 @@ class ContaminationReport(BaseModel):
     kept: int = 0
 
 
+class Decontaminator:
+    """Decontamination over rows given batch by batch (`filter`): the evaluation sets' n-gram
+    indexes are built once, and the report adds up over batches."""
+
+    def __init__(self, eval_sets: Iterable[str | EvalSet] | None = None, ns: Sequence[int] = (8, 13),
+                 drop_n: int | None = 13, max_examples: int = 5) -> None:
+        self.sets = [get_eval_set(e) if isinstance(e, str) else e
+                     for e in (EVAL_SETS.values() if eval_sets is None else eval_sets)]
+        if drop_n is not None and drop_n not in ns:
+            raise ValueError(f"drop_n={drop_n} must be one of the n-gram sizes checked {list(ns)}")
+        self.ns, self.drop_n, self.max_examples = list(ns), drop_n, max_examples
+        self.report = ContaminationReport(ns=list(ns), drop_n=drop_n)
+        for es in self.sets:
+            self.report.eval_sets[es.name] = EvalSetReport()
+        self._indexes = {
+            (es.name, fld, n): _NgramIndex(es.texts if fld == "instruction" else es.tool_sequences, n)
+            for es in self.sets for fld in ("instruction", "tool_calls") for n in ns}
+
+    def filter(self, rows: Sequence[Any]) -> list[Any]:
+        """The rows of a batch without a `drop_n`-gram hit in any evaluation set."""
+        self.report.input += len(rows)
+        items = [item_of(x) for x in rows]
+        drop: set[int] = set()
+        for es in self.sets:
+            r = self.report.eval_sets[es.name]
+            r.checked += len(items)
+            for idx, item in enumerate(items):
+                fields = {
+                    "instruction": [tokens(t) for t in item.user_texts or [item.instruction]],
+                    "tool_calls": [tokens(item.tool_text())] if item.tool_calls else [],
+                }
+                hit_any = False
+                for fld, docs in fields.items():
+                    for n in self.ns:
+                        index = self._indexes[(es.name, fld, n)]
+                        found = [m for toks in docs if (m := index.longest(toks)) is not None]
+                        if not found:
+                            continue
+                        k, j, text = max(found)
+                        key = f"{fld}@{n}"
+                        r.flagged[key] = r.flagged.get(key, 0) + 1
+                        r.longest_match = max(r.longest_match, k)
+                        hit_any = True
+                        if n == self.drop_n:
+                            drop.add(idx)
+                        if len(r.examples) < self.max_examples:
+                            r.examples.append({"row": item.id, "field": fld, "n": n, "eval_index": j,
+                                               "longest_match": k, "match": text[:200]})
+                r.flagged_any += hit_any
+                r.removed += idx in drop and hit_any
+        kept = [x for i, x in enumerate(rows) if i not in drop]
+        self.report.kept += len(kept)
+        return kept
+
+
 def decontaminate(
     rows: Sequence[Any],
     eval_sets: Iterable[str | EvalSet] | None = None,
@@ -353,61 +424,12 @@ def decontaminate(
     drop_n: int | None = 13,
     max_examples: int = 5,
 ) -> tuple[list[Any], ContaminationReport]:
-    """Rows without n-gram overlap with the evaluation sets (see module doc), and the report.
+    """Rows without n-gram overlap with the evaluation sets (see module doc), and the report
+    (`Decontaminator` over one batch).
 
     `eval_sets` defaults to every registered set; `drop_n=None` only reports."""
-    sets = [
-        get_eval_set(e) if isinstance(e, str) else e
-        for e in (EVAL_SETS.values() if eval_sets is None else eval_sets)
-    ]
-    if drop_n is not None and drop_n not in ns:
-        raise ValueError(f"drop_n={drop_n} must be one of the n-gram sizes checked {list(ns)}")
-    report = ContaminationReport(ns=list(ns), drop_n=drop_n, input=len(rows))
-    indexes = {
-        (es.name, fld, n): _NgramIndex(es.texts if fld == "instruction" else es.tool_sequences, n)
-        for es in sets
-        for fld in ("instruction", "tool_calls")
-        for n in ns
-    }
-    items = [item_of(x) for x in rows]
-    drop: set[int] = set()
-    for es in sets:
-        r = report.eval_sets[es.name] = EvalSetReport(checked=len(items))
-        for idx, item in enumerate(items):
-            fields = {
-                "instruction": [tokens(t) for t in item.user_texts or [item.instruction]],
-                "tool_calls": [tokens(item.tool_text())] if item.tool_calls else [],
-            }
-            hit_any = False
-            for fld, docs in fields.items():
-                for n in ns:
-                    index = indexes[(es.name, fld, n)]
-                    found = [m for toks in docs if (m := index.longest(toks)) is not None]
-                    if not found:
-                        continue
-                    k, j, text = max(found)
-                    key = f"{fld}@{n}"
-                    r.flagged[key] = r.flagged.get(key, 0) + 1
-                    r.longest_match = max(r.longest_match, k)
-                    hit_any = True
-                    if n == drop_n:
-                        drop.add(idx)
-                    if len(r.examples) < max_examples:
-                        r.examples.append(
-                            {
-                                "row": item.id,
-                                "field": fld,
-                                "n": n,
-                                "eval_index": j,
-                                "longest_match": k,
-                                "match": text[:200],
-                            }
-                        )
-            r.flagged_any += hit_any
-            r.removed += idx in drop and hit_any
-    kept = [x for i, x in enumerate(rows) if i not in drop]
-    report.kept = len(kept)
-    return kept, report
+    d = Decontaminator(eval_sets, ns, drop_n, max_examples)
+    return d.filter(rows), d.report
 
 
 # -- secret and PII scrubbing ----------------------------------------------------------------
@@ -762,11 +784,11 @@ def scrub_rows(rows: Iterable[Row], columns: Iterable[str] | None = None,
     """Every string column (or only `columns`) of every row scrubbed; new rows and the report.
     `synthetic`: the world's values to keep, for all rows or per row (a function of the row)."""
     cols = list(columns) if columns is not None else None
-    out, report, _ = _scrub_all(rows, cols, synthetic)
+    out, report, _ = scrub_all(rows, cols, synthetic)
     return out, report
 
 
-def _scrub_all(rows: Iterable[Row], columns: list[str] | None,
+def scrub_all(rows: Iterable[Row], columns: list[str] | None,
                synthetic: SyntheticOf) -> tuple[list[Row], ScrubReport, list[Scrubber]]:
     report = ScrubReport()
     total: Counter[str] = Counter()
@@ -875,7 +897,7 @@ def clean_release(
     """Scrub (`columns`, keeping the world's `synthetic` values), re-judge the rows scrubbing
     changed (`replay`; those that no longer pass are dropped), then deduplicate, then
     decontaminate a release's rows."""
-    scrubbed, s, scrubbers = _scrub_all(rows, list(columns) if columns is not None else None, synthetic)
+    scrubbed, s, scrubbers = scrub_all(rows, list(columns) if columns is not None else None, synthetic)
     judged, r = replay_scrubbed(scrubbed, scrubbers, replay)
     unique, d = dedup(judged, earlier, threshold=dedup_threshold)
     clean, c = decontaminate(unique, eval_sets, drop_n=drop_n)

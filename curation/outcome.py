@@ -46,7 +46,11 @@ def action_key(t: Trajectory) -> str:
 
 
 class OutcomeCurator:
+    """Pass-rate curation (module doc); decided within each task's group, so a run curates
+    shard by shard and merges the stats with `combine_stats(..., MEANS)`."""
+
     name = "outcome"
+    MEANS = {"policy_pass_rate": ("policy_passes", "policy_trials")}
 
     def select(self, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict]) -> Selection:
         sel = Selection()
@@ -84,6 +88,8 @@ class OutcomeCurator:
         sel.stats = {"tasks": len(tasks), "trajectories": len(trajectories),
                      "policy_pass_rate": round(sum(o.passes for o in rates.values())
                                                / max(1, sum(o.trials for o in rates.values())), 4),
+                     "policy_passes": sum(o.passes for o in rates.values()),
+                     "policy_trials": sum(o.trials for o in rates.values()),
                      "pass_rate_histogram": {str(k): n for k, n in sorted(hist.items())},
                      "sft_selected": len(sel.sft), "rl_selected": len(sel.rl)}
         return sel

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from curation.base import Selection, failed_calls
-from data.records import Task
+from data.records import Task, Trajectory
 from verifiers.base import applies, get_verifier
 
 
@@ -27,39 +27,46 @@ def _rate(ok: int, n: int) -> float | None:
     return round(ok / n, 4) if n else None
 
 
-def sft_quality(selection: Selection, tasks: dict[str, Task]) -> dict[str, Any]:
-    """The audit's figures (module docstring) over `selection.sft`."""
+def row_quality(traj: Trajectory, task: Task | None) -> dict[str, Any]:
+    """One row's counts for the audit (they add up over rows: `data.parts.sum_stats`)."""
     policy, communicate = get_verifier("policy"), get_verifier("communicate")
-    clauses: dict[str, list[int]] = {}
-    informative, refusal = [0, 0], [0, 0]
-    judged = reference = recovery = 0
-    for traj, _ in selection.sft:
-        reference += bool(traj.reference)
-        recovery += failed_calls(traj) > 0
-        task = tasks.get(traj.task_id)
-        if task is None:
-            continue
-        if applies(policy, task):
-            judged += 1
-            for clause, (n, bad) in policy.verify(task, traj).details.get("clauses", {}).items():
-                c = clauses.setdefault(clause, [0, 0])
-                c[0] += n
-                c[1] += bad
-        v = task.verification
-        bucket = refusal if v.outcome == "refusal" else informative if v.communicate else None
-        if bucket is not None and applies(communicate, task):
-            bucket[0] += 1
-            bucket[1] += communicate.verify(task, traj).passed
-    compliance = {k: _rate(n - bad, n) for k, (n, bad) in sorted(clauses.items())}
-    rows = len(selection.sft)
+    out: dict[str, Any] = {"rows": 1, "reference": int(bool(traj.reference)), "recovery": int(failed_calls(traj) > 0),
+                           "judged": 0, "clauses": {}, "informative": {"n": 0, "ok": 0},
+                           "refusal": {"n": 0, "ok": 0}}
+    if task is None:
+        return out
+    if applies(policy, task):
+        out["judged"] = 1
+        for clause, (n, bad) in policy.verify(task, traj).details.get("clauses", {}).items():
+            out["clauses"][clause] = {"n": n, "bad": bad}
+    v = task.verification
+    bucket = "refusal" if v.outcome == "refusal" else "informative" if v.communicate else None
+    if bucket is not None and applies(communicate, task):
+        out[bucket] = {"n": 1, "ok": int(communicate.verify(task, traj).passed)}
+    return out
+
+
+def quality_figures(counts: dict[str, Any]) -> dict[str, Any]:
+    """The audit's figures (module docstring) from the summed `row_quality` of the rows."""
+    clauses = counts.get("clauses", {})
+    compliance = {k: _rate(c["n"] - c["bad"], c["n"]) for k, c in sorted(clauses.items())}
+    rows = counts.get("rows", 0)
+    informative, refusal = counts.get("informative", {}), counts.get("refusal", {})
     return {
         "rows": rows,
-        "rows_judged_by_policy": judged,
+        "rows_judged_by_policy": counts.get("judged", 0),
         "clause_compliance": compliance,
         "clause_compliance_min": min((r for r in compliance.values() if r is not None), default=None),
         "grounded_args_rate": compliance.get("grounded_arguments"),
-        "informative_reply_rate": _rate(informative[1], informative[0]),
-        "refusal_explained_rate": _rate(refusal[1], refusal[0]),
-        "reference_share": _rate(reference, rows),
-        "recovery_rows": recovery,
+        "informative_reply_rate": _rate(informative.get("ok", 0), informative.get("n", 0)),
+        "refusal_explained_rate": _rate(refusal.get("ok", 0), refusal.get("n", 0)),
+        "reference_share": _rate(counts.get("reference", 0), rows),
+        "recovery_rows": counts.get("recovery", 0),
     }
+
+
+def sft_quality(selection: Selection, tasks: dict[str, Task]) -> dict[str, Any]:
+    """The audit's figures (module docstring) over `selection.sft`."""
+    from data.parts import sum_stats
+
+    return quality_figures(sum_stats(row_quality(traj, tasks.get(traj.task_id)) for traj, _ in selection.sft))

@@ -413,10 +413,37 @@ def _weighted_sample(weights: np.ndarray, budget: int, seed: int) -> np.ndarray:
     return order[:budget]
 
 
+def sampling_keys(weights: np.ndarray, ids: list[str], seed: int) -> np.ndarray:
+    """Efraimidis–Spirakis keys log(u)/w with u drawn from each item's id and `seed`, not from
+    its position: the `budget` largest keys are a sample without replacement ∝ weight, and
+    the sample is the same whether the items are judged together or shard by shard (a
+    streamed run keeps the largest keys over all shards). Zero weights get -inf."""
+    u = np.asarray([(int(content_hash([seed, i], length=13), 16) + 0.5) / 16**13 for i in ids])
+    with np.errstate(divide="ignore"):
+        return np.where(weights > 0, np.log(u) / np.where(weights > 0, weights, 1.0), -np.inf)
+
+
+def top_keys(keys: np.ndarray, budget: int) -> np.ndarray:
+    """Indices of the `budget` largest keys (ties: the earlier item), in item order."""
+    order = np.lexsort((np.arange(len(keys)), -keys))
+    return np.sort(order[:budget])
+
+
+SAMPLED = "sampled_by_ebr_sh"  # the reason of an rl pick drawn under `rl_budget`
+
+
 class TopologyCurator:
-    """TopoCurate: SFT picks by recovery, efficiency and diversity; RL tasks by EBR·SH."""
+    """TopoCurate: SFT picks by recovery, efficiency and diversity; RL tasks by EBR·SH.
+
+    Everything but `rl_budget` is decided within each task's group, so a run curates shard
+    by shard: `combine_stats(..., MEANS)` merges the shards' stats, and a streamed run
+    applies the budget over the shards' picks by their `key`s (`sampling_keys`)."""
 
     name = "topology"
+    MEANS = {"policy_pass_rate": ("policy_passes", "policy_trials"), "mean_ebr": "policy_tasks", "mean_sh": "policy_tasks",
+             "sft_recovery_rate_picked": "sft_selected", "sft_mean_len_picked": "sft_selected",
+             "sft_recovery_rate_all_successes": "passing_trajectories",
+             "sft_mean_len_all_successes": "passing_trajectories"}
 
     def __init__(self, config: TopoConfig | None = None, **options: Any) -> None:
         self.config = config or TopoConfig(**options)
@@ -522,12 +549,13 @@ class TopologyCurator:
             return
         idx = np.asarray([i for _, i in eligible])
         score = topo.ebr[idx] * topo.sh[idx]
+        keys = sampling_keys(score, [t.id for t, _ in eligible], cfg.seed)
         if cfg.rl_budget is None or cfg.rl_budget >= len(eligible):
             chosen = np.arange(len(eligible))
             how = "mixed_outcomes"
         else:
-            chosen = np.sort(_weighted_sample(score, cfg.rl_budget, cfg.seed))
-            how = "sampled_by_ebr_sh"
+            chosen = top_keys(keys, cfg.rl_budget)
+            how = SAMPLED
             sel.drops["rl:not_sampled"] += len(eligible) - len(chosen)
         for j in chosen:
             task, i = eligible[j]
@@ -538,6 +566,7 @@ class TopologyCurator:
                     float(topo.policy_passes[i] / trials),
                     trials,
                     f"{how} (ebr={topo.ebr[i]:.2f}, sh={topo.sh[i]:.2f}, ebr_sh={score[j]:.3f})",
+                    key=float(keys[j]),
                 )
             )
 
@@ -568,6 +597,10 @@ class TopologyCurator:
             "policy_pass_rate": round(
                 float(topo.policy_passes.sum() / max(1, topo.policy_trials.sum())), 4
             ),
+            "policy_passes": int(topo.policy_passes.sum()),
+            "policy_trials": int(topo.policy_trials.sum()),
+            "policy_tasks": int(pol.sum()),
+            "passing_trajectories": int(ok.sum()),
             "pass_rate_histogram": {str(k): n for k, n in sorted(hist.items())},
             "sft_selected": len(sel.sft),
             "rl_selected": len(sel.rl),

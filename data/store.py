@@ -212,6 +212,32 @@ class DatasetWriter:
         self._files.append(FileEntry(path=rel, sha256=sha256_file(path), rows=part.rows, bytes=path.stat().st_size))
         crashpoint("store.write.after_file")
 
+    def adopt(self, source: Path | str, prefix: str = "part") -> FileEntry:
+        """Add a finished Parquet file (a shard's part, `data.parts`) to the dataset as its
+        next shard file: hard-linked where the file system allows (no copy: a part and the
+        dataset file are one inode, and neither is ever rewritten), else copied. Its schema
+        must be the dataset's."""
+        if self._committed:
+            raise DatasetError("writer already committed")
+        source = Path(source)
+        found = pq.read_schema(source)
+        if not found.remove_metadata().equals(self.schema.remove_metadata()):
+            raise DatasetError(f"{source}: its schema is not the dataset's ({self.name})")
+        taken = {f.path for f in self._files} | self._open
+        n = 0
+        while f"data/{prefix}-{n:05d}.parquet" in taken:
+            n += 1
+        rel = f"data/{prefix}-{n:05d}.parquet"
+        target = self.staging / rel
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
+        entry = FileEntry(path=rel, sha256=sha256_file(target), rows=pq.ParquetFile(target).metadata.num_rows,
+                          bytes=target.stat().st_size)
+        self._files.append(entry)
+        return entry
+
     @property
     def files(self) -> list[FileEntry]:
         """The shards written so far."""
@@ -321,6 +347,13 @@ def iter_batches(path: Path | str, columns: Sequence[str] | None = None, batch_r
         pf = pq.ParquetFile(path / f.path)
         for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None):
             yield pa.Table.from_batches([batch])
+
+
+def iter_file(path: Path | str, batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
+    """The rows of one Parquet file (e.g. a shard a writer has just closed) as tables of at
+    most `batch_rows` rows."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        yield pa.Table.from_batches([batch])
 
 
 def read_table(path: Path | str, verify: bool = True) -> pa.Table:

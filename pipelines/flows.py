@@ -32,10 +32,10 @@ from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from curation.base import Selection  # noqa: E402
 from data import store  # noqa: E402
-from data.records import Task, Trajectory, Verdict  # noqa: E402
-from pipelines import progress, stages  # noqa: E402
+from data.parts import PartRef  # noqa: E402
+from data.records import Task, Trajectory  # noqa: E402
+from pipelines import figures, progress, sharded, stages  # noqa: E402
 from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
 from rollout.backends import close_shared_models  # noqa: E402
 
@@ -91,66 +91,71 @@ def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
 
 
 @task(name="rollout-shard", cache_policy=NO_CACHE)
-def rollout_task(shard: list[Task], cfg: RunConfig, out: Path, index: int) -> tuple[list[Trajectory], bool]:
-    trajectories, cached = stages.rollout_shard_cached(shard, cfg, stages.shard_cache(cfg, out))
-    get_run_logger().info("rollout shard=%d tasks=%d trajectories=%d cached=%s",
-                          index, len(shard), len(trajectories), cached)
-    return trajectories, cached
+def rollout_task(shard: list[Task], cfg: RunConfig, out: Path, index: int) -> PartRef:
+    ref = sharded.rollout_part(shard, cfg, out)
+    get_run_logger().info("rollout shard=%d tasks=%d trajectories=%d cached=%s", index, len(shard), ref.rows, ref.cached)
+    return ref
 
 
 @task(name="verify-shard", cache_policy=NO_CACHE)
-def verify_task(tasks: dict[str, Task], shard: list[Trajectory], cfg: RunConfig, out: Path,
-                index: int) -> tuple[list[Verdict], bool]:
-    verdicts, cached = stages.verify_shard_cached(tasks, shard, cfg, stages.shard_cache(cfg, out))
-    get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s",
-                          index, len(shard), len(verdicts), cached)
-    return verdicts, cached
+def verify_task(shard: list[Task], rollout: PartRef, cfg: RunConfig, out: Path, index: int) -> PartRef:
+    ref = sharded.verify_part(shard, rollout, cfg, out)
+    get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s", index, rollout.rows, ref.rows,
+                          ref.cached)
+    return ref
+
+
+@task(name="curate-shard", cache_policy=NO_CACHE)
+def curate_shard_task(shard: list[Task], rollout: PartRef, verify: PartRef, cfg: RunConfig, out: Path,
+                      index: int) -> dict[str, PartRef]:
+    refs = sharded.curate_part(shard, rollout, verify, cfg, out)
+    get_run_logger().info("curate shard=%d sft=%d rl=%d", index, refs["sft"].rows, refs["rl"].rows)
+    return refs
 
 
 # The stages after the shards, each a task run of the flow run (so the UI shows the whole run
-# and a failed stage fails where it failed). Called directly, with `quote`d records: they run
-# in the flow's process, and Prefect need not walk every record looking for futures.
+# and a failed stage fails where it failed). They take part references and the run's merged
+# figures, never records: they run in the flow's process in bounded memory.
 
 @task(name="write-trajectories", cache_policy=NO_CACHE)
-def write_trajectories_task(trajectories: list[Trajectory], cfg: RunConfig, out: Path, parents: list[Path],
-                            run_id: str) -> Path:
-    return stages.write_trajectories(trajectories, cfg, out, parents, run_id)
+def write_trajectories_task(refs: list[PartRef], cfg: RunConfig, out: Path, parents: list[Path], run_id: str) -> Path:
+    return sharded.write_dataset(refs, "trajectories", cfg, out, parents, run_id)
 
 
 @task(name="write-verdicts", cache_policy=NO_CACHE)
-def write_verdicts_task(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: list[Path],
-                        run_id: str) -> Path:
-    return stages.write_verdicts(verdicts, cfg, out, parents, run_id)
+def write_verdicts_task(refs: list[PartRef], cfg: RunConfig, out: Path, parents: list[Path], run_id: str) -> Path:
+    return sharded.write_dataset(refs, "verdicts", cfg, out, parents, run_id)
 
 
 @task(name="curate", cache_policy=NO_CACHE)
-def curate_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory],
-                verdicts: list[Verdict]) -> Selection:
-    selection = stages.curate(cfg, tasks, trajectories, verdicts)
-    get_run_logger().info("curate sft=%d rl=%d", len(selection.sft), len(selection.rl))
-    return selection
+def curate_task(cfg: RunConfig, curated: list[dict[str, PartRef]]) -> dict[str, Any]:
+    """The run's curation figures: the shards' merged, with the rl budget applied."""
+    fig = sharded.merged_figures(cfg, curated)
+    get_run_logger().info("curate sft=%d rl=%d", fig.get("sft", 0), fig.get("rl", 0))
+    return fig
 
 
 @task(name="hygiene-and-curated-datasets", cache_policy=NO_CACHE)
-def write_curated_task(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: list[Path],
-                       run_id: str) -> dict[str, Path]:
-    """Scrub, replay the scrubbed rows, decontaminate, and write the curated datasets."""
-    return stages.write_curated(cfg, out, selection, tasks, parents, run_id)
+def write_curated_task(cfg: RunConfig, out: Path, curated: list[dict[str, PartRef]], fig: dict[str, Any],
+                       parents: list[Path], run_id: str) -> dict[str, Path]:
+    """Apply the rl budget, deduplicate, decontaminate, and write the curated datasets."""
+    return sharded.write_curated(cfg, out, curated, fig, parents, run_id)
 
 
 @task(name="report", cache_policy=NO_CACHE)
-def report_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
-                selection: Selection) -> str:
-    return stages.report_html(cfg, tasks, trajectories, verdicts, selection)
+def report_task(cfg: RunConfig, fig: dict[str, Any], task_shards: list[list[Task]], rollouts: list[PartRef],
+                verifies: list[PartRef]) -> str:
+    svgs = sharded.graph_svgs(cfg, fig, task_shards, rollouts, verifies)
+    return figures.report_html(fig, sum(len(s) for s in task_shards), svgs)
 
 
 @task(name="figures", cache_policy=NO_CACHE)
-def figures_task(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
-                 selection: Selection, tasks_path: Path, curated: dict[str, Path]) -> dict[str, Any]:
+def figures_task(cfg: RunConfig, tasks: list[Task], fig: dict[str, Any], tasks_path: Path,
+                 curated: dict[str, Path]) -> dict[str, Any]:
     """The figures the release cards state."""
     manifests = {k: store.read_manifest(p) for k, p in curated.items()}
-    return stages.run_figures(cfg, tasks, trajectories, verdicts, selection, store.read_manifest(tasks_path).stats,
-                              {k: {**m.stats, "rows": m.rows} for k, m in manifests.items()})
+    return figures.run_figures(cfg, tasks, fig, store.read_manifest(tasks_path).stats,
+                               {k: {**m.stats, "rows": m.rows} for k, m in manifests.items()})
 
 
 @task(name="release", cache_policy=NO_CACHE)
@@ -191,29 +196,35 @@ def _quote_for(cfg: RunConfig) -> Any:
     return quote if cfg.runner.kind == "thread" else (lambda x: x)
 
 
-def _rollout(cfg: RunConfig, tasks: list[Task], out: Path, counts: dict[str, Any]) -> list[Trajectory]:
-    # quote(): Prefect would otherwise walk every record of every shard looking for futures.
-    q = _quote_for(cfg)
-    futures = [rollout_task.submit(q(shard), cfg, out, i) for i, shard in enumerate(stages.shards(tasks, cfg.shard_size))]
-    results = gather(futures, "rollout", cfg.runner.stall_timeout_s)
-    counts["rollout"] = {"shards": len(results), "cached": sum(c for _, c in results)}
-    counts["model_calls"] = sum(t.usage.model_calls for ts, cached in results if not cached for t in ts)
-    return [t for ts, _ in results for t in ts]
+def _rollout(cfg: RunConfig, task_shards: list[list[Task]], out: Path, counts: dict[str, Any]) -> list[PartRef]:
+    q = _quote_for(cfg)  # Prefect would otherwise walk every record of every shard looking for futures
+    futures = [rollout_task.submit(q(shard), cfg, out, i) for i, shard in enumerate(task_shards)]
+    refs = gather(futures, "rollout", cfg.runner.stall_timeout_s)
+    counts["rollout"] = {"shards": len(refs), "cached": sum(r.cached for r in refs)}
+    counts["model_calls"] = sum(r.meta.get("model_calls", 0) for r in refs if not r.cached)
+    return refs
 
 
-def _verify(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], out: Path,
-            counts: dict[str, Any]) -> list[Verdict]:
-    by_id = {t.id: t for t in tasks}
-    # Shards follow task boundaries, so a change to one task's rollouts re-verifies one shard.
-    groups: dict[str, list[Trajectory]] = {}
-    for t in trajectories:
-        groups.setdefault(t.task_id, []).append(t)
-    shards = [[t for g in chunk for t in g] for chunk in stages.shards(list(groups.values()), cfg.shard_size)]
+def _verify(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRef], out: Path,
+            counts: dict[str, Any]) -> list[PartRef]:
     q = _quote_for(cfg)
-    futures = [verify_task.submit(q(by_id), q(shard), cfg, out, i) for i, shard in enumerate(shards)]
-    results = gather(futures, "verify", cfg.runner.stall_timeout_s)
-    counts["verify"] = {"shards": len(results), "cached": sum(c for _, c in results)}
-    return [v for vs, _ in results for v in vs]
+    futures = [verify_task.submit(q(shard), ref, cfg, out, i) for i, (shard, ref) in enumerate(zip(task_shards, rollouts,
+                                                                                                 strict=True))]
+    refs = gather(futures, "verify", cfg.runner.stall_timeout_s)
+    counts["verify"] = {"shards": len(refs), "cached": sum(r.cached for r in refs)}
+    return refs
+
+
+def _curate(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRef], verifies: list[PartRef],
+            out: Path) -> list[dict[str, PartRef]]:
+    q = _quote_for(cfg)
+    futures = [curate_shard_task.submit(q(shard), r, v, cfg, out, i)
+               for i, (shard, r, v) in enumerate(zip(task_shards, rollouts, verifies, strict=True))]
+    return gather(futures, "curate", cfg.runner.stall_timeout_s)
+
+
+def _task_shards(cfg: RunConfig, tasks: list[Task]) -> list[list[Task]]:
+    return stages.shards(tasks, cfg.shard_size)
 
 
 def _artifact(key: str, description: str, rows: list[dict[str, Any]]) -> None:
@@ -241,10 +252,10 @@ def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None
     counts: dict[str, Any] = {}
     try:
         with stages.served_rollout(cfg) as rcfg:
-            trajectories = _rollout(rcfg, store.read_records(tp, "tasks"), root, counts)
+            refs = _rollout(rcfg, _task_shards(cfg, store.read_records(tp, "tasks")), root, counts)
     finally:
         close_shared_models()
-    return str(stages.write_trajectories(trajectories, cfg, root, [tp], _run_id()))
+    return str(sharded.write_dataset(refs, "trajectories", cfg, root, [tp], _run_id()))
 
 
 @flow(name="verify", task_runner=RUNNER)
@@ -253,7 +264,15 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     cfg, root = _cfg(config), Path(out)
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
     rp = Path(trajectories_path) if trajectories_path else _latest(root, "trajectories")
-    verdicts = _verify(cfg, store.read_records(tp, "tasks"), store.read_records(rp, "trajectories"), root, {})
+    tasks, trajectories = store.read_records(tp, "tasks"), store.read_records(rp, "trajectories")
+    by_id = {t.id: t for t in tasks}
+    # Shards follow task boundaries, so a change to one task's rollouts re-verifies one shard.
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        groups.setdefault(t.task_id, []).append(t)
+    cache = stages.shard_cache(cfg, root)
+    verdicts = [v for chunk in stages.shards(list(groups.values()), cfg.shard_size)
+                for v in stages.verify_shard_cached(by_id, [t for g in chunk for t in g], cfg, cache)[0]]
     return str(stages.write_verdicts(verdicts, cfg, root, [tp, rp], _run_id()))
 
 
@@ -330,7 +349,8 @@ def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "te
 @flow(name="trajforge-run", task_runner=RUNNER)
 def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     """Synthesize → rollout → verify → curate → release, all in one flow run, every stage a
-    task run (shards of rollout and verification one each).
+    task run (shards of rollout, verification and curation one each). Shards pass part
+    references (`pipelines.sharded`), never records, so memory stays bounded by a shard.
 
     Shards come from the cache when their inputs are unchanged, so a rerun of a killed run
     resumes where it stopped and an identical rerun makes no model calls.
@@ -341,21 +361,23 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     tp = synthesize_task(cfg, root, run_id)
     tasks = store.read_records(tp, "tasks")
+    task_shards = _task_shards(cfg, tasks)
     try:
         with stages.served_rollout(cfg) as rcfg:
-            trajectories = _rollout(rcfg, tasks, root, counts)
+            rollouts = _rollout(rcfg, task_shards, root, counts)
     finally:
         close_shared_models()
-    q = quote  # direct task calls run in this process: nothing to serialize
-    rp = write_trajectories_task(q(trajectories), cfg, root, [tp], run_id)
-    verdicts = _verify(cfg, tasks, trajectories, root, counts)
-    vp = write_verdicts_task(q(verdicts), cfg, root, [tp, rp], run_id)
-    selection = curate_task(cfg, q(tasks), q(trajectories), q(verdicts))
-    curated = write_curated_task(cfg, root, q(selection), q(tasks), [tp, rp, vp], run_id)
-    html = report_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection)) if cfg.report else None
-    figures = figures_task(cfg, q(tasks), q(trajectories), q(verdicts), q(selection), tp, curated)
-    published = release_task(cfg, root, curated, run_id, html, q(figures))
-    summary = stages.summary(tasks, trajectories, verdicts, published.paths, selection, published)
+    q = quote  # direct task calls run in this process: nothing to serialize or walk
+    rp = write_trajectories_task(q(rollouts), cfg, root, [tp], run_id)
+    verifies = _verify(cfg, task_shards, rollouts, root, counts)
+    vp = write_verdicts_task(q(verifies), cfg, root, [tp, rp], run_id)
+    curated_parts = _curate(cfg, task_shards, rollouts, verifies, root)
+    fig = curate_task(cfg, q(curated_parts))
+    curated = write_curated_task(cfg, root, q(curated_parts), q(fig), [tp, rp, vp], run_id)
+    html = report_task(cfg, q(fig), q(task_shards), q(rollouts), q(verifies)) if cfg.report else None
+    run_figures = figures_task(cfg, q(tasks), q(fig), tp, curated)
+    published = release_task(cfg, root, curated, run_id, html, q(run_figures))
+    summary = figures.summary(len(tasks), fig, published.paths, published)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",
               [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])

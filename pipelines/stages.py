@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from curation.base import Selection, get_curator
-from curation.quality import sft_quality
 from curation.release import rl_rows, sft_rows
 from data import store
 from data.atomic import write_json_atomic
@@ -33,8 +34,9 @@ from data.schema import (
     storage_type,
 )
 from envs.registry import get_world, world_version
-from pipelines import keys
+from pipelines import figures, keys
 from pipelines.config import RunConfig
+from pipelines.figures import deciding_verdicts, task_realism  # noqa: F401  (re-exported)
 from rollout.agent import env_now, opening_messages
 from rollout.backends import build_model
 from rollout.collector import ModelConfig, UserConfig, collect
@@ -169,17 +171,25 @@ def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
     return trajectories
 
 
+def trajectory_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """The `trajectories` dataset's stats of some trajectories (they add up over shards)."""
+    return {"trajectories": len(trajectories),
+            "terminations": dict(Counter(t.termination for t in trajectories)),
+            "error_counts": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
+            "model_error_reasons": dict(Counter(t.metadata.get("model_error_reason", "backend")
+                                                for t in trajectories if t.termination == "model_error")),
+            "model_calls": sum(t.usage.model_calls for t in trajectories),
+            "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)}
+
+
 def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path, parents: Sequence[Path],
                        run_id: str = "") -> Path:
-    stats = {"trajectories": len(trajectories),
-             "terminations": dict(Counter(t.termination for t in trajectories)),
-             "error_counts": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
-             "model_error_reasons": dict(Counter(t.metadata.get("model_error_reason", "backend")
-                                                 for t in trajectories if t.termination == "model_error")),
-             "model_calls": sum(t.usage.model_calls for t in trajectories),
-             "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)}
     return store.write_records(datasets_dir(out), "trajectories", "trajectories", trajectories,
-                               lineage(cfg, parents, run_id), stats=stats)
+                               lineage(cfg, parents, run_id), stats=trajectory_stats(trajectories))
+
+
+def verdict_stats(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    return {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
 
 
 # -- verification ----------------------------------------------------------------------
@@ -219,9 +229,8 @@ def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifie
 
 
 def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: Sequence[Path], run_id: str = "") -> Path:
-    stats = {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
     return store.write_records(datasets_dir(out), "verdicts", "verdicts", verdicts,
-                               lineage(cfg, parents, run_id), stats=stats)
+                               lineage(cfg, parents, run_id), stats=verdict_stats(verdicts))
 
 
 def find_verdicts_for(out: Path, trajectories_path: Path) -> Path | None:
@@ -292,12 +301,6 @@ def curate(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], ve
     return curator_for(cfg).select(tasks, trajectories, deciding_verdicts(cfg, tasks, verdicts))
 
 
-def deciding_verdicts(cfg: RunConfig, tasks: list[Task], verdicts: list[Verdict]) -> list[Verdict]:
-    """The verdicts of each task's primary verifier: the ones curation and figures go by."""
-    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
-    return [v for v in verdicts if v.verifier == primary.get(v.task_id)]
-
-
 def curator_for(cfg: RunConfig) -> Any:
     """The configured curation strategy, built with its `curation_options`."""
     return get_curator(cfg.curation, cfg.curation_options)
@@ -344,27 +347,99 @@ SUMMARIES = {
 }
 
 
+# Columns a shard's curated rows carry until the finished dataset is written: each sft row's
+# data-quality counts (`curation.quality.row_quality`, JSON) and each rl pick's sampling key.
+HIDDEN = {"sft": [("_quality", pa.string())], "rl": [("_rl_key", pa.float64())]}
+PART_SCHEMAS = {name: pa.schema([*SCHEMAS[name], *HIDDEN[name]]) for name in RELEASES}
+
+
+@dataclass
+class CuratedRows:
+    """One shard's rows of a release kind, scrubbed and re-judged (not yet deduplicated),
+    with the hidden columns (`HIDDEN`), and the scrub and replay reports (plain dicts)."""
+
+    rows: list[dict[str, Any]]
+    scrub: dict[str, Any]
+    replay: dict[str, Any]
+
+
+def curated_rows(cfg: RunConfig, selection: Selection, tasks: Sequence[Task]) -> dict[str, CuratedRows]:
+    """The `sft` and `rl` rows of a selection with each row's hygiene that needs no other row:
+    scrubbing, and the re-judging of the rows scrubbing changed (`clean_rows` does the rest)."""
+    from curation.quality import row_quality
+
+    by_id = {t.id: t for t in tasks}
+    rows = release_rows(selection, list(tasks), cfg.verifiers)
+    trajectories = {t.id: t for t, _ in selection.sft}
+    for r in rows["sft"]:
+        r["_quality"] = json.dumps(row_quality(trajectories[r["trajectory_id"]], by_id.get(r["task_id"])))
+    keys_of = {pick.task.id: pick.key for pick in selection.rl}
+    for r in rows["rl"]:
+        r["_rl_key"] = keys_of.get(r["task_id"])
+    out: dict[str, CuratedRows] = {}
+    for name in RELEASES:
+        if not cfg.hygiene.enabled:
+            out[name] = CuratedRows(rows[name], {}, {})
+            continue
+        from curation.hygiene import replay_scrubbed, scrub_all
+
+        columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
+        scrubbed, report, scrubbers = scrub_all(rows[name], columns, synthetic_of(by_id))
+        judged, replayed = replay_scrubbed(scrubbed, scrubbers,
+                                           scrubbed_replay(cfg, name, by_id, selection) if cfg.hygiene.replay else None)
+        out[name] = CuratedRows(judged, report.model_dump(), replayed.model_dump())
+    return out
+
+
 def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
                   run_id: str = "") -> dict[str, Path]:
     """Write the curated `sft` and `rl` rows as datasets (`datasets/curated_<name>`)."""
-    rows = release_rows(selection, tasks, cfg.verifiers)
-    paths: dict[str, Path] = {}
-    for name in RELEASES:
-        rows[name], hygiene = clean_rows(cfg, out, name, rows[name], tasks, selection)
-        stats = {**selection.stats, "drops": {k: v for k, v in selection.drops.items() if k.startswith(name + ":")},
-                 "splits": dict(Counter(r["split"] for r in rows[name])), "hygiene": hygiene}
+    rows = curated_rows(cfg, selection, tasks)
+    return {name: finish_curated(cfg, out, name, [rows[name].rows], [rows[name]], selection.stats, selection.drops,
+                                 parents, run_id) for name in RELEASES}
+
+
+def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[dict[str, Any]]],
+                   shards: Sequence[CuratedRows], selection_stats: dict[str, Any], drops: dict[str, int],
+                   parents: Sequence[Path], run_id: str = "") -> Path:
+    """Deduplicate and decontaminate a release kind's curated rows, given batch by batch (the
+    shards' parts in order), and write them as `datasets/curated_<name>` in bounded row
+    groups: memory holds one batch, the dedup index (`curation.hygiene.Deduper`) and the
+    data-quality counts, never the release. `shards` hold the shards' scrub and replay
+    reports (their rows are not read)."""
+    from curation.quality import quality_figures
+    from data.parts import sum_stats
+
+    hygiene = ReleaseHygiene(cfg, out, name) if cfg.hygiene.enabled else None
+    splits: Counter[str] = Counter()
+    quality: list[dict[str, Any]] = []
+    test_items = TrainVsTest()
+    schema = SCHEMAS[name]
+    with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, schema, RELEASE_SCHEMA_VERSION) as w:
+        with w.part() as part:
+            for batch in batches:
+                kept = hygiene.filter(batch) if hygiene else list(batch)
+                for r in kept:
+                    splits[r["split"]] += 1
+                    if (q := r.pop("_quality", None)) is not None:
+                        quality.append(json.loads(q) if isinstance(q, str) else q)
+                        if len(quality) >= 1000:
+                            quality[:] = [sum_stats(quality)]
+                    r.pop("_rl_key", None)
+                    test_items.see(r)
+                part.write_rows(kept)
+        if hygiene:
+            card = hygiene.card(sum_stats(s.scrub for s in shards), sum_stats(s.replay for s in shards))
+            card["train_vs_test"] = test_items.check(store.iter_file(w.staging / w.files[-1].path))
+        else:
+            card = {"enabled": False}
+        stats = {**selection_stats, "drops": {k: v for k, v in drops.items() if k.startswith(name + ":")},
+                 "splits": dict(splits), "hygiene": card}
         if name == "sft":
-            kept = {r["trajectory_id"] for r in rows[name]}
-            stats["data_quality"] = sft_quality(
-                Selection(sft=[(t, v) for t, v in selection.sft if t.id in kept]), {t.id: t for t in tasks})
-            if (rp := hygiene.get("replay", {})).get("checked"):
+            stats["data_quality"] = quality_figures(sum_stats(quality))
+            if (rp := card.get("replay", {})).get("checked"):
                 stats["data_quality"]["scrubbed_rows_pass_rate"] = round(rp["passed"] / rp["checked"], 4)
-        with store.DatasetWriter(datasets_dir(out), f"curated_{name}", name, SCHEMAS[name],
-                                 RELEASE_SCHEMA_VERSION) as w:
-            if rows[name]:
-                w.write_rows(rows[name])
-            paths[name] = w.commit(lineage(cfg, parents, run_id), stats=stats)
-    return paths
+        return w.commit(lineage(cfg, parents, run_id), stats=stats)
 
 
 def latest_release(out: Path, name: str) -> Path | None:
@@ -380,24 +455,93 @@ def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]],
                selection: Selection | None = None) -> tuple[list[dict[str, Any]], dict]:
     """Scrub secrets and PII (keeping the values of each task's world), drop the rows that no
     longer pass their verifier once scrubbed, drop duplicates and rows contaminated by
-    evaluation sets."""
+    evaluation sets: the hygiene of `curated_rows` and `finish_curated` on rows in memory."""
     if not cfg.hygiene.enabled:
         return rows, {"enabled": False}
-    from curation.hygiene import clean_release
+    from curation.hygiene import replay_scrubbed, scrub_all
 
-    h = cfg.hygiene
-    eval_sets = [_eval_set(n, p) for n, p in sorted(h.eval_sets.items())]
-    earlier: list[dict[str, Any]] = []
-    if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
-        earlier = store.read_table(prev).to_pylist()
-    columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
     by_id = {t.id: t for t in tasks}
-    clean, report = clean_release(rows, earlier=earlier, eval_sets=eval_sets, dedup_threshold=h.dedup_threshold,
-                                  drop_n=h.drop_n, columns=columns, synthetic=synthetic_of(by_id),
-                                  replay=scrubbed_replay(cfg, name, by_id, selection) if h.replay else None)
-    card = report.card()
-    card["train_vs_test"] = _train_vs_test(clean)
+    columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
+    scrubbed, scrub, scrubbers = scrub_all(rows, columns, synthetic_of(by_id))
+    judged, replay = replay_scrubbed(scrubbed, scrubbers,
+                                     scrubbed_replay(cfg, name, by_id, selection) if cfg.hygiene.replay else None)
+    hygiene = ReleaseHygiene(cfg, out, name)
+    clean = hygiene.filter(judged)
+    card = hygiene.card(scrub.model_dump(), replay.model_dump())
+    own = TrainVsTest()
+    for r in clean:
+        own.see(r)
+    card["train_vs_test"] = own.check([clean])
     return clean, card
+
+
+class ReleaseHygiene:
+    """The hygiene of one release kind that needs the other rows: exact and near dedup
+    (within the release and, with `hygiene.dedup_against_earlier`, against the previous
+    release, read batch by batch) and decontamination, over batches in release order."""
+
+    def __init__(self, cfg: RunConfig, out: Path, name: str) -> None:
+        from curation.hygiene import Decontaminator, Deduper
+
+        h = cfg.hygiene
+        self.dedup = Deduper(threshold=h.dedup_threshold)
+        if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
+            for batch in store.iter_batches(prev, verify=False):
+                self.dedup.add_earlier(batch.to_pylist())
+        self.decontaminate = Decontaminator([_eval_set(n, p) for n, p in sorted(h.eval_sets.items())],
+                                            drop_n=h.drop_n)
+
+    def filter(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self.decontaminate.filter(self.dedup.filter(rows))
+
+    def card(self, scrub: dict[str, Any], replay: dict[str, Any]) -> dict[str, Any]:
+        """The card's hygiene section (`curation.hygiene.HygieneReport`'s fields)."""
+        from curation.hygiene import HygieneReport, ReplayReport, ScrubReport
+
+        return HygieneReport(scrub=ScrubReport.model_validate(scrub), replay=ReplayReport.model_validate(replay),
+                             dedup=self.dedup.report, contamination=self.decontaminate.report).card()
+
+
+class TrainVsTest:
+    """How much a release's train split overlaps its own test split (report only: tasks
+    synthesized from one world's templates share phrasing by construction). `see` each
+    written row, then `check` the train rows, read again batch by batch. At most
+    `MAX_TEST_ITEMS` test rows (the first) are indexed, so memory stays bounded."""
+
+    MAX_TEST_ITEMS = 5_000
+
+    def __init__(self) -> None:
+        self.test: list[Any] = []
+        self.test_rows = 0
+
+    def see(self, row: dict[str, Any]) -> None:
+        from curation.hygiene import item_of
+
+        if row.get("split") == "test":
+            self.test_rows += 1
+            if len(self.test) < self.MAX_TEST_ITEMS:
+                self.test.append(item_of(row))
+
+    def check(self, batches: Iterable[Any]) -> dict[str, Any]:
+        from curation.hygiene import Decontaminator, EvalSet
+
+        own = EvalSet("own_test_split", [i.instruction for i in self.test], [i.tool_text() for i in self.test])
+        d = Decontaminator([own], drop_n=None) if self.test else None
+        checked = 0
+        for batch in batches:
+            rows = batch.to_pylist() if hasattr(batch, "to_pylist") else batch
+            train = [r for r in rows if r.get("split") != "test"]
+            checked += len(train)
+            if d is not None and train:
+                d.filter(train)
+        out: dict[str, Any] = {"test_items": self.test_rows}
+        if self.test_rows > len(self.test):
+            out["test_items_indexed"] = len(self.test)
+        if d is None or not checked:
+            return {"checked": checked, **out}
+        flagged = d.report.eval_sets["own_test_split"].model_dump(
+            include={"checked", "flagged", "flagged_any", "longest_match"})
+        return {**out, **flagged}
 
 
 def synthetic_of(tasks: dict[str, Task]) -> Any:
@@ -471,21 +615,6 @@ def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection
         return [t or v for t, v in zip(text_only, judged(pairs), strict=True)]
 
     return sft if name == "sft" else rl
-
-
-def _train_vs_test(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """How much the train split overlaps this release's own test split (report only: tasks
-    synthesized from one world's templates share phrasing by construction)."""
-    from curation.hygiene import EvalSet, decontaminate, item_of
-
-    test = [item_of(r) for r in rows if r.get("split") == "test"]
-    train = [r for r in rows if r.get("split") != "test"]
-    if not test or not train:
-        return {"checked": len(train), "test_items": len(test)}
-    own = EvalSet("own_test_split", [i.instruction for i in test], [i.tool_text() for i in test])
-    _, rep = decontaminate(train, [own], drop_n=None)
-    flagged = rep.eval_sets["own_test_split"].model_dump(include={"checked", "flagged", "flagged_any", "longest_match"})
-    return {"test_items": len(test), **flagged}
 
 
 def _eval_set(name: str, path: str) -> Any:
@@ -700,26 +829,15 @@ def _training_sections(kind: str, table: Any, code_version: str,
     return training_sections(kind, table, code_version, total_rows)
 
 
-def _flat_quality(q: dict[str, Any]) -> dict[str, Any]:
-    """The data-quality audit as report figures, one per check."""
-    out = {f"data quality: compliance {k}": v for k, v in q.get("clause_compliance", {}).items()}
-    out.update({f"data quality: {k}": v for k, v in q.items() if not isinstance(v, dict)})
-    return out
-
-
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
                 selection: Selection, title: str = "trajforge run report") -> str:
     """The static HTML run report: funnel, drop reasons, pass rates per world, pass@k and
     pass^k, reward histogram, and the quotient graphs of the most branched tasks."""
     from curation.graphs import graph_svgs_for
-    from data.report import figures_from_records, render_report
 
-    chosen = deciding_verdicts(cfg, tasks, verdicts)
-    figures = figures_from_records(tasks, trajectories, chosen, selection.drops, sft_rows=len(selection.sft),
-                                   rl_rows=len(selection.rl), graph_svgs=graph_svgs_for(trajectories, chosen, n=3),
-                                   title=title, stats={**selection.stats, **_flat_quality(
-                                       sft_quality(selection, {t.id: t for t in tasks}))})
-    return render_report(figures)
+    fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)
+    svgs = graph_svgs_for(trajectories, deciding_verdicts(cfg, tasks, verdicts), n=figures.GRAPHS)
+    return figures.report_html(fig, len(tasks), svgs, title=title)
 
 
 def report_for_release(release_path: Path, cfg: RunConfig | None = None) -> str:
@@ -743,120 +861,19 @@ def report_for_release(release_path: Path, cfg: RunConfig | None = None) -> str:
 
 def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
                 selection: Selection, synth_stats: dict[str, Any], curated_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The figures a release card states: the yield funnel with drop reasons, pass@k and pass^k
-    per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage."""
-    from data.report import pass_at_k, pass_hat_k
-
-    policy = [t for t in trajectories if not t.reference]
-    decided = {v.trajectory_id: v for v in deciding_verdicts(cfg, tasks, verdicts)}
-    world_of = {t.id: t.world for t in tasks}
-    per_task: dict[str, list[int]] = {}
-    for t in policy:
-        if (v := decided.get(t.id)) is not None:
-            c = per_task.setdefault(t.task_id, [0, 0])
-            c[0] += v.passed
-            c[1] += 1
-    by_world: dict[str, dict[str, Any]] = {}
-    for w in sorted({world_of[t] for t in per_task}):
-        counts = [tuple(c) for tid, c in per_task.items() if world_of[tid] == w]
-        kmax = max(n for _, n in counts)
-        ks = [k for k in (1, 2, 4, 8, 16) if k <= kmax]
-        by_world[w] = {"tasks": len(counts), "trajectories": sum(n for _, n in counts),
-                       "pass_rate": round(sum(c for c, _ in counts) / max(1, sum(n for _, n in counts)), 4),
-                       "pass_at_k": {str(k): round(v, 4) for k, v in pass_at_k(counts, ks).items()},
-                       "pass_hat_k": {str(k): round(v, 4) for k, v in pass_hat_k(counts, ks).items()}}
-    audit = synth_stats.get("verifier_audit", {})
-    synth_drops: Counter[str] = Counter(synth_stats.get("drops", {}))
-    for source in synth_stats.values():  # a mixed run keeps each source's stats under its name
-        if isinstance(source, dict) and isinstance(source.get("drops"), dict) and "tasks" in source:
-            synth_drops.update(source["drops"])
-    attempted = len(tasks) + int(audit.get("excluded", 0)) + sum(synth_drops.values())
-    passed = sum(v.passed for t in policy if (v := decided.get(t.id)) is not None)
-    hygiene = {n: st.get("hygiene", {}) for n, st in curated_stats.items()}
-    quality = curated_stats.get("sft", {}).get("data_quality", {})
-    released = {n: st.get("rows") for n, st in curated_stats.items()}
-    drops_of = lambda prefix: {k.split(":", 1)[1]: v for k, v in selection.drops.items() if k.startswith(prefix)}  # noqa: E731
-    funnel = [
-        {"stage": "synthesized (attempted)", "count": attempted, "drops": dict(synth_drops)},
-        {"stage": "validated (passed self-audit)", "count": len(tasks), "drops": audit.get("exclusion_reasons", {})},
-        {"stage": "rolled out (policy trajectories)", "count": len(policy),
-         "drops": dict(Counter(t.termination for t in policy if t.termination not in ("agent_stop", "user_stop")))},
-        {"stage": "verified (passed)", "count": passed, "drops": {}},
-        {"stage": "curated (sft picks / rl tasks)", "count": f"{len(selection.sft)} / {len(selection.rl)}",
-         "drops": {**{f"sft:{k}": v for k, v in drops_of("sft:").items()}, **{f"rl:{k}": v for k, v in drops_of("rl:").items()}}},
-        {"stage": "released (sft / rl rows)", "count": f"{released.get('sft')} / {released.get('rl')}",
-         "drops": {**{f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
-                      for n, h in hygiene.items() if h.get("dedup")},
-                   **{f"{n}:failed its verifier once scrubbed": h["replay"]["dropped"]
-                      for n, h in hygiene.items() if h.get("replay", {}).get("dropped")}}},
-    ]
-    tool_errors: Counter[str] = Counter()
-    for t in policy:
-        tool_errors.update(t.error_counts)
-    usage = {"model_calls": sum(t.usage.model_calls for t in policy),
-             "prompt_tokens": sum(t.usage.prompt_tokens for t in policy),
-             "completion_tokens": sum(t.usage.completion_tokens for t in policy)}
-    names = sorted({v.verifier for v in verdicts} | set(cfg.verifiers))
-    versions = {v.verifier: v.verifier_version for v in verdicts}
-    for n in names:
-        if n not in versions:
-            try:
-                versions[n] = get_verifier(n).version
-            except KeyError:
-                versions[n] = "?"
-    from synthesis.splits import split_figures
-
-    split = {**split_figures(tasks), "configured_test_fraction": cfg.synthesis.test_fraction}
-    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
-            "verifiers": versions, "verifier_audit": audit,
-            "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(tool_errors.items())),
-            "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
-            "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": usage}
-
-
-REALISM_SAMPLE = 200
-
-
-def task_realism(tasks: list[Task]) -> dict[str, dict[str, Any]]:
-    """How the tool-use tasks read, per method@world (`synthesis.realism`): prefix share,
-    nearest-neighbour similarity, words, leaked ids, write tools targeted, outcome assertions."""
-    from synthesis.realism import realism_figures, write_tool_coverage
-
-    groups: dict[str, list[Task]] = {}
-    for t in tasks:
-        groups.setdefault(f"{t.method}@{t.world}", []).append(t)
-    out: dict[str, dict[str, Any]] = {}
-    for key, group in sorted(groups.items()):
-        world = get_world(group[0].world)
-        if not getattr(world, "tools", None) or group[0].verification.verifier:  # workspace tasks
-            continue
-        # the text figures are quadratic in tasks: on at most REALISM_SAMPLE of them (by id)
-        sample = sorted(group, key=lambda t: t.id)[:REALISM_SAMPLE]
-        cov = write_tool_coverage(world, group)
-        out[key] = {**realism_figures(world, sample), "tasks": len(group), "sampled": len(sample),
-                    "write_tools_covered": cov["covered"], "write_tools_missing": cov["missing"]}
-    return out
+    """The figures a release card states (`pipelines.figures.run_figures`) of records in memory."""
+    fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)
+    return figures.run_figures(cfg, tasks, fig, synth_stats, curated_stats)
 
 
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
             releases: dict[str, Path], selection: Selection, published: Published | None = None) -> dict[str, Any]:
     """The run's figures; with `published`, whether the release was `published` as a new
     version or `unchanged` (the one `LATEST.json` already named), and its version."""
-    policy = [t for t in trajectories if not t.reference]
-    ids = {t.id for t in policy}
-    pv = [v for v in verdicts if v.trajectory_id in ids]
-    return {
-        "tasks": len(tasks),
-        "trajectories": len(policy),
-        "reference_trajectories": len(trajectories) - len(policy),
-        "policy_pass_rate": round(sum(v.passed for v in pv) / len(pv), 4) if pv else 0.0,
-        "mean_score": round(sum(v.score for v in pv) / len(pv), 4) if pv else 0.0,
-        "sft_rows": len(selection.sft),
-        "rl_rows": len(selection.rl),
-        "releases": {k: str(v) for k, v in releases.items()},
-        **({"release": "unchanged" if published.unchanged else "published", "release_version": published.version}
-           if published else {}),
-    }
+    policy = sum(not t.reference for t in trajectories)
+    fig = {"trajectories": len(trajectories), "policy": policy, "sft": len(selection.sft), "rl": len(selection.rl),
+           "summary": figures.verdict_summary(trajectories, verdicts)}
+    return figures.summary(len(tasks), fig, releases, published)
 
 
 def dumps(obj: Any) -> str:

@@ -148,8 +148,8 @@ def uninterrupted(uninterrupted_out: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, prefect_api: str) -> None:
-    """The server holds the whole run: synthesis, each rollout and verify shard, writing the
-    records, curation, hygiene, the report, the figures and the release, each a completed
+    """The server holds the whole run: synthesis, each rollout, verify and curate shard,
+    writing the records, merging the curation, the report, the figures and the release, each a completed
     task run of the one `trajforge-run` flow run."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
@@ -163,7 +163,7 @@ def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, pref
     names = Counter(tr.name.rsplit("-", 1)[0] for tr in task_runs)
     shards = -(-TINY["synthesis.n_tasks"] // TINY["shard_size"])
     assert names == {"synthesize": 1, "rollout-shard": shards, "write-trajectories": 1, "verify-shard": shards,
-                     "write-verdicts": 1, "curate": 1, "hygiene-and-curated-datasets": 1, "report": 1,
+                     "write-verdicts": 1, "curate-shard": shards, "curate": 1, "hygiene-and-curated-datasets": 1, "report": 1,
                      "figures": 1, "release": 1}, names
     assert all(tr.state is not None and tr.state.is_completed() for tr in task_runs)
 
@@ -172,7 +172,7 @@ def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, pref
 @pytest.mark.parametrize("point", [
     "rollout.shard_done:2",          # between shards of a stage
     "store.commit.before_rename:2",  # mid-write: the trajectories dataset staged, not renamed
-    "store.write.after_file:4",      # mid-write of the curated datasets
+    "store.write.after_file:2",      # mid-write of the curated datasets (the tasks' file, then curated sft)
     "release.dataset_done:1",        # mid-publish: sft released, rl not yet, no pointer
 ])
 def test_killed_run_resumes_to_the_same_release(tmp_path: Path, point: str, prefect_api: str,

@@ -28,14 +28,24 @@ def _rows(path: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows) -> None:
+def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, monkeypatch) -> None:
+    from data.parts import PartRef
+
     threads = load_config(None, TINY)
     dask = load_config(None, {**TINY, "runner.kind": "dask", "runner.n_workers": 2})
     a = flows.execute(flows.run_flow, threads, str(tmp_path / "threads"))
+    received: list[object] = []  # what the driver gets back from the workers' shards
+    gather = flows.gather
+    monkeypatch.setattr(flows, "gather", lambda *args: received.extend(got := gather(*args)) or got)
     b = flows.execute(flows.run_flow, dask, str(tmp_path / "dask"))
     assert b["cache"]["rollout"] == {"shards": 2, "cached": 0}, "the dask run must do the work itself"
     for name in ("sft", "rl"):
         assert _rows(a["releases"][name]) == _rows(b["releases"][name])
+    # the workers wrote the parts; the driver received references (paths and figures), no records
+    assert len(received) == 3 * 2  # rollout, verify and curate: two shards each
+    refs = [r for got in received for r in (got.values() if isinstance(got, dict) else [got])]
+    assert all(isinstance(r, PartRef) and Path(r.path).is_relative_to(tmp_path / "dask") for r in refs), refs
+    assert store.read_manifest(b["releases"]["sft"]).rows == store.read_manifest(a["releases"]["sft"]).rows
 
 
 def test_runner_kinds_build(flows) -> None:

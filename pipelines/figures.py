@@ -1,0 +1,241 @@
+"""The figures of a run (release cards, the HTML report, the summary) from shard figures.
+
+A shard's figures (`shard_figures`) are small and JSON-typed: per-task pass counts, counters
+of terminations, tool errors and rewards, usage, the curator's stats, data-quality counts and
+the shard's best graph candidates. `merge` adds any number of them up, so a streamed run
+computes its figures without holding a record, and the in-memory stages compute them as one
+shard: there is one way to count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from curation.base import Selection, combine_stats
+from data.parts import sum_stats
+from data.records import Task, Trajectory, Verdict
+from envs.registry import get_world
+from pipelines.config import RunConfig
+from verifiers.base import get_verifier, primary_verifier
+
+GRAPHS = 3  # task graphs the report draws
+
+
+def deciding_verdicts(cfg: RunConfig, tasks: Sequence[Task], verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of each task's primary verifier: the ones curation and figures go by."""
+    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
+    return [v for v in verdicts if v.verifier == primary.get(v.task_id)]
+
+
+def verdict_summary(trajectories: Sequence[Trajectory], verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """Counts of every verifier's verdicts on the policy's trajectories (the summary's rates)."""
+    policy = {t.id for t in trajectories if not t.reference}
+    pv = [v for v in verdicts if v.trajectory_id in policy]
+    return {"verdicts": len(pv), "passed": sum(v.passed for v in pv), "score": float(sum(v.score for v in pv))}
+
+
+def shard_figures(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[Trajectory],
+                  verdicts: Sequence[Verdict], selection: Selection, graphs: int = 0) -> dict[str, Any]:
+    """The figures of one shard (or of a whole run held in memory); `graphs`: how many graph
+    candidates to keep (`curation.graphs.graph_candidates`)."""
+    from curation.quality import row_quality
+
+    policy = [t for t in trajectories if not t.reference]
+    decided = {v.trajectory_id: v for v in deciding_verdicts(cfg, tasks, verdicts)}
+    world_of = {t.id: t.world for t in tasks}
+    by_task = {t.id: t for t in tasks}
+    per_task: dict[str, dict[str, Any]] = {}
+    rewards: Counter[str] = Counter()
+    for t in policy:
+        if (v := decided.get(t.id)) is not None:
+            c = per_task.setdefault(t.task_id, {"world": world_of.get(t.task_id, "?"), "passed": 0, "trials": 0})
+            c["passed"] += int(v.passed)
+            c["trials"] += 1
+            rewards[repr(float(v.score))] += 1
+    tool_errors: Counter[str] = Counter()
+    for t in policy:
+        tool_errors.update(t.error_counts)
+    candidates: list[list[Any]] = []
+    if graphs:
+        from curation.graphs import graph_candidates
+        from curation.topology import build_index
+
+        judged = [t for t in trajectories if t.id in decided]
+        if judged:
+            ix = build_index(judged, {t.id: decided[t.id].passed for t in judged})
+            candidates = [list(c) for c in graph_candidates(ix)[:graphs]]
+    return {
+        "tasks": per_task,
+        "trajectories": len(trajectories),
+        "policy": len(policy),
+        "terminations": dict(Counter(t.termination for t in policy if t.termination not in ("agent_stop", "user_stop"))),
+        "tool_errors": dict(tool_errors),
+        "usage": {"model_calls": sum(t.usage.model_calls for t in policy),
+                  "prompt_tokens": sum(t.usage.prompt_tokens for t in policy),
+                  "completion_tokens": sum(t.usage.completion_tokens for t in policy)},
+        "rewards": dict(rewards),
+        "verifiers": {v.verifier: v.verifier_version for v in verdicts},
+        "summary": verdict_summary(trajectories, verdicts),
+        "sft": len(selection.sft),
+        "rl": len(selection.rl),
+        "drops": dict(selection.drops),
+        "curator": dict(selection.stats),
+        "quality": sum_stats(row_quality(t, by_task.get(t.task_id)) for t, _ in selection.sft),
+        "graphs": candidates,
+    }
+
+
+def merge(parts: Sequence[Mapping[str, Any]], means: Mapping[str, str], graphs: int = GRAPHS) -> dict[str, Any]:
+    """Shard figures as one: counts add, the curator's stats combine (`combine_stats` with the
+    curator's `MEANS`), and the best `graphs` candidates over all shards stay."""
+    out = sum_stats([{k: v for k, v in p.items() if k not in ("curator", "graphs")} for p in parts])
+    out["curator"] = combine_stats([p["curator"] for p in parts], means) if parts else {}
+    pool = [c for p in parts for c in p.get("graphs", [])]
+    out["graphs"] = sorted(pool, key=lambda c: (-c[1], c[2]))[:graphs]  # stable: shard order breaks ties
+    return out
+
+
+def flat_quality(q: dict[str, Any]) -> dict[str, Any]:
+    """The data-quality audit as report figures, one per check."""
+    out = {f"data quality: compliance {k}": v for k, v in q.get("clause_compliance", {}).items()}
+    out.update({f"data quality: {k}": v for k, v in q.items() if not isinstance(v, dict)})
+    return out
+
+
+def rewards_list(fig: Mapping[str, Any]) -> list[float]:
+    """One reward per judged policy trajectory, from the rewards counter (for the histogram)."""
+    return [float(k) for k, n in sorted(fig.get("rewards", {}).items(), key=lambda kv: float(kv[0])) for _ in range(n)]
+
+
+def report_html(fig: Mapping[str, Any], n_tasks: int, graph_svgs: Mapping[str, str],
+                title: str = "trajforge run report") -> str:
+    """The static HTML run report of a run's merged figures."""
+    from curation.quality import quality_figures
+    from data.report import ReportFigures, pass_at_k, pass_hat_k, render_report
+
+    tasks = fig.get("tasks", {})
+    counts = [(c["passed"], c["trials"]) for c in tasks.values()]
+    per_world: dict[str, list[int]] = {}
+    for c in tasks.values():
+        w = per_world.setdefault(c["world"], [0, 0])
+        w[0] += c["passed"]
+        w[1] += c["trials"]
+    kmax = max((n for _, n in counts), default=0)
+    ks = [k for k in (1, 2, 3, 4, 5, 8, 10, 16) if k <= kmax]
+    funnel = [("tasks", n_tasks), ("policy trajectories", fig.get("policy", 0)),
+              ("reference trajectories", fig.get("trajectories", 0) - fig.get("policy", 0)),
+              ("passed verification", sum(c for c, _ in counts)),
+              ("sft rows", fig.get("sft", 0)), ("rl rows", fig.get("rl", 0))]
+    figures = ReportFigures(
+        title=title, funnel=funnel, drops=dict(fig.get("drops", {})),
+        pass_rate_by_world={w: (p, n) for w, (p, n) in sorted(per_world.items())},
+        pass_at_k=pass_at_k(counts, ks), pass_hat_k=pass_hat_k(counts, ks), rewards=rewards_list(fig),
+        graph_svgs=dict(graph_svgs),
+        stats={**fig.get("curator", {}), **flat_quality(quality_figures(fig.get("quality", {})))})
+    return render_report(figures)
+
+
+def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], synth_stats: dict[str, Any],
+                curated_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The figures a release card states: the yield funnel with drop reasons, pass@k and pass^k
+    per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage."""
+    from data.report import pass_at_k, pass_hat_k
+
+    per_task = fig.get("tasks", {})
+    by_world: dict[str, dict[str, Any]] = {}
+    for w in sorted({c["world"] for c in per_task.values()}):
+        counts = [(c["passed"], c["trials"]) for c in per_task.values() if c["world"] == w]
+        kmax = max(n for _, n in counts)
+        ks = [k for k in (1, 2, 4, 8, 16) if k <= kmax]
+        by_world[w] = {"tasks": len(counts), "trajectories": sum(n for _, n in counts),
+                       "pass_rate": round(sum(c for c, _ in counts) / max(1, sum(n for _, n in counts)), 4),
+                       "pass_at_k": {str(k): round(v, 4) for k, v in pass_at_k(counts, ks).items()},
+                       "pass_hat_k": {str(k): round(v, 4) for k, v in pass_hat_k(counts, ks).items()}}
+    audit = synth_stats.get("verifier_audit", {})
+    synth_drops: Counter[str] = Counter(synth_stats.get("drops", {}))
+    for source in synth_stats.values():  # a mixed run keeps each source's stats under its name
+        if isinstance(source, dict) and isinstance(source.get("drops"), dict) and "tasks" in source:
+            synth_drops.update(source["drops"])
+    attempted = len(tasks) + int(audit.get("excluded", 0)) + sum(synth_drops.values())
+    passed = sum(c["passed"] for c in per_task.values())
+    hygiene = {n: st.get("hygiene", {}) for n, st in curated_stats.items()}
+    quality = curated_stats.get("sft", {}).get("data_quality", {})
+    released = {n: st.get("rows") for n, st in curated_stats.items()}
+    drops = fig.get("drops", {})
+    drops_of = lambda prefix: {k.split(":", 1)[1]: v for k, v in drops.items() if k.startswith(prefix)}  # noqa: E731
+    funnel = [
+        {"stage": "synthesized (attempted)", "count": attempted, "drops": dict(synth_drops)},
+        {"stage": "validated (passed self-audit)", "count": len(tasks), "drops": audit.get("exclusion_reasons", {})},
+        {"stage": "rolled out (policy trajectories)", "count": fig.get("policy", 0),
+         "drops": dict(fig.get("terminations", {}))},
+        {"stage": "verified (passed)", "count": passed, "drops": {}},
+        {"stage": "curated (sft picks / rl tasks)", "count": f"{fig.get('sft', 0)} / {fig.get('rl', 0)}",
+         "drops": {**{f"sft:{k}": v for k, v in drops_of("sft:").items()}, **{f"rl:{k}": v for k, v in drops_of("rl:").items()}}},
+        {"stage": "released (sft / rl rows)", "count": f"{released.get('sft')} / {released.get('rl')}",
+         "drops": {**{f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
+                      for n, h in hygiene.items() if h.get("dedup")},
+                   **{f"{n}:failed its verifier once scrubbed": h["replay"]["dropped"]
+                      for n, h in hygiene.items() if h.get("replay", {}).get("dropped")}}},
+    ]
+    names = sorted(set(fig.get("verifiers", {})) | set(cfg.verifiers))
+    versions = dict(fig.get("verifiers", {}))
+    for n in names:
+        if n not in versions:
+            try:
+                versions[n] = get_verifier(n).version
+            except KeyError:
+                versions[n] = "?"
+    from synthesis.splits import split_figures
+
+    split = {**split_figures(list(tasks)), "configured_test_fraction": cfg.synthesis.test_fraction}
+    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
+            "verifiers": versions, "verifier_audit": audit,
+            "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(fig.get("tool_errors", {}).items())),
+            "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
+            "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": dict(fig.get("usage", {}))}
+
+
+REALISM_SAMPLE = 200
+
+
+def task_realism(tasks: Sequence[Task]) -> dict[str, dict[str, Any]]:
+    """How the tool-use tasks read, per method@world (`synthesis.realism`): prefix share,
+    nearest-neighbour similarity, words, leaked ids, write tools targeted, outcome assertions."""
+    from synthesis.realism import realism_figures, write_tool_coverage
+
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(f"{t.method}@{t.world}", []).append(t)
+    out: dict[str, dict[str, Any]] = {}
+    for key, group in sorted(groups.items()):
+        world = get_world(group[0].world)
+        if not getattr(world, "tools", None) or group[0].verification.verifier:  # workspace tasks
+            continue
+        # the text figures are quadratic in tasks: on at most REALISM_SAMPLE of them (by id)
+        sample = sorted(group, key=lambda t: t.id)[:REALISM_SAMPLE]
+        cov = write_tool_coverage(world, group)
+        out[key] = {**realism_figures(world, sample), "tasks": len(group), "sampled": len(sample),
+                    "write_tools_covered": cov["covered"], "write_tools_missing": cov["missing"]}
+    return out
+
+
+def summary(n_tasks: int, fig: Mapping[str, Any], releases: dict[str, Path], published: Any = None) -> dict[str, Any]:
+    """The run's figures; with `published` (`stages.Published`), whether the release was
+    `published` as a new version or `unchanged` (the one `LATEST.json` already named)."""
+    s = fig.get("summary", {})
+    n = s.get("verdicts", 0)
+    return {
+        "tasks": n_tasks,
+        "trajectories": fig.get("policy", 0),
+        "reference_trajectories": fig.get("trajectories", 0) - fig.get("policy", 0),
+        "policy_pass_rate": round(s.get("passed", 0) / n, 4) if n else 0.0,
+        "mean_score": round(s.get("score", 0.0) / n, 4) if n else 0.0,
+        "sft_rows": fig.get("sft", 0),
+        "rl_rows": fig.get("rl", 0),
+        "releases": {k: str(v) for k, v in releases.items()},
+        **({"release": "unchanged" if published.unchanged else "published", "release_version": published.version}
+           if published else {}),
+    }
