@@ -2,9 +2,10 @@
 
 Each size is one fresh process running the real flow (`trajforge run`: synthesize, roll out,
 verify, curate, release) with the scripted policy (`rollout.model.kind=scripted`, noise 0.4),
-4 trials plus 1 reference trajectory per task and `shard_size=25`, so a size of N
-trajectories is N / 5 tasks. The process's peak resident set (`ru_maxrss` of the reaped
-child) and its wall time are measured; the machine's load is printed with them.
+the setup issue 20 measured: 40 trials plus 1 reference trajectory per task and
+`shard_size=25`, so a size of N trajectories is N / 41 tasks (`--trials` changes it). The
+process's peak resident set (`ru_maxrss` of the reaped child) and its wall time are
+measured; the machine's load is printed with them.
 
     .venv/bin/python bench/memory_scaling.py [--quick] [--sizes 1000,8000]
 
@@ -28,17 +29,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PER_TASK = 5  # 4 trials + 1 reference trajectory
+TRIALS = 40  # per task, plus 1 reference trajectory
 QUICK = (1000, 8000)
 FULL = (1000, 8000, 64000, 256000)
 
 
-def run_size(trajectories: int, out: Path, timeout_s: float) -> dict[str, Any]:
-    """One `trajforge run` of `trajectories` / 5 tasks in a fresh process: wall, peak RSS."""
-    tasks = max(1, trajectories // PER_TASK)
+def run_size(trajectories: int, out: Path, timeout_s: float, trials: int = TRIALS) -> dict[str, Any]:
+    """One `trajforge run` of `trajectories` / (trials + 1) tasks in a fresh process: wall,
+    peak RSS."""
+    tasks = max(1, trajectories // (trials + 1))
     argv = [sys.executable, "-m", "pipelines.cli", "run", "--out", str(out),
             "--set", f"synthesis.n_tasks={tasks}", "--set", "rollout.model.kind=scripted",
-            "--set", "rollout.model.noise=0.4", "--set", "rollout.trials=4",
+            "--set", "rollout.model.noise=0.4", "--set", f"rollout.trials={trials}",
             "--set", "reference_trials=1", "--set", "shard_size=25", "--set", "report=false"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_LOGGING_LEVEL": "WARNING", "HF_HUB_OFFLINE": "1"}
@@ -82,12 +84,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1k and 8k trajectories")
     ap.add_argument("--sizes", default=None, help="comma-separated trajectory counts")
     ap.add_argument("--timeout-s", type=float, default=4 * 3600, help="per size")
+    ap.add_argument("--trials", type=int, default=TRIALS, help="policy trials per task (plus 1 reference)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else list(QUICK if args.quick else FULL)
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            results[str(n)] = run_size(n, Path(tmp) / f"run-{n}", args.timeout_s)
+            results[str(n)] = run_size(n, Path(tmp) / f"run-{n}", args.timeout_s, args.trials)
             print(json.dumps(results[str(n)]), flush=True)
     ok = [r for r in results.values() if r["rc"] == 0]
     growth = None
@@ -96,7 +99,7 @@ def main() -> None:
         growth = round((b["peak_rss_mb"] - a["peak_rss_mb"]) / ((b["trajectories"] - a["trajectories"]) / 1000), 2)
     largest = max(ok, key=lambda r: r["trajectories"]) if ok else None
     print(json.dumps({
-        "bench": "memory_scaling", "quick": args.quick, "cpus": os.cpu_count(),
+        "bench": "memory_scaling", "quick": args.quick, "cpus": os.cpu_count(), "trials_per_task": args.trials,
         "peak_rss_mb": {k: r["peak_rss_mb"] for k, r in results.items()},
         "wall_s": {k: r["wall_s"] for k, r in results.items()},
         "trajectories_per_s_by_size": {k: r["trajectories_per_s"] for k, r in results.items()},

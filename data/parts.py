@@ -7,8 +7,12 @@ to one part, `ROOT/<stage>/<key[:2]>/<key>.parquet`, named by the shard's conten
 shard's rows, and a committed dataset is the set of its stage's parts
 (`store.DatasetWriter.adopt`).
 
-A part is written to a temporary file and renamed into place after its sidecar, so a shard
-killed mid-write leaves no part; `find` treats a part without a readable sidecar as absent.
+ROOT is a local folder (`<out>/parts`: parts are written to a temporary file and renamed
+into place after their sidecar) or an fsspec URL (`s3://bucket/parts`, `file:///nfs/parts`)
+that every worker of a cluster reaches (the part is uploaded first, its sidecar last, as the
+marker: object stores have no rename). Either way a shard killed mid-write leaves no part
+that counts: `find` treats a part without a readable sidecar, or whose row count differs
+from the sidecar's, as absent.
 """
 
 from __future__ import annotations
@@ -41,25 +45,76 @@ class PartRef:
     cached: bool = False
 
 
-def part_path(root: Path | str, stage: str, key: str) -> Path:
-    return Path(root) / stage / key[:2] / f"{key}.parquet"
+def is_url(path: Path | str) -> bool:
+    return "://" in str(path)
 
 
-def _sidecar(path: Path) -> Path:
-    return path.with_suffix(".json")
+def _fs(url: str) -> tuple[Any, str]:
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def part_path(root: Path | str, stage: str, key: str) -> str:
+    """Where the part of `key` lives (a local path, or a URL under a URL root)."""
+    if is_url(root):
+        return f"{str(root).rstrip('/')}/{stage}/{key[:2]}/{key}.parquet"
+    return str(Path(root) / stage / key[:2] / f"{key}.parquet")
+
+
+def _sidecar(path: str) -> str:
+    return path[: -len(".parquet")] + ".json"
+
+
+def open_part(path: str) -> Any:
+    """A `pq.ParquetFile` of a part, local or at a URL."""
+    if is_url(path):
+        fs, p = _fs(path)
+        return pq.ParquetFile(fs.open(p, "rb"))
+    return pq.ParquetFile(path)
+
+
+def _read_text(path: str) -> str:
+    if is_url(path):
+        fs, p = _fs(path)
+        return fs.cat_file(p).decode()
+    return Path(path).read_text()
 
 
 def find(root: Path | str, stage: str, key: str) -> PartRef | None:
     """The part of `key` if it is complete (file and sidecar readable), else None."""
     path = part_path(root, stage, key)
     try:
-        side = json.loads(_sidecar(path).read_text())
-        rows = pq.ParquetFile(path).metadata.num_rows
+        side = json.loads(_read_text(_sidecar(path)))
+        rows = open_part(path).metadata.num_rows
     except (OSError, ValueError):
         return None
     if side.get("rows") != rows:
         return None
-    return PartRef(str(path), rows, side.get("meta") or {}, cached=True)
+    return PartRef(path, rows, side.get("meta") or {}, cached=True)
+
+
+def remove(ref: PartRef) -> None:
+    """Delete a part and its sidecar (a stage's temporary parts, once written on)."""
+    for path in (ref.path, _sidecar(ref.path)):
+        if is_url(path):
+            fs, p = _fs(path)
+            if fs.exists(p):
+                fs.rm(p)
+        else:
+            Path(path).unlink(missing_ok=True)
+
+
+def _write_tables(where: Any, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
+    rows = 0
+    with pq.ParquetWriter(where, schema, compression="zstd") as w:
+        for table in tables:
+            if not table.schema.equals(schema):
+                table = table.cast(schema)
+            if table.num_rows:
+                w.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                rows += table.num_rows
+    return rows
 
 
 def write(root: Path | str, stage: str, key: str, schema: pa.Schema, tables: Iterable[pa.Table],
@@ -67,24 +122,27 @@ def write(root: Path | str, stage: str, key: str, schema: pa.Schema, tables: Ite
     """Write `tables` (cast to `schema`, in row groups of at most `ROW_GROUP_ROWS`) as the
     part of `key`, atomically; `meta` goes to its sidecar."""
     path = part_path(root, stage, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    rows = 0
+    if is_url(path):
+        fs, p = _fs(path)
+        fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
+        if fs.exists(_sidecar(p)):
+            fs.rm(_sidecar(p))  # the marker goes first: a rewrite half-done is absent
+        with fs.open(p, "wb") as f:
+            rows = _write_tables(f, schema, tables)
+        fs.pipe_file(_sidecar(p), json.dumps({"rows": rows, "meta": meta or {}}, default=str).encode())
+        return PartRef(path, rows, meta or {})
+    local = Path(path)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    tmp = local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
-            for table in tables:
-                if not table.schema.equals(schema):
-                    table = table.cast(schema)
-                if table.num_rows:
-                    w.write_table(table, row_group_size=ROW_GROUP_ROWS)
-                    rows += table.num_rows
+        rows = _write_tables(tmp, schema, tables)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         write_json_atomic(_sidecar(path), {"rows": rows, "meta": meta or {}})
-        os.replace(tmp, path)
+        os.replace(tmp, local)
     finally:
         tmp.unlink(missing_ok=True)
-    return PartRef(str(path), rows, meta or {})
+    return PartRef(path, rows, meta or {})
 
 
 def write_rows(root: Path | str, stage: str, key: str, schema: pa.Schema, rows: Sequence[dict[str, Any]],
@@ -105,7 +163,7 @@ def write_records(root: Path | str, stage: str, key: str, kind: str, records: Se
 def iter_batches(path: Path | str, columns: Sequence[str] | None = None,
                  batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
     """A part's rows as tables of at most `batch_rows` rows."""
-    pf = pq.ParquetFile(path)
+    pf = open_part(str(path))
     for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None):
         yield pa.Table.from_batches([batch])
 

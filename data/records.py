@@ -267,7 +267,7 @@ class Trajectory(Record):
         # Every trajectory of a world carries the same tool schemas: hold one copy of each
         # (a third of a trajectory's memory). Treat `tools` as read-only; replace, never edit.
         if self.tools:
-            key = json.dumps(self.tools, sort_keys=True)
+            key = json.dumps(self.tools)  # order kept: a copy in another key order is not shared
             shared = _SHARED_TOOLS.get(key)
             if shared is None and len(_SHARED_TOOLS) < _MAX_SHARED_TOOLS:
                 shared = _SHARED_TOOLS[key] = self.tools

@@ -327,7 +327,8 @@ def task_from_row(row: dict[str, Any]) -> Task:
 def trajectory_to_row(t: Trajectory) -> dict[str, Any]:
     d = t.model_dump()
     d["messages"] = [normalize_message(m) for m in t.messages]
-    d["tools"] = _dumps(t.tools)
+    # in the world's order (not canonical): the order a chat template renders them in
+    d["tools"] = json.dumps(t.tools, ensure_ascii=False)
     d["steps"] = [
         {
             "index": s.index,

@@ -215,12 +215,13 @@ class DatasetWriter:
     def adopt(self, source: Path | str, prefix: str = "part") -> FileEntry:
         """Add a finished Parquet file (a shard's part, `data.parts`) to the dataset as its
         next shard file: hard-linked where the file system allows (no copy: a part and the
-        dataset file are one inode, and neither is ever rewritten), else copied. Its schema
-        must be the dataset's."""
+        dataset file are one inode, and neither is ever rewritten), else copied (downloaded
+        from a URL). Its schema must be the dataset's."""
         if self._committed:
             raise DatasetError("writer already committed")
-        source = Path(source)
-        found = pq.read_schema(source)
+        from data.parts import is_url, open_part
+
+        found = open_part(str(source)).schema_arrow
         if not found.remove_metadata().equals(self.schema.remove_metadata()):
             raise DatasetError(f"{source}: its schema is not the dataset's ({self.name})")
         taken = {f.path for f in self._files} | self._open
@@ -229,10 +230,16 @@ class DatasetWriter:
             n += 1
         rel = f"data/{prefix}-{n:05d}.parquet"
         target = self.staging / rel
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copyfile(source, target)
+        if is_url(source):  # a part at a URL (a cluster's shared storage): downloaded
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(str(source))
+            fs.get_file(path, str(target))
+        else:
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
         entry = FileEntry(path=rel, sha256=sha256_file(target), rows=pq.ParquetFile(target).metadata.num_rows,
                           bytes=target.stat().st_size)
         self._files.append(entry)

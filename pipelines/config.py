@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from curation.base import CURATORS
 from data.records import content_hash
@@ -196,6 +196,10 @@ class RunConfig(BaseModel):
     # rerun, or a killed run started again, recomputes only shards whose inputs changed.
     cache: bool = True
     cache_dir: str | None = None  # default: <out>/cache
+    # Where shards write their parts (`data.parts`): default <out>/parts; an fsspec URL
+    # (s3://bucket/parts, gs://..., file:///nfs/parts) that every worker can reach lets a
+    # cluster without a shared file system write them (the driver then copies them).
+    parts_url: str | None = None
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     # Mirror every release to this fsspec URL (s3://bucket/trajforge, gs://..., file://...)
     # after it is committed locally; `_SUCCESS` and LATEST.json are written last there.
@@ -222,14 +226,22 @@ class RunConfig(BaseModel):
         CURATORS.parse_options(self.curation, self.curation_options)
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_unset_parts_url(self, handler: Any) -> dict[str, Any]:
+        # no parts_url: the dump (and so every config hash) is what it was before the field
+        data = handler(self)
+        if data.get("parts_url") is None:
+            data.pop("parts_url", None)
+        return data
+
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))
 
     def content_hash(self) -> str:
-        """The hash of every setting but the release options (`release`): the part of the
-        config a release's fingerprint goes by. Any other change, even one that does not
-        change a row (runner, cache), counts as new content."""
-        return content_hash(self.model_dump(mode="json", exclude={"release"}))
+        """The hash of every setting but the release options (`release`) and where parts are
+        kept (`parts_url`): the part of the config a release's fingerprint goes by. Any other
+        change, even one that does not change a row (runner, cache), counts as new content."""
+        return content_hash(self.model_dump(mode="json", exclude={"release", "parts_url"}))
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

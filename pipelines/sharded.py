@@ -2,7 +2,8 @@
 
 Each shard of tasks is rolled out, verified and curated by its own task run, in whichever
 process the task runner puts it (a thread, a Dask or Ray worker). Each writes its rows to a
-part (`data.parts`) under `<out>/parts` and returns a `PartRef`: a path, a row count and the
+part (`data.parts`) under `<out>/parts` (or `parts_url`, storage every worker reaches) and
+returns a `PartRef`: a path, a row count and the
 shard's figures. The driver holds the tasks and the refs, never a trajectory or a verdict:
 
 - `rollout_part`: the shard's trajectories (through the shard cache: a resumed shard is
@@ -36,14 +37,15 @@ from pipelines.config import RunConfig
 SCHEMA_VERSIONS = {"trajectories": TRAJECTORY_SCHEMA_VERSION, "verdicts": VERDICT_SCHEMA_VERSION}
 
 
-def parts_dir(out: Path | str) -> Path:
-    return Path(out) / "parts"
+def parts_dir(cfg: RunConfig, out: Path | str) -> Path | str:
+    """Where the run's shards write their parts: `parts_url`, else `<out>/parts`."""
+    return cfg.parts_url or Path(out) / "parts"
 
 
 def rollout_part(tasks: list[Task], cfg: RunConfig, out: Path) -> PartRef:
     """The trajectories of a shard of tasks as a part (already there, from the shard cache,
     or rolled out now); `meta` holds their `stages.trajectory_stats`."""
-    root, key = parts_dir(out), keys.rollout_key(cfg, tasks)
+    root, key = parts_dir(cfg, out), keys.rollout_key(cfg, tasks)
     if cfg.cache and (ref := parts.find(root, "rollout", key)) is not None:
         return ref
     trajectories, cached = stages.rollout_shard_cached(tasks, cfg, stages.shard_cache(cfg, out))
@@ -55,7 +57,7 @@ def verify_part(tasks: list[Task], rollout: PartRef, cfg: RunConfig, out: Path) 
     """The verdicts of a rollout part, by every configured verifier, as a part."""
     trajectories = parts.read_records(rollout, "trajectories")
     by_id = {t.id: t for t in tasks}
-    root, key = parts_dir(out), keys.verify_key(cfg, by_id, trajectories)
+    root, key = parts_dir(cfg, out), keys.verify_key(cfg, by_id, trajectories)
     if cfg.cache and (ref := parts.find(root, "verify", key)) is not None:
         return ref
     verdicts, cached = stages.verify_shard_cached(by_id, trajectories, cfg, stages.shard_cache(cfg, out))
@@ -75,7 +77,7 @@ def curate_part(tasks: list[Task], rollout: PartRef, verify: PartRef, cfg: RunCo
     Under an rl budget every eligible task is kept here, with its sampling key."""
     key = content_hash([cfg.config_hash(), Path(rollout.path).stem, Path(verify.path).stem, store.code_version()],
                        length=32)
-    root = parts_dir(out)
+    root = parts_dir(cfg, out)
     found = {name: parts.find(root, f"curate-{name}", key) for name in stages.RELEASES}
     if all(found.values()):
         return {k: v for k, v in found.items() if v is not None}
@@ -182,8 +184,7 @@ def write_curated(cfg: RunConfig, out: Path, curated: Sequence[dict[str, PartRef
                                             fig.get("drops", {}), parents, run_id)
     for c in curated:
         for ref in c.values():
-            Path(ref.path).unlink(missing_ok=True)
-            Path(ref.path).with_suffix(".json").unlink(missing_ok=True)
+            parts.remove(ref)
     return paths
 
 

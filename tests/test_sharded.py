@@ -111,3 +111,23 @@ def test_curating_shard_by_shard_releases_what_curating_all_does(tmp_path: Path,
     # the figures, counted shard by shard, are those of the whole run
     assert fig["tasks"] == figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)["tasks"]
     assert figures.summary(len(tasks), fig, {}) == stages.summary(tasks, trajectories, verdicts, {}, selection)
+
+
+def test_parts_at_a_url_make_the_same_datasets(tmp_path: Path, run) -> None:
+    """`parts_url`: shards write their parts to storage every worker reaches (memory:// here,
+    s3:// on a cluster); the driver downloads them into the datasets."""
+    base, _, task_shards, rollouts, _ = run
+    cfg = base.model_copy(update={"parts_url": f"memory://trajforge-test/{tmp_path.name}"})
+    assert cfg.content_hash() == base.content_hash(), "where parts are kept is not content"
+    remote = [sharded.rollout_part(s, cfg, tmp_path) for s in task_shards]
+    assert all(r.path.startswith("memory://") for r in remote) and not (tmp_path / "parts").exists()
+    again = sharded.rollout_part(task_shards[0], cfg, tmp_path)
+    assert again.cached and again.path == remote[0].path
+    verifies = [sharded.verify_part(s, r, cfg, tmp_path) for s, r in zip(task_shards, remote, strict=True)]
+    path = sharded.write_dataset(remote, "trajectories", cfg, tmp_path, [])
+    assert [t.id for t in store.read_records(path)] == [t.id for t in _records(rollouts, "trajectories")]
+    curated = [sharded.curate_part(s, r, v, cfg, tmp_path) for s, r, v in zip(task_shards, remote, verifies, strict=True)]
+    fig = sharded.merged_figures(cfg, curated)
+    written = sharded.write_curated(cfg, tmp_path, curated, fig, [])
+    assert store.read_manifest(written["sft"]).rows > 0
+    assert parts.find(cfg.parts_url, "curate-sft", Path(curated[0]["sft"].path).stem) is None  # removed once written
