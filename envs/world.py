@@ -13,6 +13,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -45,14 +46,20 @@ class Observation:
 
 
 
+# Generated databases (and their texts) a world keeps, the most recently used: a run's tasks
+# each have their own seed, so an unbounded cache grows with the run (about 0.7 MB a task).
+# A shard holds a few dozen tasks at a time (shard_size), so this many keeps its states warm.
+STATE_CACHE_SIZE = 32
+
+
 @dataclass
 class World:
     """A world folder: `policy.md`, `schema.sql`, `tools.py`, `generator.py`, `design.py`."""
 
     name: str
     folder: Path
-    _base_cache: dict[tuple[int, int], bytes] = field(default_factory=dict, repr=False)
-    _text_cache: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict, repr=False)
+    _base_cache: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict, repr=False)
+    _text_cache: OrderedDict[tuple[int, int], frozenset[str]] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
@@ -100,6 +107,9 @@ class World:
                 conn.execute("COMMIT")
                 self._base_cache[key] = st.snapshot(conn)
                 conn.close()
+                while len(self._base_cache) > STATE_CACHE_SIZE:
+                    self._base_cache.popitem(last=False)
+            self._base_cache.move_to_end(key)
             return self._base_cache[key]
 
     def build_state(self, seed: int, scale: int, patches: list[str] | None = None) -> sqlite3.Connection:
@@ -129,6 +139,8 @@ class World:
                 conn.close()
             with self._lock:
                 self._text_cache[key] = base
+                while len(self._text_cache) > STATE_CACHE_SIZE:
+                    self._text_cache.popitem(last=False)
         return base | {*ref.patches, self.policy, json.dumps(self.tool_schemas(), ensure_ascii=False)}
 
     def state_ref(self, seed: int, scale: int, patches: list[str] | None = None) -> StateRef:

@@ -195,7 +195,7 @@ class Replayer:
             self._initial.close()
 
 
-REPLAY_CACHE_SIZE = 128  # initial states kept per thread
+REPLAY_CACHE_SIZE = 32  # initial states kept per thread (a shard's tasks; each holds its SQLite states, ~1.5 MB)
 _local = threading.local()
 
 
