@@ -183,6 +183,14 @@ class DatasetWriter:
         with self.part(prefix) as part:
             part.write(table)
 
+    def _next_name(self, prefix: str) -> str:
+        """The first free shard file name `data/<prefix>-NNNNN.parquet`."""
+        taken = {f.path for f in self._files} | self._open
+        n = 0
+        while f"data/{prefix}-{n:05d}.parquet" in taken:
+            n += 1
+        return f"data/{prefix}-{n:05d}.parquet"
+
     @contextlib.contextmanager
     def part(self, prefix: str = "part") -> Iterator[PartWriter]:
         """One shard file (`data/<prefix>-NNNNN.parquet`) written batch by batch: each
@@ -192,11 +200,7 @@ class DatasetWriter:
             raise DatasetError("writer already committed")
         if not prefix or not prefix.replace("_", "").replace(".", "").isalnum():
             raise DatasetError(f"shard prefix must be a plain word, got {prefix!r}")
-        taken = {f.path for f in self._files} | self._open
-        n = 0
-        while f"data/{prefix}-{n:05d}.parquet" in taken:
-            n += 1
-        rel = f"data/{prefix}-{n:05d}.parquet"
+        rel = self._next_name(prefix)
         self._open.add(rel)
         path = self.staging / rel
         part = PartWriter(pq.ParquetWriter(path, self.schema, compression="zstd"), self.schema)
@@ -224,11 +228,7 @@ class DatasetWriter:
         found = open_part(str(source)).schema_arrow
         if not found.remove_metadata().equals(self.schema.remove_metadata()):
             raise DatasetError(f"{source}: its schema is not the dataset's ({self.name})")
-        taken = {f.path for f in self._files} | self._open
-        n = 0
-        while f"data/{prefix}-{n:05d}.parquet" in taken:
-            n += 1
-        rel = f"data/{prefix}-{n:05d}.parquet"
+        rel = self._next_name(prefix)
         target = self.staging / rel
         if is_url(source):  # a part at a URL (a cluster's shared storage): downloaded
             import fsspec
@@ -354,13 +354,6 @@ def iter_batches(path: Path | str, columns: Sequence[str] | None = None, batch_r
         pf = pq.ParquetFile(path / f.path)
         for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None):
             yield pa.Table.from_batches([batch])
-
-
-def iter_file(path: Path | str, batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
-    """The rows of one Parquet file (e.g. a shard a writer has just closed) as tables of at
-    most `batch_rows` rows."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
-        yield pa.Table.from_batches([batch])
 
 
 def read_table(path: Path | str, verify: bool = True) -> pa.Table:

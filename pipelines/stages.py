@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from curation.base import Selection, get_curator
 from curation.release import rl_rows, sft_rows
-from data import store
+from data import parts, store
 from data.atomic import write_json_atomic
 from data.cache import ShardCache
 from data.card import card_header, render_card, run_sections
@@ -381,12 +381,7 @@ def curated_rows(cfg: RunConfig, selection: Selection, tasks: Sequence[Task]) ->
         if not cfg.hygiene.enabled:
             out[name] = CuratedRows(rows[name], {}, {})
             continue
-        from curation.hygiene import replay_scrubbed, scrub_all
-
-        columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
-        scrubbed, report, scrubbers = scrub_all(rows[name], columns, synthetic_of(by_id))
-        judged, replayed = replay_scrubbed(scrubbed, scrubbers,
-                                           scrubbed_replay(cfg, name, by_id, selection) if cfg.hygiene.replay else None)
+        judged, report, replayed = scrub_and_judge(cfg, name, rows[name], by_id, selection)
         out[name] = CuratedRows(judged, report.model_dump(), replayed.model_dump())
     return out
 
@@ -430,7 +425,7 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
                 part.write_rows(kept)
         if hygiene:
             card = hygiene.card(sum_stats(s.scrub for s in shards), sum_stats(s.replay for s in shards))
-            card["train_vs_test"] = test_items.check(store.iter_file(w.staging / w.files[-1].path))
+            card["train_vs_test"] = test_items.check(parts.iter_batches(w.staging / w.files[-1].path))
         else:
             card = {"enabled": False}
         stats = {**selection_stats, "drops": {k: v for k, v in drops.items() if k.startswith(name + ":")},
@@ -458,13 +453,7 @@ def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]],
     evaluation sets: the hygiene of `curated_rows` and `finish_curated` on rows in memory."""
     if not cfg.hygiene.enabled:
         return rows, {"enabled": False}
-    from curation.hygiene import replay_scrubbed, scrub_all
-
-    by_id = {t.id: t for t in tasks}
-    columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
-    scrubbed, scrub, scrubbers = scrub_all(rows, columns, synthetic_of(by_id))
-    judged, replay = replay_scrubbed(scrubbed, scrubbers,
-                                     scrubbed_replay(cfg, name, by_id, selection) if cfg.hygiene.replay else None)
+    judged, scrub, replay = scrub_and_judge(cfg, name, rows, {t.id: t for t in tasks}, selection)
     hygiene = ReleaseHygiene(cfg, out, name)
     clean = hygiene.filter(judged)
     card = hygiene.card(scrub.model_dump(), replay.model_dump())
@@ -473,6 +462,19 @@ def clean_rows(cfg: RunConfig, out: Path, name: str, rows: list[dict[str, Any]],
         own.see(r)
     card["train_vs_test"] = own.check([clean])
     return clean, card
+
+
+def scrub_and_judge(cfg: RunConfig, name: str, rows: list[dict[str, Any]], tasks: dict[str, Task],
+                    selection: Selection | None) -> tuple[list[dict[str, Any]], Any, Any]:
+    """The hygiene of each row alone: scrub its columns (keeping the world's values), then
+    re-judge the rows scrubbing changed; the kept rows, the scrub and the replay reports."""
+    from curation.hygiene import replay_scrubbed, scrub_all
+
+    columns = [c for c in SCHEMAS[name].names if c not in NOT_SCRUBBED]
+    scrubbed, report, scrubbers = scrub_all(rows, columns, synthetic_of(tasks))
+    judged, replayed = replay_scrubbed(scrubbed, scrubbers,
+                                       scrubbed_replay(cfg, name, tasks, selection) if cfg.hygiene.replay else None)
+    return judged, report, replayed
 
 
 class ReleaseHygiene:
