@@ -9,14 +9,21 @@ described in `envs/constraints.py`).
   second on other records, solvable in every write order);
 - `trial`: whether a list of calls all succeed on a connection, run inside a savepoint that
   is rolled back (sampling checks a set is solvable in every write order with it, and the
-  audit keeps only mutants whose writes all succeed).
+  audit keeps only mutants whose writes all succeed);
+- dependent requests (`ON_NEW`, `applied`, `created_id`, `target`): a constraint about the
+  record an earlier constraint's write creates ("book a flight, then add bags to that
+  booking"). Its id field holds the id the reference's write will mint, found by running
+  that write inside a rolled-back savepoint; its ``on_new`` field names the creating
+  constraint, and the check resolves the record from that constraint's outcome, so an agent
+  that creates the record some other valid way is judged on the record it made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import permutations
 from typing import Any
 
@@ -26,6 +33,7 @@ from envs.constraints import FuzzifyError, FuzzyRef
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+_IDENT = re.compile(r"^[a-z_]+$")
 PARTS_OF_DAY = [("11:00", "morning"), ("15:00", "midday"), ("18:00", "afternoon")]  # before -> word; else evening
 
 
@@ -109,6 +117,47 @@ def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
     finally:
         conn.execute("ROLLBACK TO cove_trial")
         conn.execute("RELEASE cove_trial")
+
+
+ON_NEW = "on_new"  # field of a dependent constraint: the index of the constraint that creates its record
+
+
+@contextlib.contextmanager
+def applied(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> Iterator[bool]:
+    """Run `calls` on `conn` inside a savepoint, yield whether they all succeeded, then roll
+    the state back (sampling a request about a record a write is yet to create)."""
+    from envs.registry import get_world
+    from envs.world import Env
+
+    env = Env(get_world(world), conn)
+    conn.execute("SAVEPOINT cove_applied")
+    try:
+        yield all(env.call(c).ok for c in calls)
+    finally:
+        conn.execute("ROLLBACK TO cove_applied")
+        conn.execute("RELEASE cove_applied")
+
+
+def created_id(conn: sqlite3.Connection, world: str, calls: list[ToolCall], table: str, column: str) -> str | None:
+    """The one id of `table` that running `calls` on `conn` adds (the state is left as it
+    was); None when they fail or add no row, or add more than one."""
+    if not _IDENT.match(table) or not _IDENT.match(column):
+        raise ValueError(f"bad table or column name: {table}.{column}")
+    query = f"SELECT {column} FROM {table}"
+    before = {r[0] for r in conn.execute(query)}
+    with applied(conn, world, calls) as ok:
+        new = sorted({r[0] for r in conn.execute(query)} - before) if ok else []
+    return new[0] if len(new) == 1 else None
+
+
+def target(c: Any, field: str, records: list[Any]) -> Any:
+    """The id a constraint is about: its `field`, or for a dependent one (``on_new``) the
+    record its creating constraint was satisfied by in `records` (one per earlier
+    constraint, None where unsatisfied)."""
+    if ON_NEW in c.fields:
+        index = c.fields[ON_NEW]
+        return records[index] if index < len(records) else None
+    return c.fields[field]
 
 
 def solvable_in_any_order(conn: sqlite3.Connection, world: str, reads: list[ToolCall],

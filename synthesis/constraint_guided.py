@@ -41,6 +41,7 @@ from envs.constraints import (
     dump_constraints,
     world_constraints,
 )
+from envs.cove import ON_NEW
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
 from synthesis.dialogue import with_dialogue
@@ -65,6 +66,13 @@ def user_texts(task: Task) -> list[str]:
     u = task.user
     return [task.instruction, u.reason, u.task_instructions, u.persona, *u.unknown_info,
             *(f"{k} {v}" for k, v in u.known_info.items() if k != "user_id")]
+
+
+def dependencies(constraints: list[Constraint]) -> dict[str, int]:
+    """Write index -> the index of the earlier write whose new record it acts on (a booking,
+    then bags on that booking), for the constraints that depend on another (``on_new``);
+    constraint i is met by the reference's i-th write."""
+    return {str(i): int(c.fields[ON_NEW]) for i, c in enumerate(constraints) if ON_NEW in c.fields}
 
 
 def _replay(world: World, ref: StateRef, calls: list[ToolCall]) -> tuple[sqlite3.Connection, str | None]:
@@ -92,7 +100,8 @@ def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connec
         verification=Verification(constraints=dump_constraints(constraints)),
         metadata={"fuzzy": fuzzy.texts(),
                   "fuzzy_attributes": fuzzy.attributes(), "constraint_kinds": [c.kind for c in constraints],
-                  "fuzzy_redraws": fuzzy.redraws},
+                  "fuzzy_redraws": fuzzy.redraws,
+                  **({"depends_on": depends} if (depends := dependencies(constraints)) else {})},
     )
     if any(name in goal.instruction for name in world.tools):
         result.drops["solution_leak"] += 1

@@ -198,11 +198,14 @@ def reason_keys(world: Any, task: Task, outcome: str, refused_tool: str | None) 
     """The ``REASONS`` keys of a task, one per intent: the refused tool for a refusal, else
     each distinct write tool of the reference, the last first (a two-part request, "book X
     and cancel Y", gets the cancellation's reason, then the booking's), else "transfer" or
-    "answer"."""
+    "answer". A write on a record an earlier write creates (``metadata["depends_on"]``: bags
+    on the booking being made) belongs to that request and carries its reason in the goal."""
     if refused_tool:
         return [refused_tool]
     tools = getattr(world, "tools", {})
+    follow_ups = {int(i) for i in task.metadata.get("depends_on", {})}  # part of the request they follow
     writes = [c.name for c in task.reference_solution if c.name in tools and tools[c.name].write]
+    writes = [name for i, name in enumerate(writes) if i not in follow_ups]
     if writes:
         # the last intent's reason leads: most two-part requests start with the same tool
         # (a booking), so leading with the first would repeat that bank's openings

@@ -14,7 +14,8 @@ agent made (a successful one or a refused one):
   after the previous write (one yes per change), and the agent message just before that one
   names the write's records (an id, or how the world
   names the record: a flight number, a card's last digits) and the amounts it moves (read
-  from the world's ledger when it keeps one);
+  from the world's ledger when it keeps one); a record an earlier write of the conversation
+  created (a line just opened) is named as it is once those earlier writes are replayed;
 - `no_write_after_decline`: the last user message before it is not a refusal ("no, don't").
 
 Score = checks passed / checks made (1.0 for a trajectory without writes); `passed` = every
@@ -38,6 +39,7 @@ from envs.conversation import (
     is_error_result,
     mentions_name,
     mentions_value,
+    record_of,
     tool_result,
     value_mentions,
 )
@@ -184,6 +186,24 @@ class PolicyVerifier(BaseVerifier):
             if key not in memo:
                 memo[key] = value_mentions(conv, conn, value) if conn is not None else [value]
             return memo[key]
+
+        replayed: dict[int, Any] = {}  # write index -> an env with the writes before it replayed
+
+        def names_at(k: int, value: str) -> list[str | tuple[str, ...]]:
+            """`names_of`, or for a record the initial state lacks (one an earlier write made)
+            its names once the trajectory's writes before write `k` are replayed."""
+            key = ("record_of", value)
+            if key not in memo:
+                memo[key] = conn is None or record_of(conn, value) is not None
+            if memo[key] or k == 0:
+                return names_of(value)
+            if k not in replayed:
+                env = world.env(task.initial_state)
+                for earlier in writes[:k]:
+                    env.call(earlier.call)
+                replayed[k] = env
+            return value_mentions(conv, replayed[k].conn, value)
+
         checks: dict[str, list[int]] = {}
         failures: list[str] = []
 
@@ -214,7 +234,7 @@ class PolicyVerifier(BaseVerifier):
             for p, v in values:
                 if p in IDENTITY_KEYS:
                     continue
-                if not any(mentions_name(text, n) for n in names_of(v)):
+                if not any(mentions_name(text, n) for n in names_at(k, v)):
                     missing.append(f"{p}={v}")
             missing += [f"amount {a:g}" for a in (amounts[k] if k < len(amounts) else [])
                         if not mentions_value(text, f"{a:g}")]
@@ -223,6 +243,8 @@ class PolicyVerifier(BaseVerifier):
             else:
                 check("announce_and_confirm", bool(text) and not missing,
                       f"{label} was not announced with {', '.join(missing) or 'its values'}")
+        for env in replayed.values():
+            env.close()
         return checks, failures
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:

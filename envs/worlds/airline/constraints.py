@@ -6,13 +6,16 @@ future flight with room for everyone, paid with a method that covers it, optiona
 the cancellation of a cancellable reservation, a new baggage count on an active one, or
 moving an active (not basic economy) reservation to another scheduled flight on its route
 with room for its party. With `kind` (constraint-guided synthesis passes ``KINDS`` in turn)
-the extra request is of that kind ("book": none).
+the extra request is of that kind ("book": none). Two kinds depend on the booking itself
+(`envs.cove.ON_NEW`): "book_bags" books, then sets the checked bags of that new
+reservation; "book_bags_cancel" does the same and also cancels an older reservation.
 Descriptions replace flight, payment and reservation ids; each is checked to match exactly
 one record of its scope (flights: all; payments and reservations: the user's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import sqlite3
@@ -43,7 +46,12 @@ ENTITY_VIEWS: dict[str, str] = {
                     " r.passengers FROM reservations r JOIN flights f ON f.flight_id = r.flight_id"),
 }
 _IDENT = re.compile(r"^[a-z_]+$")
-KINDS = ["book", "cancel", "bags", "change"]  # the booking alone, or the booking plus one extra request
+KINDS = ["book", "cancel", "bags", "change", "book_bags", "book_bags_cancel"]  # booking alone, + an extra, + bags on it
+# The user's own reason for checked bags on the booking they are making (a dependent request).
+BAG_REASONS = ["you are packing for a long stay", "you are bringing gear that will not fit in the cabin",
+               "you would rather not haul everything through the airport", "you are bringing gifts for the family",
+               "the carry-on allowance will not be enough this time"]
+DEPENDENT = {"book_bags": [], "book_bags_cancel": ["cancel"]}  # kind -> independent extras besides the bags
 
 
 def part_of_day(departure: str) -> str:
@@ -165,6 +173,41 @@ def _shares_balance(conn: sqlite3.Connection, booking: Constraint, extra: Constr
     return row is not None and row[0] == booking["payment_id"] and row[1] is not None
 
 
+def _bags_on_new(conn: sqlite3.Connection, rng: random.Random, booking: Constraint) -> Constraint | None:
+    """Checked bags on the reservation `booking` creates (a dependent request): the id its
+    write mints and a total the fare rules and the payment allow once it is booked."""
+    call = write_call(booking)
+    rid = cove.created_id(conn, "airline", [call], "reservations", "reservation_id")
+    if rid is None:
+        return None
+    with cove.applied(conn, "airline", [call]) as ok:
+        options = [b for b in _bag_options(conn, rid)[1] if b > 0] if ok else []
+    if not options:
+        return None
+    return Constraint(kind="bags", fields={"user_id": booking["user_id"], "reservation_id": rid,
+                                           "total_bags": rng.choice(options), cove.ON_NEW: 0})
+
+
+def _sample_dependent(conn: sqlite3.Connection, rng: random.Random, users: list[str],
+                      kind: str) -> list[Constraint]:
+    """A booking, bags on that new booking, and the kind's independent extras (a
+    cancellation of an older reservation), all writes succeeding in that order."""
+    for uid in users:
+        extras = [EXTRAS[k](conn, rng, uid) for k in DEPENDENT[kind]]
+        if any(e is None for e in extras):
+            continue
+        booking = _sample_booking(conn, rng, uid)
+        if booking is None or any(_shares_balance(conn, booking, e) for e in extras if e is not None):
+            continue
+        bags = _bags_on_new(conn, rng, booking)
+        if bags is None:
+            continue
+        out = [booking, bags, *(e for e in extras if e is not None)]
+        if cove.trial(conn, "airline", [write_call(c) for c in out]):
+            return out
+    return []
+
+
 def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.6,
                        kind: str | None = None) -> list[Constraint]:
     """A constraint set for one user, solvable by construction: a booking, plus (with
@@ -176,6 +219,8 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     if kind is not None:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; kinds are {KINDS}")
+        if kind in DEPENDENT:
+            return _sample_dependent(conn, rng, users, kind)
         extra_kind = None if kind == "book" else kind
     for wanted in ([extra_kind, None] if extra_kind else [None]):
         for uid in users:
@@ -310,6 +355,8 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
         if c.kind == "book":
             out.refs[f"c{i}.flight_id"] = describe_flight(conn, rng, f"c{i}.flight_id", c["flight_id"])
             out.refs[f"c{i}.payment_id"] = describe_payment(conn, rng, f"c{i}.payment_id", c["payment_id"])
+        elif cove.ON_NEW in c.fields:
+            continue  # the booking the user is making: "that booking"
         elif c.kind in ("cancel", "bags", "change"):
             out.refs[f"c{i}.reservation_id"] = describe_reservation(conn, rng, f"c{i}.reservation_id",
                                                                     c["reservation_id"])
@@ -341,6 +388,11 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             parts.append(f"cancel {res} and get your money back")
             known["reservation"] = _mine(res)
             unknown.append("the reservation id")
+        elif c.kind == "bags" and cove.ON_NEW in c.fields:
+            n = c["total_bags"]
+            why = BAG_REASONS[int(hashlib.sha256(c["reservation_id"].encode()).hexdigest(), 16) % len(BAG_REASONS)]
+            parts.append(f"have {n} checked bag{'s' if n != 1 else ''} in total on that new booking, since {why}")
+            known["bags on the new booking"] = str(n)
         elif c.kind == "bags":
             res, n = fuzzy[f"c{i}.reservation_id"], c["total_bags"]
             parts.append(f"have {n} checked bag{'s' if n != 1 else ''} in total on {res}")
@@ -388,7 +440,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
             f = _record(conn, "flight", c["flight_id"])
             reads.append(ToolCall(name="search_flights", arguments={
                 "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
-        else:
+        elif cove.ON_NEW not in c.fields:  # a new booking's details come with its own write's result
             reads.append(ToolCall(name="get_reservation_details", arguments={"reservation_id": c["reservation_id"]}))
             if c.kind == "change":
                 f = _record(conn, "flight", c["new_flight_id"])
@@ -409,12 +461,14 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     - book: an active reservation of the user with exactly that flight, cabin, passengers,
       payment method and insurance exists, and its id did not exist initially;
     - cancel: the reservation was active initially and is cancelled now;
-    - bags: the reservation is active with exactly `total_bags` checked bags;
+    - bags: the reservation is active with exactly `total_bags` checked bags (for bags on a
+      new booking, ``on_new``: the reservation that satisfied the booking);
     - change: the reservation is active on `new_flight_id` (it was on another flight).
     """
     initial_ids = {r[0] for r in conn_initial.execute("SELECT reservation_id FROM reservations")}
     satisfied: list[bool] = []
     details: list[dict[str, Any]] = []
+    records: list[str | None] = []
     for c in constraints:
         record: str | None = None
         if c.kind == "book":
@@ -433,10 +487,12 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             record = c["reservation_id"] if ok else None
             reason = "cancelled" if ok else f"status is {after['status'] if after else 'missing'}"
         elif c.kind == "bags":
-            after = _reservation(conn_final, c["reservation_id"])
+            rid = cove.target(c, "reservation_id", records)
+            after = _reservation(conn_final, rid) if rid else None
             ok = bool(after and after["status"] == "active" and after["bags"] == c["total_bags"])
-            record = c["reservation_id"] if ok else None
-            reason = "bags set" if ok else (f"{after['bags']} bags, status {after['status']}" if after else "missing")
+            record = rid if ok else None
+            reason = "bags set" if ok else (f"{after['bags']} bags, status {after['status']}" if after else
+                                            "the new booking was not made" if rid is None else "missing")
         elif c.kind == "change":
             before, after = _reservation(conn_initial, c["reservation_id"]), _reservation(conn_final, c["reservation_id"])
             ok = bool(before and after and after["status"] == "active"
@@ -447,6 +503,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
         satisfied.append(record is not None)
+        records.append(record)
         details.append({"kind": c.kind, "satisfied": record is not None, "reason": reason,
                         "record": {"table": "reservations", "key": record_key([record])} if record else None})
     return satisfied, details
@@ -497,7 +554,9 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                     "user_id": uid, "flight_id": spare[-1]["flight_id"], "cabin": "basic_economy",
                     "passengers": 1, "payment_id": card, "insurance": False})]
         elif c.kind == "bags":
-            _, options = _bag_options(conn, c["reservation_id"])
+            creating = [write_call(constraints[c[cove.ON_NEW]])] if cove.ON_NEW in c.fields else []
+            with cove.applied(conn, "airline", creating):
+                _, options = _bag_options(conn, c["reservation_id"])
             wrong = [b for b in options if b != c["total_bags"]]
             if wrong:
                 out["wrong_bag_count"] = swap(old, ToolCall(name=old.name, arguments={

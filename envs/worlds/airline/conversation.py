@@ -306,7 +306,9 @@ def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:
         n = int(a["total_bags"])
         delta = bag_fee(r["membership"], r["passengers"], n) - bag_fee(r["membership"], r["passengers"], r["bags"])
         free = FREE_BAGS[r["membership"]] * r["passengers"]
-        cost = (f"that is {delta} extra ({BAG_FEE} per bag beyond the {free} free one(s)), charged to "
+        allowance = ("no free bags" if free == 0 else "the 1 free one" if free == 1 else f"the {free} free ones")
+        per_bag = f"{BAG_FEE} per bag" + (" beyond " + allowance if free else ", with " + allowance)
+        cost = (f"that is {delta} extra ({per_bag}), charged to "
                 f"{payment_words(conn, r['payment_id'])}" if delta > 0 else
                 f"{-delta} goes back to {payment_words(conn, r['payment_id'])}" if delta < 0 else "at no extra cost")
         return [f"set reservation {r['reservation_id']} to {n} checked bag{'s' if n != 1 else ''}; {cost}",
@@ -347,10 +349,13 @@ def facts(before: sqlite3.Connection, after: sqlite3.Connection, call: ToolCall,
 
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
     """The reads that show a write's ids: flights by search, reservations by their details
-    (payment methods come with the user's details, the identity lookup)."""
+    (payment methods come with the user's details, the identity lookup). A reservation that
+    does not exist yet (one an earlier write of the same conversation books) is shown by
+    that write's result instead."""
     a = call.arguments
     out: list[ToolCall] = []
-    if "reservation_id" in a:
+    if "reservation_id" in a and conn.execute("SELECT 1 FROM reservations WHERE reservation_id = ?",
+                                              (a["reservation_id"],)).fetchone():
         out.append(ToolCall(name="get_reservation_details", arguments={"reservation_id": a["reservation_id"]}))
     for key in ("flight_id", "new_flight_id"):
         if key in a:
@@ -395,7 +400,8 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
         n = result["bags"]
         money = _money(facts, conn, result["payment_id"])
         return [f"Reservation {result['reservation_id']} now has {n} checked bag{'s' if n != 1 else ''}; {money}.",
-                f"{result['reservation_id']} is set to {n} checked bag{'s' if n != 1 else ''}, and {money}."]
+                f"{result['reservation_id']} is set to {n} checked bag{'s' if n != 1 else ''}"
+                + (", at no extra cost." if money == "at no extra cost" else f", and {money}.")]
     if call.name == "change_flight":
         money = _money(facts, conn, result["payment_id"]).replace("at no extra cost", "the fare is unchanged")
         return [f"Reservation {result['reservation_id']} is now on {flight_words(result['flight'])}; {money}.",

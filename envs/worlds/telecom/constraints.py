@@ -9,6 +9,10 @@ with a method that has not expired, opening a new line (room under the segment's
 removing an add-on, reactivating a line suspended by the customer, and closing a line for
 good; with probability `p_extra` a second request on another line or bill. With `kind`
 (constraint-guided synthesis passes the kinds in turn) the first request is of that kind. A set is kept only if its writes succeed in every order.
+Two kinds depend on the line the set opens (`envs.cove.ON_NEW`), their writes in that
+order: "new_line_addon" opens a line and adds an add-on to it; "new_line_roaming" opens a
+line, adds a roaming pass to it when its plan does not include roaming, and switches its
+roaming on (one to three requests, each on what the one before made).
 Descriptions replace line, plan, add-on, bill and payment-method ids; each matches exactly
 one record of its scope (lines, bills and methods: the account's; plans: the available
 ones; add-ons: all).
@@ -16,6 +20,7 @@ ones; add-ons: all).
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sqlite3
 from typing import Any
@@ -28,7 +33,17 @@ from envs.design import Goal
 
 WORLD = "telecom"
 IDENTITY_FIELDS = ("customer_id",)  # the account id the customer gives (P1)
-KINDS = ["plan", "addon", "roaming", "suspend", "pay", "new_line", "drop_addon", "resume", "terminate"]
+BASE_KINDS = ["plan", "addon", "roaming", "suspend", "pay", "new_line", "drop_addon", "resume", "terminate"]
+DEPENDENT = ["new_line_addon", "new_line_roaming"]  # requests on the line the set opens
+KINDS = [*BASE_KINDS, *DEPENDENT]
+# The customer's own reason for a request on the line they are opening.
+NEW_LINE_REASONS = {  # add-on kind (or "roaming": switching it on) -> reasons
+    "data": ["whoever uses it streams a lot of video", "the plan's data alone will not last the month",
+             "it will be used as a hotspot for a laptop"],
+    "calls": ["it will be used to call family overseas", "most of its calls will be to numbers abroad"],
+    "roaming": ["the line is for a trip abroad", "it will mostly be used while travelling",
+                "whoever carries it will be abroad within the week"],
+    "insurance": ["the phone it goes into is brand new and expensive", "it is for a teenager who drops things"]}
 LINE_LIMIT = {"business": 8}  # lines an account may hold (not terminated); other segments 4 (R02)
 REASON_WORDS = {"lost_or_stolen": "your phone was lost or stolen", "travel": "you are travelling"}
 ADDON_WORDS = {"data": "data boost", "roaming": "roaming pass", "calls": "international calling add-on",
@@ -176,13 +191,50 @@ def _touched(c: Constraint) -> set[str]:
         {"new_line"} if c.kind == "new_line" else set())
 
 
+def _on_new_line(conn: sqlite3.Connection, rng: random.Random, cid: str, kind: str) -> list[Constraint]:
+    """A new line for account `cid` and the requests of `kind` on it (module docstring):
+    the line id its write mints, and add-ons and roaming that succeed on it in order."""
+    opening = _sample("new_line", conn, rng, cid, set())
+    if opening is None:
+        return []
+    plans = {p["plan_id"]: p for p in kit.rows(conn, "SELECT * FROM plans WHERE status = 'available'")}
+    if kind == "new_line_roaming" and rng.random() < 0.5:  # some plans include roaming: no pass needed
+        with_roaming = sorted(p for p, row in plans.items() if row["roaming_included"])
+        if with_roaming:
+            opening = Constraint(kind="new_line", fields={"customer_id": cid, "plan_id": rng.choice(with_roaming)})
+    lid = cove.created_id(conn, WORLD, [write_call(opening)], "lines", "line_id")
+    if lid is None:
+        return []
+    on_it = {"customer_id": cid, "line_id": lid, cove.ON_NEW: 0}
+    addons = kit.rows(conn, "SELECT addon_id, kind FROM addons ORDER BY addon_id")
+    out = [opening]
+    if kind == "new_line_addon":
+        out.append(Constraint(kind="addon", fields={**on_it, "addon_id": rng.choice(addons)["addon_id"]}))
+    else:
+        if not plans[opening["plan_id"]]["roaming_included"]:
+            passes = [a["addon_id"] for a in addons if a["kind"] == "roaming"]
+            if not passes:
+                return []
+            out.append(Constraint(kind="addon", fields={**on_it, "addon_id": rng.choice(passes)}))
+        out.append(Constraint(kind="roaming", fields={**on_it, "enabled": True}))
+    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+
+
 def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
                        kind: str | None = None) -> list[Constraint]:
     """A constraint set for one account, solvable by construction (its writes succeed in
     every order): one request (of `kind` when given), plus (with probability `p_extra`) a
     second one on another line or bill. Empty when nothing fits."""
     customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
-    return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra, first=kind)
+    if kind in DEPENDENT:
+        rng.shuffle(customers)
+        for cid in customers[:40]:
+            found = _on_new_line(conn, rng, cid, kind)
+            if found:
+                return found
+        return []
+    return cove.sample_set(conn, rng, WORLD, customers, BASE_KINDS, _sample, _touched, write_call, p_extra,
+                           first=kind)
 
 
 # -- fuzzification -------------------------------------------------------------------------
@@ -274,6 +326,9 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
             out.refs[s + "method_id"] = describe_method(conn, s + "method_id", c["method_id"])
         elif c.kind == "new_line":
             out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
+        elif cove.ON_NEW in c.fields:  # the line the customer is opening: "the new line"
+            if c.kind == "addon":
+                out.refs[s + "addon_id"] = describe_addon(conn, s + "addon_id", c["addon_id"])
         elif c.kind in ("plan", "addon", "roaming", "suspend", "drop_addon", "resume", "terminate"):
             out.refs[s + "line_id"] = describe_line(conn, rng, s + "line_id", c["line_id"])
             if c.kind == "plan":
@@ -293,6 +348,22 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
     for i, c in enumerate(constraints):
         f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
         known = cove.KnownInfo(known, i)
+        if cove.ON_NEW in c.fields:
+            said = next((k for k, words in ADDON_WORDS.items() if c.kind == "addon" and words in f["addon_id"]),
+                        "roaming")  # the add-on's kind, as its description names it
+            bank = NEW_LINE_REASONS[said]
+            why = bank[int(hashlib.sha256(f"{c['line_id']}|{c.kind}".encode()).hexdigest(), 16) % len(bank)]
+            if c.kind == "addon":
+                parts.append(f"add {f['addon_id']} to that new line, since {why}")
+                known["add-on for the new line"] = f["addon_id"]
+                unknown.add("the add-on id")
+            elif any(p.kind == "addon" and cove.ON_NEW in p.fields for p in constraints[:i]):
+                parts.append("then have roaming switched on for it")  # the pass already says why
+                known["roaming on the new line"] = "on"
+            else:
+                parts.append(f"have roaming switched on for it, since {why}")
+                known["roaming on the new line"] = "on"
+            continue
         if "line_id" in f:
             known["line"] = cove.mine(f["line_id"])
             unknown.add("the line id")
@@ -363,7 +434,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
     """Look the account and the records up (P1), then one write per constraint."""
     reads = [ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
     for c in constraints:
-        if "line_id" in c.fields:
+        if "line_id" in c.fields and cove.ON_NEW not in c.fields:  # a new line shows in its own write's result
             reads.append(ToolCall(name="get_line_details", arguments={"line_id": c["line_id"]}))
         if c.kind in ("plan", "new_line"):
             reads.append(ToolCall(name="list_plans", arguments={}))
@@ -386,6 +457,8 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     - plan: the line is on that plan now (and was not before);
     - addon: the line carries that add-on now (and did not before);
     - roaming: roaming is on now (it was off);
+    - addon or roaming on the line the set opens (``on_new``): as above, on the line the
+      new_line constraint was met by (a new line starts with neither);
     - suspend: the line was active and is suspended now, for that reason;
     - pay: one new payment of exactly that amount on the bill with that method;
     - new_line: a new line of the account on that plan (its id did not exist before);
@@ -395,11 +468,22 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     """
     satisfied: list[bool] = []
     details: list[dict[str, Any]] = []
+    lines_made: list[Any] = []  # per constraint: the line a new_line constraint was met by
     for c in constraints:
-        f = c.fields
+        f = dict(c.fields)
         key: list[Any] | None = None
         table = "lines"
-        if c.kind in ("plan", "roaming", "suspend", "resume", "terminate"):
+        new_line = cove.ON_NEW in f  # about the line the set opens: it starts without add-ons or roaming
+        if new_line:
+            f["line_id"] = cove.target(c, "line_id", lines_made)
+        if new_line and f["line_id"] is None:
+            reason = "the new line it is about was not opened"
+        elif new_line and c.kind == "roaming":
+            after = _line(conn_final, f["line_id"])
+            ok = bool(after and after["roaming_enabled"] == 1)
+            key = [f["line_id"]] if ok else None
+            reason = "roaming on" if ok else "roaming not switched on"
+        elif c.kind in ("plan", "roaming", "suspend", "resume", "terminate"):
             before, after = _line(conn_initial, f["line_id"]), _line(conn_final, f["line_id"])
             if c.kind == "resume":
                 ok = bool(before and after and before["status"] == "suspended" and after["status"] == "active")
@@ -451,6 +535,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
         satisfied.append(key is not None)
+        lines_made.append(key[0] if key and c.kind == "new_line" else None)
         details.append({"kind": c.kind, "satisfied": key is not None, "reason": reason,
                         "record": {"table": table, "key": record_key(key)} if key else None})
     return satisfied, details

@@ -437,9 +437,11 @@ def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any])
 
 
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
+    """The reads that show a write's ids; a line an earlier write of the conversation opens
+    is shown by that write's result instead."""
     a = call.arguments
     out: list[ToolCall] = []
-    if "line_id" in a:
+    if "line_id" in a and conn.execute("SELECT 1 FROM lines WHERE line_id = ?", (a["line_id"],)).fetchone():
         out.append(ToolCall(name="get_line_details", arguments={"line_id": a["line_id"]}))
     if "plan_id" in a:
         out.append(ToolCall(name="list_plans", arguments={}))

@@ -1,0 +1,138 @@
+"""Requests that depend on each other (issue 16 §2): a booking and then bags on that new
+booking (and a cancellation besides), a new line and then an add-on or roaming on it. The
+dependent constraint is checked on the record the creating write made, the reference
+dialogue grounds its id in that write's result, the policy verifier knows the new record by
+the names the world gives it, and the user's reason belongs to the request it follows."""
+
+from __future__ import annotations
+
+import pytest
+
+import synthesis.dialogue as dl
+from data.records import Step, Task, ToolCall, Trajectory
+from envs import cove
+from envs.constraints import load_constraints, world_constraints
+from envs.conversation import conversation
+from envs.registry import get_world
+from synthesis.base import SynthesisConfig, get_method
+from synthesis.scenario import reason_keys
+from verifiers.composite import CompositeVerifier
+from verifiers.constraints import score_constraints
+from verifiers.policy import PolicyVerifier
+
+
+@pytest.fixture(scope="module", params=["airline", "telecom"])
+def dependent(request: pytest.FixtureRequest) -> tuple[str, list[Task]]:
+    world = get_world(request.param)
+    n = 2 * len(world_constraints(world).KINDS)  # the kinds come in turn: every one twice
+    result = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=n, seed=0), world)
+    return request.param, [t for t in result.tasks if t.metadata.get("depends_on")]
+
+
+def test_dependent_tasks_are_made_and_their_reference_passes(dependent: tuple[str, list[Task]]) -> None:
+    name, tasks = dependent
+    world = get_world(name)
+    assert len(tasks) >= 2
+    writes_per_task = set()
+    for task in tasks:
+        constraints = load_constraints(task.verification.constraints)
+        writes = [c for c in task.reference_solution if world.tools[c.name].write]
+        writes_per_task.add(len(writes))
+        for i, j in task.metadata["depends_on"].items():
+            dep, maker = constraints[int(i)], constraints[j]
+            assert dep.fields[cove.ON_NEW] == j and maker.kind in ("book", "new_line")
+        # the dependent write's id is first shown by the creating write's result, not by a read before it
+        new_id = next(v for c in constraints if cove.ON_NEW in c.fields for k, v in c.fields.items()
+                      if k in ("reservation_id", "line_id"))
+        first = next(i for i, c in enumerate(task.reference_solution) if new_id in c.arguments.values())
+        assert world.tools[task.reference_solution[first].name].write
+        assert score_constraints(task, task.reference_solution).score == 1.0
+        episode = dl.play(world, task, [t for t in task.dialogue if t.role == "assistant"])
+        assert CompositeVerifier().verify(task, episode).passed
+        assert "that new" in task.instruction or "for it" in task.instruction
+    if name == "airline":
+        assert 3 in writes_per_task  # book, bags on it, and a cancellation: three requests
+
+
+def test_dependent_write_carries_no_reason_of_its_own(dependent: tuple[str, list[Task]]) -> None:
+    """Bags on the booking being made are part of that booking: no "my luggage changed since
+    I booked" reason; the goal gives the user's own reason for them instead ("since ...")."""
+    name, tasks = dependent
+    world = get_world(name)
+    banks = conversation(world).module.REASONS
+    for task in tasks:
+        keys = reason_keys(world, task, "change", None)
+        assert set(keys) == {c.name for c in _independent_writes(world, task)}
+        for call in _dependent_writes(world, task):
+            assert call.name in {"update_baggage", "add_addon", "set_roaming"}
+            assert not any(r in task.user.reason for r in banks.get(call.name, []))
+        assert "since " in task.instruction
+
+
+def _writes(world, task: Task) -> list[ToolCall]:  # type: ignore[no-untyped-def]
+    return [c for c in task.reference_solution if world.tools[c.name].write]
+
+
+def _dependent_writes(world, task: Task) -> list[ToolCall]:  # type: ignore[no-untyped-def]
+    return [c for i, c in enumerate(_writes(world, task)) if str(i) in task.metadata["depends_on"]]
+
+
+def _independent_writes(world, task: Task) -> list[ToolCall]:  # type: ignore[no-untyped-def]
+    return [c for i, c in enumerate(_writes(world, task)) if str(i) not in task.metadata["depends_on"]]
+
+
+def _traj(task: Task, calls: list[ToolCall]) -> Trajectory:
+    steps = [Step(index=i, turn=i + 1, action=c) for i, c in enumerate(calls)]
+    return Trajectory(id="t", task_id=task.id, trial=0, model="test", steps=steps, termination="user_stop")
+
+
+def test_dependent_constraint_is_judged_on_the_record_the_agent_made(dependent: tuple[str, list[Task]]) -> None:
+    name, tasks = dependent
+    world = get_world(name)
+    task = tasks[0]
+    gold = task.reference_solution
+    writes = _writes(world, task)
+    creating, follow = writes[0], _dependent_writes(world, task)[0]
+    # without the creating write the follow-up fails and the constraint says why
+    s = score_constraints(task, [c for c in gold if c is not creating])
+    assert not any(s.satisfied)
+    reasons = [d["reason"] for d in s.details]
+    assert any("new booking was not made" in r or "new line it is about was not opened" in r for r in reasons)
+    # the follow-up aimed at some other record of the user: the creation holds, the follow-up does not
+    conn = world.build_state(task.initial_state.seed, task.initial_state.scale, task.initial_state.patches)
+    try:
+        key = "reservation_id" if name == "airline" else "line_id"
+        table = "reservations" if name == "airline" else "lines"
+        owner_col = "user_id" if name == "airline" else "customer_id"
+        owner = creating.arguments[owner_col]
+        others = [r[0] for r in conn.execute(f"SELECT {key} FROM {table} WHERE {owner_col} = ? AND status = 'active'",
+                                             (owner,))]
+    finally:
+        conn.close()
+    assert others
+    elsewhere = [ToolCall(name=c.name, arguments={**c.arguments, key: others[0]}) if c is follow else c for c in gold]
+    s = score_constraints(task, elsewhere)
+    assert s.satisfied[0] and not all(s.satisfied)
+
+
+def test_policy_names_a_new_record_as_the_world_does(dependent: tuple[str, list[Task]]) -> None:
+    name, tasks = dependent
+    world = get_world(name)
+    task = tasks[0]
+    turns = [t for t in task.dialogue if t.role == "assistant"]
+    assert PolicyVerifier().verify(task, dl.play(world, task, turns)).passed
+    # the plan of the follow-up without any name of the new record: not announced
+    follow = _dependent_writes(world, task)[0]
+    new_id = follow.arguments["reservation_id" if name == "airline" else "line_id"]
+    at = next(i for i, t in enumerate(turns) if any(c.key() == follow.key() for c in t.tool_calls))
+    plan_turn = turns[at - 1]
+    result = next(m for m in dl.play(world, task, turns).messages
+                  if m["role"] == "tool" and new_id in (m.get("content") or ""))
+    names = [n for n in (result["content"].split('"')) if n and n in plan_turn.content and len(n) > 5]
+    vague = plan_turn.content
+    for n in names:
+        vague = vague.replace(n, "it")
+    assert vague != plan_turn.content
+    bad = [t.model_copy(update={"content": vague}) if i == at - 1 else t for i, t in enumerate(turns)]
+    verdict = PolicyVerifier().verify(task, dl.play(world, task, bad))
+    assert not verdict.passed and any("announce_and_confirm" in r for r in verdict.reasons)
