@@ -302,7 +302,8 @@ class EmbeddedModel:
     prefills every prompt whole with `generate`. The store is an LRU under `kv_budget_mb`;
     `release(messages, tools)` (the agent loop calls it when an episode ends) frees a
     conversation's turns. In fp32 greedy tokens are identical in every mode; in bf16 they
-    depend on batch composition and prefill split, with or without reuse.
+    depend on batch composition and prefill split, with or without reuse, and so does a
+    seeded sample: a seed repeats a completion exactly in fp32 with `kv_reuse="none"`.
     """
 
     def __init__(
