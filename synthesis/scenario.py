@@ -9,7 +9,8 @@ Every tool-use task passes through `synthesis.dialogue.with_dialogue`, which cal
   their mood;
 - **reason** for the call: a sentence from the world's ``REASONS`` for each write tool the
   request names, the last one's first (the refused one for a refusal), or for "answer" /
-  "transfer"; it also leads the
+  "transfer"; a world's ``reason_key(call)`` may key a bank by the call's intent and size
+  ("book_reservation:group" for several passengers); it also leads the
   instruction, so the user's opening says why they call ("My flight home was moved, so I
   need to change my reservation ...");
 - **reactions**: how to act when the agent sums up, refuses, offers an alternative or asks
@@ -196,21 +197,38 @@ def draw(key: str, options: Sequence[str], rng: random.Random) -> str:
 
 def reason_keys(world: Any, task: Task, outcome: str, refused_tool: str | None) -> list[str]:
     """The ``REASONS`` keys of a task, one per intent: the refused tool for a refusal, else
-    each distinct write tool of the reference, the last first (a two-part request, "book X
-    and cancel Y", gets the cancellation's reason, then the booking's), else "transfer" or
+    each distinct write of the reference, the last first (a two-part request, "book X and
+    cancel Y", gets the cancellation's reason, then the booking's), else "transfer" or
     "answer". A write on a record an earlier write creates (``metadata["depends_on"]``: bags
-    on the booking being made) belongs to that request and carries its reason in the goal."""
+    on the booking being made) belongs to that request and carries its reason in the goal.
+
+    A write's key is its tool's name, or what the world's ``reason_key(call)`` makes of the
+    call: "book_reservation:group" for a booking of several passengers, whose bank does not
+    speak of a solo trip (`reason_bank` falls back to the tool's own bank)."""
+    from envs.conversation import conversation
+
     if refused_tool:
         return [refused_tool]
     tools = getattr(world, "tools", {})
+    refine = getattr(conversation(world).module, "reason_key", None)
     follow_ups = {int(i) for i in task.metadata.get("depends_on", {})}  # part of the request they follow
-    writes = [c.name for c in task.reference_solution if c.name in tools and tools[c.name].write]
-    writes = [name for i, name in enumerate(writes) if i not in follow_ups]
-    if writes:
+    writes = [c for c in task.reference_solution if c.name in tools and tools[c.name].write]
+    keys = [(refine(c) if refine else None) or c.name
+            for i, c in enumerate(writes) if i not in follow_ups]
+    if keys:
         # the last intent's reason leads: most two-part requests start with the same tool
         # (a booking), so leading with the first would repeat that bank's openings
-        return list(dict.fromkeys(reversed(writes)))
+        return list(dict.fromkeys(reversed(keys)))
     return ["transfer" if outcome == "transfer" else "answer"]
+
+
+def reason_bank(reasons: dict[str, list[str]], key: str, outcome: str) -> list[str]:
+    """The reasons for `key` ("tool" or "tool:variant"): the world's bank for the key, else
+    for the tool, else for the outcome, else a generic one."""
+    base = key.split(":", 1)[0]
+    return (reasons.get(key) or reasons.get(base) or reasons.get(outcome) or GENERIC_REASONS.get(base)
+            or GENERIC_REASONS.get("change" if outcome in ("change", "refusal") else outcome)
+            or GENERIC_REASONS["change"])
 
 
 def goal_of(task: Task) -> str:
@@ -254,9 +272,7 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     keys = reason_keys(world, task, outcome, refused_tool)
     said: list[str] = []
     for key in keys:
-        bank = (reasons.get(key) or reasons.get(outcome) or GENERIC_REASONS.get(key)
-                or GENERIC_REASONS.get("change" if outcome in ("change", "refusal") else outcome)
-                or GENERIC_REASONS["change"])
+        bank = reason_bank(reasons, key, outcome)
         said.append(draw(f"{w}|reason|{key}", [r for r in bank if r not in said] or bank, rng))
     reason = " ".join(said)
     key = keys[0]

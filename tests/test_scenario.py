@@ -60,14 +60,17 @@ def airline_tasks():
 
 def test_synthesized_tasks_carry_a_full_scenario(airline_tasks):
     world = get_world("airline")
-    reasons = {r for bank in conversation(world).module.REASONS.values() for r in bank}
+    module = conversation(world).module
+    reasons = {r for bank in module.REASONS.values() for r in bank}
     labels = set(TRAITS) | {"a customer"}
     assert len(airline_tasks) >= 8
     for task in airline_tasks:
         u = task.user
         assert u.persona not in labels and len(u.persona.split()) >= 12, u.persona
-        # one reason per intent, the last intent's first: a sentence of each write tool's bank
-        writes = list(dict.fromkeys(c.name for c in reversed(task.reference_solution) if world.tools[c.name].write))
+        # one reason per intent, the last intent's first: a sentence of each write's bank
+        # (keyed by tool, or by tool and size: "book_reservation:group")
+        writes = list(dict.fromkeys(
+            module.reason_key(c) or c.name for c in reversed(task.reference_solution) if world.tools[c.name].write))
         parts, rest = [], u.reason
         while rest:
             head = next((r for r in reasons if rest.startswith(r)), None)
@@ -77,6 +80,7 @@ def test_synthesized_tasks_carry_a_full_scenario(airline_tasks):
         bank = conversation(world).module.REASONS
         if task.verification.outcome == "change":
             assert [next(k for k in writes if p in bank[k]) for p in parts] == writes, (u.reason, writes)
+            assert writes == scenario.reason_keys(world, task, "change", None)
         else:
             assert len(parts) == 1
         assert task.instruction.startswith(u.reason) and u.task_instructions == task.instruction
@@ -91,6 +95,38 @@ def test_synthesized_tasks_carry_a_full_scenario(airline_tasks):
         assert "How to react:" in user_system_prompt(task) and u.reactions[-1] in user_system_prompt(task)
     assert prefix_share(airline_tasks) >= 0.9
     assert len({t.user.persona for t in airline_tasks}) == len(airline_tasks)
+
+
+def test_reasons_fit_the_size_of_the_request():
+    """A booking for several passengers draws from the group bank and a one-seat booking from
+    the solo one ("your manager approved a trip to see a client" is no reason to fly three);
+    an order of several items or units likewise. Other writes keep their tool's bank."""
+    from data.records import StateRef, Task, ToolCall, UserScenario, Verification
+
+    cases = {
+        "airline": ("book_reservation", lambda n: {"user_id": "u", "flight_id": "F", "cabin": "economy",
+                                                   "passengers": n, "payment_id": "p"}, [1], [2, 3, 5]),
+        "retail": ("place_order", lambda n: {"customer_id": "c", "variant_ids": ["v"] * len(n),
+                                             "quantities": n, "payment_id": "p"}, [[1]], [[2], [1, 1], [3, 1]]),
+    }
+    for name, (tool, args, solo, group) in cases.items():
+        world = get_world(name)
+        banks = conversation(world).module.REASONS
+        sized = f"{tool}:group" if name == "airline" else f"{tool}:several"
+        assert set(banks[sized]).isdisjoint(banks[tool])
+        for size, key in [(n, tool) for n in solo] + [(n, sized) for n in group]:
+            task = Task(id=f"t-{name}-{size}", world=name, method="test", instruction="You want to do it.",
+                        user=UserScenario(persona="novice", task_instructions="You want to do it."),
+                        initial_state=StateRef(world=name, seed=0, scale=1, state_hash="h"),
+                        target_state_hash="h",
+                        reference_solution=[ToolCall(name=tool, arguments=args(size))],
+                        verification=Verification(outcome="change"))
+            assert scenario.reason_keys(world, task, "change", None) == [key]
+            written = scenario.write_scenario(world, task, "change")
+            assert written.user.reason in banks[key], (name, size, written.user.reason)
+    # a key without a bank of its own falls back to the tool's bank, then the generic ones
+    assert scenario.reason_bank({"t": ["x"]}, "t:big", "change") == ["x"]
+    assert scenario.reason_bank({}, "t:big", "change") == scenario.GENERIC_REASONS["change"]
 
 
 def test_outcome_assertions_say_what_is_done_told_and_never_claimed():

@@ -90,6 +90,33 @@ REASONS: dict[str, list[str]] = {
         "The university your son is starting at holds an orientation that parents are encouraged "
         "to attend.",
     ],
+    # a booking for several passengers (`reason_key`): nobody here travels alone
+    "book_reservation:group": [
+        "The kids' school break is around the corner, and the family finally agreed on where "
+        "to go.",
+        "Your parents' anniversary is a big one this year, and the family is flying in together "
+        "to celebrate.",
+        "Your book club has talked about a trip together for years, and this time everyone said "
+        "yes.",
+        "Your company is sending a small team to a trade show, and you drew the job of booking "
+        "everyone's seats.",
+        "A family reunion is being held on the other side of the country, and your household is "
+        "going together.",
+        "Your best friend's wedding is coming up, and the people in your party all want to be "
+        "on the same flight.",
+        "Your kids have been begging to see their grandparents, and you finally found dates that "
+        "work for everyone.",
+        "Your youth soccer team made it to an out-of-town tournament, and you're booking for the "
+        "group.",
+        "You and your partner are taking some friends along for a long-overdue getaway.",
+        "A long weekend is coming up, and your household wants to spend it somewhere warm.",
+        "Your extended family is gathering for a milestone birthday, and you offered to handle "
+        "the flights for your side.",
+        "The choir you sing in was invited to perform at a festival, and a few of you are "
+        "flying there together.",
+        "Your in-laws invited the whole family to stay with them, and it is your turn to sort out "
+        "the travel.",
+    ],
     "cancel_reservation": [
         "The conference you were flying out for just got called off by the organizers.",
         "Your doctor advised against travel while you recover from a minor surgery.",
@@ -415,3 +442,11 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
         return [f"Reservation {result['reservation_id']} is cancelled and {result['total_paid']} is refunded to {pay}.",
                 f"I cancelled {result['reservation_id']}; the refund of {result['total_paid']} goes to {pay}."]
     return []
+
+
+def reason_key(call: ToolCall) -> str | None:
+    """The ``REASONS`` key for `call` when its own tool's bank would not fit: a booking of
+    two or more passengers takes the group bank."""
+    if call.name == "book_reservation" and int(call.arguments.get("passengers") or 1) >= 2:
+        return "book_reservation:group"
+    return None

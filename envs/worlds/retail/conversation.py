@@ -61,7 +61,6 @@ WHO: list[str] = [
 REASONS: dict[str, list[str]] = {
     "place_order": [
         "Your sister's birthday is coming up fast, and you've finally settled on a gift.",
-        "Since moving into a new apartment, you've been slowly filling the gaps in your household.",
         "The old one finally gave out after years of daily use, and you're done making do.",
         "Browsing the catalog during lunch, you found exactly what you'd been hunting for.",
         "A friend raved about something from this store, and you decided to try it yourself.",
@@ -70,10 +69,29 @@ REASONS: dict[str, list[str]] = {
         "After a long stretch of putting it off, you're finally treating yourself.",
         "The gift exchange at your office is coming up, and you drew a coworker who is hard to "
         "shop for.",
-        "Your daughter is heading off to college, and her checklist still has gaps.",
         "You saw something similar at a friend's place and couldn't stop thinking about it.",
-        "Payday just arrived, and the wish list you've been building is calling your name.",
+        "Your niece just graduated, and you want to send her something she'll actually use.",
+        "A coworker showed you theirs in a meeting, and you've wanted one ever since.",
+        "Your anniversary is next week, and you've finally picked out the present.",
+        "The one you borrowed from a neighbour went back, and you miss having it around.",
+    ],
+    # an order of several items or units (`reason_key`): none of these is a single gift
+    "place_order:several": [
+        "Since moving into a new apartment, you've been slowly filling the gaps in your household.",
+        "Your daughter is heading off to college, and her checklist still has gaps.",
         "Getting ready to host your in-laws, you noticed your home is missing some of the basics.",
+        "Payday just arrived, and the wish list you've been building is calling your name.",
+        "The holidays are coming, and you're getting the gift shopping for the family done early.",
+        "Your office asked you to restock the break room, and the budget is on you this time.",
+        "A long weekend with friends at a rented cabin is coming up, and you offered to bring the "
+        "supplies.",
+        "Your kids outgrew half their things over the summer, and school starts soon.",
+        "You're finally redoing the spare room, and a few pieces are still missing.",
+        "The community center where you volunteer needs supplies, and you said you'd handle it.",
+        "Your twins' birthday party is this weekend, and you're picking up the last of what you "
+        "need.",
+        "A sale caught your eye, and it seemed smart to stock up while prices are low.",
+        "Your roommate and you split the shopping this month, and it is your turn to order.",
     ],
     "cancel_pending_order": [
         "Right after you checked out, a wave of buyer's remorse hit hard.",
@@ -397,3 +415,14 @@ def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -
         out.append(ToolCall(name="list_products", arguments={"category": row["category"]}))
         out.append(ToolCall(name="get_product_details", arguments={"product_id": row["product_id"]}))
     return out
+
+
+def reason_key(call: ToolCall) -> str | None:
+    """The ``REASONS`` key for `call` when its own tool's bank would not fit: an order of
+    several items or several units of one takes the "several" bank (the plain bank speaks
+    of one thing: a gift, a replacement)."""
+    if call.name == "place_order":
+        quantities = [int(q) for q in call.arguments.get("quantities") or [1]]
+        if len(quantities) > 1 or sum(quantities) > 1:
+            return "place_order:several"
+    return None
