@@ -717,7 +717,8 @@ def publish_release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id:
         with store.DatasetWriter(root, name, name, SCHEMAS[name], RELEASE_SCHEMA_VERSION, version) as w:
             written = _write_splits(w, src)
             stats = {**manifest.stats, "run": run} if run else dict(manifest.stats)
-            extra_sections, stats["training"] = _training_sections(name, written.head, lin.code_version,
+            head = (_with_columns(b, w.schema) for b in store.iter_batches(src, verify=False))
+            extra_sections, stats["training"] = _training_sections(name, head, lin.code_version,
                                                                    sum(written.rows.values()))
             header = card_header(name, SCHEMAS[name], written.rows, license=cfg.card.license,
                                  language=cfg.card.language, task_categories=TASK_CATEGORIES[name],
@@ -764,13 +765,11 @@ def _with_columns(table: Any, schema: Any) -> Any:
 @dataclass
 class WrittenSplits:
     """What `_write_splits` wrote: rows and Arrow bytes per split (train, test, then others),
-    the worlds seen, and the first rows the card's training figures look at
-    (`train.release_card.MAX_ROWS`)."""
+    and the worlds seen."""
 
     rows: dict[str, int]
     nbytes: dict[str, int]
     worlds: set[str]
-    head: Any
 
 
 def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
@@ -779,10 +778,7 @@ def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
     batches of bounded size (`store.iter_batches`, `DatasetWriter.part`): memory stays flat
     whatever the release's size. Rows written by an older release schema get the columns they
     lack as nulls."""
-    import pyarrow as pa
     import pyarrow.compute as pc
-
-    from train.release_card import MAX_ROWS as HEAD_ROWS
 
     def order(splits: Any) -> list[str]:
         return sorted(splits, key=lambda s: ({"train": 0, "test": 1}.get(s, 2), s))
@@ -790,17 +786,12 @@ def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
     rows: dict[str, int] = {}
     nbytes: dict[str, int] = {}
     worlds: set[str] = set()
-    head: list[Any] = []
-    held = 0
     opened: dict[str, Any] = {}  # split -> the `w.part` context of its file
     parts: dict[str, store.PartWriter] = {}
     try:
         for batch in store.iter_batches(src, verify=False):
             batch = _with_columns(batch, w.schema)
             worlds.update(x for x in pc.unique(batch.column("world")).to_pylist() if x)
-            if held < HEAD_ROWS:
-                head.append(batch.slice(0, HEAD_ROWS - held))
-                held += head[-1].num_rows
             for split in pc.unique(batch.column("split")).to_pylist():
                 part = batch.filter(pc.equal(batch.column("split"), split))
                 if split not in parts:
@@ -817,18 +808,18 @@ def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
         opened[split].__exit__(None, None, None)
     if not rows:  # the file the card's `train` pattern names, without rows
         w.write_table(empty_table(w.schema), prefix="train")
-    table = pa.concat_tables(head) if head else empty_table(w.schema)
-    return WrittenSplits({s: rows[s] for s in order(rows)}, nbytes, worlds, table)
+    return WrittenSplits({s: rows[s] for s in order(rows)}, nbytes, worlds)
 
 
-def _training_sections(kind: str, table: Any, code_version: str,
+def _training_sections(kind: str, batches: Any, code_version: str,
                        total_rows: int | None = None) -> tuple[str, dict[str, Any]]:
     """The card's sections on training with the release (templates checked, token lengths,
-    plain TRL, environments and rewards) and their figures; a note when they cannot be made
-    here (no transformers, or no prepared embedded model)."""
+    plain TRL, environments and rewards) and their figures, measured on the first rows of
+    `batches` a chunk at a time; a note when they cannot be made here (no transformers, or
+    no prepared embedded model)."""
     from train.release_card import training_sections
 
-    return training_sections(kind, table, code_version, total_rows)
+    return training_sections(kind, batches, code_version, total_rows)
 
 
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],

@@ -347,3 +347,31 @@ def test_the_training_runs_section_keeps_the_card_loadable(released: dict[str, P
     assert card.count(f"## {RUNS_SECTION}") == 1 and card.index("## Training with it") < card.index(f"## {RUNS_SECTION}")
     assert card.split("---\n")[1] == before.split("---\n")[1]  # the YAML header is untouched
     assert load_dataset(str(rel), cache_dir=str(tmp_path / "cache"))["test"].num_rows > 0
+
+
+def test_card_figures_measured_chunk_by_chunk_equal_one_pass(released: dict[str, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card measures its rows a chunk at a time (bounded memory); the figures it states
+    are those of measuring every row at once, template failures numbered by release row."""
+    from train import release_card
+
+    tok = release_card.embedded_tokenizer()
+    for kind in ("sft", "rl"):
+        table = store.read_table(released[kind])
+        schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
+        rows = [release_card.decode_row(r, schema) for r in table.to_pylist()]
+        batches = [table.slice(i, 3) for i in range(0, table.num_rows, 3)]  # odd sizes cross chunk edges
+        monkeypatch.setattr(release_card, "CHUNK_ROWS", 2)
+        _, chunked = release_card.training_sections(kind, batches, total_rows=table.num_rows)
+        chunks = list(release_card.decoded_chunks(batches, kind, chunk_rows=2))
+        assert max(len(c) for c in chunks) == 2 and sum(len(c) for c in chunks) == len(rows)
+        assert chunked["rows_measured"] == chunked["rows"] == len(rows)
+        assert chunked["token_lengths"] == release_card.token_lengths(tok, rows, kind)
+        if kind == "sft":
+            assert chunked["templates"] == release_card.check_templates(tok, rows)
+    # a failure found in a later chunk keeps its row number in the release
+    merged = release_card.merge_template_checks(
+        {"f": {"rows": 2, "ok": 2, "skipped": 0, "skipped_why": {}, "failed": 0, "failures": []}},
+        {"f": {"rows": 2, "ok": 1, "skipped": 0, "skipped_why": {}, "failed": 1,
+               "failures": [{"row": 3, "problem": "x"}]}})
+    assert merged["f"]["rows"] == 4 and merged["f"]["failures"] == [{"row": 3, "problem": "x"}]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,10 @@ def check_row(tokenizer: Any, row: dict[str, Any], family: str, template: str) -
     return None
 
 
-def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[str] | None = None) -> dict[str, Any]:
-    """Per family: rows checked, rows whose tool calls render right, and the first failures."""
+def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[str] | None = None,
+                    offset: int = 0) -> dict[str, Any]:
+    """Per family: rows checked, rows whose tool calls render right, and the first failures
+    (`row` counts from `offset`, the position of `rows[0]` in the release)."""
     out: dict[str, Any] = {}
     for family in families or list(TEMPLATES):
         try:
@@ -130,9 +133,26 @@ def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[s
             elif problem.startswith("skipped: "):
                 skipped[problem.removeprefix("skipped: ")] += 1
             else:
-                failures.append({"row": i, "problem": problem})
+                failures.append({"row": offset + i, "problem": problem})
         out[family] = {"rows": len(rows), "ok": ok, "skipped": sum(skipped.values()), "skipped_why": dict(skipped),
                        "failed": len(failures), "failures": failures[:3]}
+    return out
+
+
+def merge_template_checks(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two `check_templates` results of consecutive chunks as one (counts added, the first
+    three failures kept)."""
+    out = dict(a)
+    for family, fb in b.items():
+        fa = a.get(family)
+        if fa is None or "unavailable" in fa or "unavailable" in fb:
+            out[family] = fa or fb
+            continue
+        why = Counter(fa["skipped_why"])
+        why.update(fb["skipped_why"])
+        out[family] = {"rows": fa["rows"] + fb["rows"], "ok": fa["ok"] + fb["ok"],
+                       "skipped": fa["skipped"] + fb["skipped"], "skipped_why": dict(why),
+                       "failed": fa["failed"] + fb["failed"], "failures": (fa["failures"] + fb["failures"])[:3]}
     return out
 
 
@@ -171,9 +191,32 @@ def row_lengths(tokenizer: Any, row: dict[str, Any], kind: str, chat_template: s
 def token_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     """p50/p95/max tokens before the first assistant turn and in total, and the `max_length`
     that drops no row under assistant-only loss (`min_max_length`)."""
-    before, total = zip(*(row_lengths(tokenizer, r, kind) for r in rows), strict=True) if rows else ((), ())
-    return {"rows": len(rows), "before_first_assistant": _percentiles(list(before)),
+    return length_figures([row_lengths(tokenizer, r, kind) for r in rows])
+
+
+def length_figures(lengths: list[tuple[int, int]]) -> dict[str, Any]:
+    """`token_lengths`' figures from each row's (before the first assistant turn, total)."""
+    before, total = zip(*lengths, strict=True) if lengths else ((), ())
+    return {"rows": len(lengths), "before_first_assistant": _percentiles(list(before)),
             "total": _percentiles(list(total)), "min_max_length": (max(before) + 1) if before else 0}
+
+
+CHUNK_ROWS = 200  # rows decoded at a time while measuring: what the measurement holds
+
+
+def decoded_chunks(batches: Iterable[Any], kind: str, limit: int = MAX_ROWS,
+                   chunk_rows: int = CHUNK_ROWS) -> Iterator[list[dict[str, Any]]]:
+    """The first `limit` rows of Arrow `batches` (tables or record batches of a release of
+    `kind`), decoded as `datasets` yields them, `chunk_rows` at a time."""
+    schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
+    left = limit
+    for batch in batches:
+        for start in range(0, min(batch.num_rows, left), chunk_rows):
+            chunk = batch.slice(start, min(chunk_rows, left - start))
+            yield [decode_row(r, schema) for r in chunk.to_pylist()]
+        left -= min(batch.num_rows, left)
+        if left <= 0:
+            return
 
 
 @lru_cache(maxsize=1)
@@ -194,28 +237,40 @@ def embedded_tokenizer() -> Any:
     return tok
 
 
-def training_sections(kind: str, table: Any, code_version: str = "",
+def training_sections(kind: str, batches: Any, code_version: str = "",
                       total_rows: int | None = None) -> tuple[str, dict[str, Any]]:
     """The card's markdown about training on a release of `kind` (`sft` or `rl`), and its
     figures (template checks, token lengths) for the manifest's stats, measured on the first
-    `MAX_ROWS` rows of `table` (which may hold only those: `total_rows` then says how many
-    the release has)."""
-    schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
-    rows = [decode_row(r, schema) for r in table.slice(0, MAX_ROWS).to_pylist()]
-    figures: dict[str, Any] = {"rows_measured": len(rows),
-                               "rows": table.num_rows if total_rows is None else total_rows}
+    `MAX_ROWS` rows of `batches` (an Arrow table, or an iterable of tables read one at a
+    time; `total_rows` says how many rows the release has when that is not all of them).
+    Rows are decoded and measured `CHUNK_ROWS` at a time, so memory does not grow with them."""
+    if hasattr(batches, "num_rows"):  # one table
+        total_rows = batches.num_rows if total_rows is None else total_rows
+        batches = [batches]
+    figures: dict[str, Any] = {"rows_measured": 0, "rows": total_rows}
     try:
         tokenizer = embedded_tokenizer()
     except (ImportError, OSError) as exc:
         figures["unmeasured"] = f"{type(exc).__name__}: {exc}"
         tokenizer = None
-    if tokenizer is not None and rows:
-        try:
-            figures["token_lengths"] = token_lengths(tokenizer, rows, kind)
-            if kind == "sft":
-                figures["templates"] = check_templates(tokenizer, rows)
-        except Exception as exc:  # a card figure must never block a publish; the card says why
-            figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    lengths: list[tuple[int, int]] = []
+    templates: dict[str, Any] = {}
+    try:
+        for rows in decoded_chunks(batches, kind, chunk_rows=CHUNK_ROWS):
+            if tokenizer is not None:
+                lengths += [row_lengths(tokenizer, r, kind) for r in rows]
+                if kind == "sft":
+                    templates = merge_template_checks(templates, check_templates(tokenizer, rows,
+                                                                                 offset=figures["rows_measured"]))
+            figures["rows_measured"] += len(rows)
+    except Exception as exc:  # a card figure must never block a publish; the card says why
+        figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if figures["rows"] is None:
+        figures["rows"] = figures["rows_measured"]
+    if tokenizer is not None and lengths and "unmeasured" not in figures:
+        figures["token_lengths"] = length_figures(lengths)
+        if kind == "sft":
+            figures["templates"] = templates
     parts = ["## Training with it", ""]
     if kind == "sft":
         parts += _sft_text(figures)
