@@ -253,6 +253,14 @@ def test_llm_judge_through_any_chat_model(tasks: list[Task]) -> None:
         model=FakeJudge('{"results": [{"id": 1, "met": true}, {"id": 2, "met": true}]}')
     )
     assert composite.basis(task) == ["DB", "NL_ASSERTION"] and composite.verify(task, traj).passed
+    # a synthesized task names its own basis; with a judge its outcome assertions are judged too
+    own = tasks[0]
+    assert own.verification.basis and own.verification.nl_assertions
+    assert CompositeVerifier().basis(own) == ["DB", "COMMUNICATE", "POLICY"]
+    assert composite.basis(own) == ["DB", "COMMUNICATE", "POLICY", "NL_ASSERTION"]
+    refusing = CompositeVerifier(model=FakeJudge('{"results": [{"id": 1, "met": false, "reason": "no"}]}'))
+    gold = refusing.verify(own, build_dialogue(own, own.dialogue))
+    assert not gold.passed and any(r.startswith("NL_ASSERTION:") for r in gold.reasons)
     assert "llm_judge" in audit([task], [v]).skipped_verifiers
 
 

@@ -4,9 +4,9 @@ Each task names the checks that decide it in `task.verification.basis`, e.g.
 ``["DB", "COMMUNICATE", "ACTION"]``; without one it gets the default of its kind: the
 verifier it names itself (`verification.verifier`, e.g. ``tests_pass``), else its synthesis
 method's (`DEFAULT_BASIS`), plus COMMUNICATE when it has facts to communicate and
-NL_ASSERTION when it has `nl_assertions` and a judge model is configured. A basis is one of
-the basis names verifiers declare (`Verifier.basis_name`) or the name of any registered verifier; the composite runs those of the task
-and combines them:
+NL_ASSERTION when it has `nl_assertions` and a judge model is configured (whatever its own
+basis says). A basis is one of the basis names verifiers declare (`Verifier.basis_name`) or
+the name of any registered verifier; the composite runs those of the task and combines them:
 
     passed = every component passed;  score = product of the component scores (τ²-bench)
 
@@ -55,7 +55,7 @@ class CompositeVerifier(BaseVerifier):
     """The task's reward basis, each basis judged by its verifier, combined by product."""
 
     name = "composite"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: NL_ASSERTION joins a task's own basis when a judge is configured
     takes_model = True  # handed to components that need one (the LLM judge)
 
     def __init__(
@@ -84,8 +84,10 @@ class CompositeVerifier(BaseVerifier):
             )
             if v.communicate and "COMMUNICATE" not in names:
                 names.append("COMMUNICATE")
-            if self.model is not None and v.nl_assertions and "NL_ASSERTION" not in names:
-                names.append("NL_ASSERTION")
+        # the outcome assertions are judged whenever a judge model is configured, whatever the
+        # task's own basis says (synthesized tasks name DB/CONSTRAINTS, COMMUNICATE and POLICY)
+        if self.model is not None and v.nl_assertions and "NL_ASSERTION" not in names:
+            names.append("NL_ASSERTION")
         known = set(VERIFIERS.names()) - {self.name}
         unknown = [b for b in names if b not in self.basis_verifiers and b not in known]
         if unknown:
