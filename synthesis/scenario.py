@@ -287,7 +287,9 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     kind = outcome if outcome in REACTIONS else "change"
     line = rng.randrange(len(REACTIONS[kind]))
     reactions = [draw(f"react|{kind}|{line}", REACTIONS[kind][line], rng)]
-    conditional = re.search(r"\b(prefer|rather)\b", task.instruction)
+    # a conditional preference the design stated ("you would prefer X if ..."), not any "rather" (a
+    # reason such as "since you would rather not haul everything" is no preference)
+    conditional = bool(task.metadata.get("preference")) and re.search(r"\b(prefer|rather)\b", task.instruction)
     extra = (["preference"] if outcome == "change" and conditional else []) + (
         ["unknown"] if task.user.unknown_info else [])
     reactions += [draw(f"react|{k}", REACTIONS[k][0], rng) for k in extra]

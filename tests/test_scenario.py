@@ -4,6 +4,7 @@ assertions, written for every tool-use task on its way through the reference dia
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -217,6 +218,8 @@ def test_every_unmet_preference_is_looked_up_and_explained(name):
     cfg = SynthesisConfig(method="logic_driven", world=name, n_tasks=20, seed=0)
     explained = 0
     for task in get_method(cfg.method)(cfg, world).tasks:
+        # a preference is the user's own reasoning, never an aside in parentheses
+        assert not re.search(r"\((?:you|I) (?:would|asked)", task.instruction), task.instruction
         wanted = task.metadata.get("preference")
         if not wanted:
             continue
@@ -264,3 +267,14 @@ def test_retail_refund_elsewhere_is_explained_with_the_rule():
         assert "original payment method" in sentence and ret.arguments["order_id"] in sentence
         return
     pytest.fail("no return with another card of the customer among 30 tasks")
+
+
+def test_a_reason_that_says_rather_is_no_preference():
+    """"since you would rather not haul everything through the airport" explains bags; the
+    user is not told to hold out for a preference the task does not have."""
+    preference = set(REACTIONS["preference"][0])
+    cfg = SynthesisConfig(method="constraint_guided", world="airline", n_tasks=30, seed=0)
+    tasks = get_method(cfg.method)(cfg, get_world("airline")).tasks
+    rather = [t for t in tasks if "rather" in t.instruction and not t.metadata.get("preference")]
+    assert rather
+    assert not any(preference & set(t.user.reactions) for t in rather)

@@ -688,8 +688,8 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
         if pref.get("give_up") == aid:
             text += " (you are giving it up to make room for a new appointment)"
         if pref.get("wants_move") == aid:
-            text += (" (you would rather move it, but if it cannot be moved, cancelling it and booking the"
-                     " new time is fine)")
+            text += ("; you would rather move it, but if it cannot be moved, cancelling it and booking the"
+                     " new time is fine")
         parts.append(text)
     for aid, old, new in outcomes["move"]:
         appt = kit.row(before, "SELECT * FROM appointments WHERE appointment_id = ?", aid)

@@ -41,9 +41,9 @@ NEW_LINE_REASONS = {  # add-on kind (or "roaming": switching it on) -> reasons
     "data": ["whoever uses it streams a lot of video", "the plan's data alone will not last the month",
              "it will be used as a hotspot for a laptop"],
     "calls": ["it will be used to call family overseas", "most of its calls will be to numbers abroad"],
-    "roaming": ["the line is for a trip abroad", "it will mostly be used while travelling",
+    "roaming": ["whoever uses it will be travelling abroad soon", "it will mostly be used while travelling",
                 "whoever carries it will be abroad within the week"],
-    "insurance": ["the phone it goes into is brand new and expensive", "it is for a teenager who drops things"]}
+    "insurance": ["the phone it goes into is brand new and expensive", "whoever carries it tends to drop things"]}
 LINE_LIMIT = {"business": 8}  # lines an account may hold (not terminated); other segments 4 (R02)
 REASON_WORDS = {"lost_or_stolen": "your phone was lost or stolen", "travel": "you are travelling"}
 ADDON_WORDS = {"data": "data boost", "roaming": "roaming pass", "calls": "international calling add-on",
@@ -358,7 +358,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
                 known["add-on for the new line"] = f["addon_id"]
                 unknown.add("the add-on id")
             elif any(p.kind == "addon" and cove.ON_NEW in p.fields for p in constraints[:i]):
-                parts.append("then have roaming switched on for it")  # the pass already says why
+                parts.append("have roaming switched on for it as well")  # the pass already says why
                 known["roaming on the new line"] = "on"
             else:
                 parts.append(f"have roaming switched on for it, since {why}")
