@@ -1,5 +1,6 @@
 """Requests that depend on each other (issue 16 §2): a booking and then bags on that new
-booking (and a cancellation besides), a new line and then an add-on or roaming on it. The
+booking (and a cancellation besides), a new line and then an add-on or roaming on it, an
+order and then a new shipping address for that order. The
 dependent constraint is checked on the record the creating write made, the reference
 dialogue grounds its id in that write's result, the policy verifier knows the new record by
 the names the world gives it, and the user's reason belongs to the request it follows."""
@@ -21,10 +22,21 @@ from verifiers.constraints import score_constraints
 from verifiers.policy import PolicyVerifier
 
 
-@pytest.fixture(scope="module", params=["airline", "telecom"])
+# world -> the table of the record a write creates, its key, its owner column, which of the
+# owner's other records a follow-up could be aimed at, the creating constraint's kind, and the
+# follow-up tools
+NEW_RECORD = {
+    "airline": ("reservations", "reservation_id", "user_id", "status = 'active'", "book", {"update_baggage"}),
+    "telecom": ("lines", "line_id", "customer_id", "status = 'active'", "new_line", {"add_addon", "set_roaming"}),
+    "retail": ("orders", "order_id", "customer_id", "1 = 1", "order",
+               {"modify_order_address"}),
+}
+
+
+@pytest.fixture(scope="module", params=list(NEW_RECORD))
 def dependent(request: pytest.FixtureRequest) -> tuple[str, list[Task]]:
     world = get_world(request.param)
-    n = 2 * len(world_constraints(world).KINDS)  # the kinds come in turn: every one twice
+    n = 5 * len(world_constraints(world).KINDS)  # the kinds come in turn: every one five times
     result = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=n, seed=0), world)
     return request.param, [t for t in result.tasks if t.metadata.get("depends_on")]
 
@@ -40,10 +52,10 @@ def test_dependent_tasks_are_made_and_their_reference_passes(dependent: tuple[st
         writes_per_task.add(len(writes))
         for i, j in task.metadata["depends_on"].items():
             dep, maker = constraints[int(i)], constraints[j]
-            assert dep.fields[cove.ON_NEW] == j and maker.kind in ("book", "new_line")
+            assert dep.fields[cove.ON_NEW] == j and maker.kind == NEW_RECORD[name][4]
         # the dependent write's id is first shown by the creating write's result, not by a read before it
         new_id = next(v for c in constraints if cove.ON_NEW in c.fields for k, v in c.fields.items()
-                      if k in ("reservation_id", "line_id"))
+                      if k == NEW_RECORD[name][1])
         first = next(i for i, c in enumerate(task.reference_solution) if new_id in c.arguments.values())
         assert world.tools[task.reference_solution[first].name].write
         assert score_constraints(task, task.reference_solution).score == 1.0
@@ -64,7 +76,7 @@ def test_dependent_write_carries_no_reason_of_its_own(dependent: tuple[str, list
         keys = reason_keys(world, task, "change", None)
         assert {k.split(":")[0] for k in keys} == {c.name for c in _independent_writes(world, task)}
         for call in _dependent_writes(world, task):
-            assert call.name in {"update_baggage", "add_addon", "set_roaming"}
+            assert call.name in NEW_RECORD[name][5]
             assert not any(r in task.user.reason for r in banks.get(call.name, []))
         assert "since " in task.instruction
 
@@ -97,18 +109,23 @@ def test_dependent_constraint_is_judged_on_the_record_the_agent_made(dependent: 
     s = score_constraints(task, [c for c in gold if c is not creating])
     assert not any(s.satisfied)
     reasons = [d["reason"] for d in s.details]
-    assert any("new booking was not made" in r or "new line it is about was not opened" in r for r in reasons)
-    # the follow-up aimed at some other record of the user: the creation holds, the follow-up does not
-    conn = world.build_state(task.initial_state.seed, task.initial_state.scale, task.initial_state.patches)
-    try:
-        key = "reservation_id" if name == "airline" else "line_id"
-        table = "reservations" if name == "airline" else "lines"
-        owner_col = "user_id" if name == "airline" else "customer_id"
-        owner = creating.arguments[owner_col]
-        others = [r[0] for r in conn.execute(f"SELECT {key} FROM {table} WHERE {owner_col} = ? AND status = 'active'",
-                                             (owner,))]
-    finally:
-        conn.close()
+    assert any(r.startswith(("the new booking was not made", "the new line it is about was not opened",
+                             "the new order was not placed")) for r in reasons), reasons
+    # the follow-up aimed at some other record of the user (of the first task whose user has
+    # one): the creation holds, the follow-up does not
+    table, key, owner_col, which = NEW_RECORD[name][:4]
+    for task in tasks:
+        gold = task.reference_solution
+        follow = _dependent_writes(world, task)[0]
+        conn = world.build_state(task.initial_state.seed, task.initial_state.scale, task.initial_state.patches)
+        try:
+            owner = _writes(world, task)[0].arguments[owner_col]
+            others = [r[0] for r in conn.execute(f"SELECT {key} FROM {table} WHERE {owner_col} = ? AND {which}",
+                                                 (owner,))]
+        finally:
+            conn.close()
+        if others:
+            break
     assert others
     elsewhere = [ToolCall(name=c.name, arguments={**c.arguments, key: others[0]}) if c is follow else c for c in gold]
     s = score_constraints(task, elsewhere)
@@ -123,7 +140,7 @@ def test_policy_names_a_new_record_as_the_world_does(dependent: tuple[str, list[
     assert PolicyVerifier().verify(task, dl.play(world, task, turns)).passed
     # the plan of the follow-up without any name of the new record: not announced
     follow = _dependent_writes(world, task)[0]
-    new_id = follow.arguments["reservation_id" if name == "airline" else "line_id"]
+    new_id = follow.arguments[NEW_RECORD[name][1]]
     at = next(i for i, t in enumerate(turns) if any(c.key() == follow.key() for c in t.tool_calls))
     plan_turn = turns[at - 1]
     result = next(m for m in dl.play(world, task, turns).messages

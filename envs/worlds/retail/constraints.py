@@ -6,14 +6,17 @@ placing an order (a variant in stock, a quantity, a payment method that covers i
 cancelling a pending order (with a reason), changing the address of a pending or processed
 order, returning units of an item of an order delivered within the window (refund to the
 original method or a gift card) or exchanging them for a sibling variant in stock; with
-probability `p_extra` a second request on another order. A set is kept only if its writes
-succeed in every order. Descriptions replace order, item, variant and payment ids; each
+probability `p_extra` a second request on another order. With `kind` (constraint-guided
+synthesis passes ``KINDS`` in turn) the first request is of that kind; "order_address"
+depends on the order itself (`envs.cove.ON_NEW`): place an order, then have that new order
+shipped to another address. A set is kept only if its writes succeed in every order. Descriptions replace order, item, variant and payment ids; each
 matches exactly one record of its scope (orders and payment methods: the customer's;
 items: the order's lines; variants: the catalog, or the product's variants).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sqlite3
@@ -28,7 +31,13 @@ from envs.design import Goal
 
 WORLD = "retail"
 IDENTITY_FIELDS: tuple[str, ...] = ()  # the customer gives an email; the customer id stays hidden
-KINDS = ["order", "cancel", "address", "return", "exchange"]
+BASE_KINDS = ["order", "cancel", "address", "return", "exchange"]
+DEPENDENT = ["order_address"]  # an order, then a request on that new order
+KINDS = [*BASE_KINDS, *DEPENDENT]
+# The customer's own reason for shipping the order they are placing somewhere else.
+NEW_ORDER_ADDRESS_REASONS = ["you will be staying there when it arrives", "it is a present for whoever lives there",
+                             "nobody will be home at your usual address that week", "you are moving there shortly",
+                             "someone is always in at that address to sign for parcels"]
 REASONS = {"no longer needed": "you no longer need it", "ordered by mistake": "you ordered it by mistake"}
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane", "Orchard Drive"]
 CITIES = ["Lakewood", "Ashford", "Brookside", "Westfield", "Millbrook"]
@@ -125,10 +134,8 @@ def _sample(kind: str, conn: sqlite3.Connection, rng: random.Random, cid: str,
         if kind == "cancel":
             return Constraint(kind="cancel", fields={"customer_id": cid, "order_id": o["order_id"],
                                                      "reason": rng.choice(list(REASONS))})
-        address = o["address"]
-        while address == o["address"]:
-            address = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
-        return Constraint(kind="address", fields={"customer_id": cid, "order_id": o["order_id"], "address": address})
+        return Constraint(kind="address", fields={"customer_id": cid, "order_id": o["order_id"],
+                                                  "address": _new_address(rng, o["address"])})
     lines = [ln for ln in _open_lines(conn, cid) if ln["order_id"] not in avoid]
     rng.shuffle(lines)
     for ln in lines:
@@ -161,12 +168,46 @@ def _touched(c: Constraint) -> set[str]:
             and not k.startswith("payment") and not k.startswith("refund")}
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+def _new_address(rng: random.Random, current: str) -> str:
+    address = current
+    while address == current:
+        address = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
+    return address
+
+
+def _on_new_order(conn: sqlite3.Connection, rng: random.Random, cid: str) -> list[Constraint]:
+    """An order for customer `cid`, then a new shipping address for that order (module
+    docstring): the order id its write mints, and an address change that succeeds on it."""
+    opening = _sample("order", conn, rng, cid, set())
+    if opening is None:
+        return []
+    oid = cove.created_id(conn, WORLD, [write_call(opening)], "orders", "order_id")
+    if oid is None:
+        return []
+    with cove.applied(conn, WORLD, [write_call(opening)]) as ok:
+        current = kit.one(conn, "SELECT address FROM orders WHERE order_id = ?", oid)["address"] if ok else None
+    if current is None:
+        return []
+    out = [opening, Constraint(kind="address", fields={"customer_id": cid, "order_id": oid,
+                                                       "address": _new_address(rng, current), cove.ON_NEW: 0})]
+    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
+                       kind: str | None = None) -> list[Constraint]:
     """A constraint set for one customer, solvable by construction (its writes succeed in
-    every order): one request, plus (with probability `p_extra`) a second one on another
-    order or variant. Empty when nothing fits."""
+    every order): one request (of `kind` when given), plus (with probability `p_extra`) a
+    second one on another order or variant. Empty when nothing fits."""
     customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
-    return cove.sample_set(conn, rng, WORLD, customers, KINDS, _sample, _touched, write_call, p_extra)
+    if kind in DEPENDENT:
+        rng.shuffle(customers)
+        for cid in customers[:40]:
+            found = _on_new_order(conn, rng, cid)
+            if found:
+                return found
+        return []
+    return cove.sample_set(conn, rng, WORLD, customers, BASE_KINDS, _sample, _touched, write_call, p_extra,
+                           first=kind)
 
 
 # -- fuzzification -------------------------------------------------------------------------
@@ -266,6 +307,8 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
         if c.kind == "order":
             put("variant_id", describe_variant(conn, rng, slot + "variant_id", c["variant_id"]))
             put("payment_id", describe_payment(conn, slot + "payment_id", c["payment_id"]))
+        elif cove.ON_NEW in c.fields:
+            continue  # the order the customer is placing: "that new order"
         elif c.kind in ("cancel", "address", "return", "exchange"):
             put("order_id", describe_order(conn, rng, slot + "order_id", c["order_id"]))
             if c.kind in ("return", "exchange"):
@@ -303,6 +346,11 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             parts.append(f"cancel {f['order_id']} because {REASONS[c['reason']]}")
             known.update({"order": cove.mine(f["order_id"]), "reason": c["reason"]})
             unknown.add("the order id")
+        elif c.kind == "address" and cove.ON_NEW in c.fields:
+            bank = NEW_ORDER_ADDRESS_REASONS
+            why = bank[int(hashlib.sha256(f"{c['order_id']}|{c['address']}".encode()).hexdigest(), 16) % len(bank)]
+            parts.append(f"have that new order shipped to {c['address']} rather than your usual address, since {why}")
+            known["address for the new order"] = c["address"]
         elif c.kind == "address":
             parts.append(f"have {f['order_id']} shipped to {c['address']} instead")
             known.update({"order": cove.mine(f["order_id"]), "address": c["address"]})
@@ -363,7 +411,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
         if c.kind == "order":
             product = _one(conn, "variant", c["variant_id"])["product_id"]
             reads.append(ToolCall(name="get_product_details", arguments={"product_id": product}))
-        else:
+        elif cove.ON_NEW not in c.fields:  # a new order's details come with its own write's result
             reads.append(ToolCall(name="get_order_details", arguments={"order_id": c["order_id"]}))
     return [*reads, *(write_call(c) for c in constraints)]
 
@@ -389,12 +437,14 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
     - order: a new pending order of the customer, paid with that method, holding exactly
       that variant in that quantity;
     - cancel: the order was pending and is cancelled now, for that reason;
-    - address: the order ships to the new address now (and did not before);
+    - address: the order ships to the new address now (and did not before; for the order
+      being placed, ``on_new``: the order that satisfied the order request ships there);
     - return / exchange: a new return (exchange) of exactly those units of that line, with
       that refund method (new variant and payment method).
     """
     satisfied: list[bool] = []
     details: list[dict[str, Any]] = []
+    records: list[str | None] = []
     for c in constraints:
         f = c.fields
         table, record = "orders", None
@@ -407,6 +457,12 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
                     record = oid
                     break
             reason = "ordered" if record else "no new order with exactly that item, quantity and payment method"
+        elif c.kind == "address" and cove.ON_NEW in f:
+            oid = cove.target(c, "order_id", records)
+            after = _order_row(conn_final, oid) if oid else None
+            ok = bool(after and after["address"] == f["address"])
+            record = oid if ok else None
+            reason = "address changed" if ok else (f"ships to {after['address']}" if after else "the new order was not placed")
         elif c.kind in ("cancel", "address"):
             before, after = _order_row(conn_initial, f["order_id"]), _order_row(conn_final, f["order_id"])
             if c.kind == "cancel":
@@ -433,6 +489,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
         satisfied.append(record is not None)
+        records.append(record)
         details.append({"kind": c.kind, "satisfied": record is not None, "reason": reason,
                         "record": {"table": table, "key": record_key([record])} if record else None})
     return satisfied, details

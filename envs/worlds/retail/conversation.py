@@ -403,10 +403,11 @@ def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any])
 
 
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
-    """Reads that show a write's ids: the order's details, and the products of new items."""
+    """Reads that show a write's ids: the order's details (not of an order the conversation
+    is placing: its own write's result shows it), and the products of new items."""
     a = call.arguments
     out: list[ToolCall] = []
-    if "order_id" in a:
+    if "order_id" in a and conn.execute("SELECT 1 FROM orders WHERE order_id = ?", (a["order_id"],)).fetchone():
         out.append(ToolCall(name="get_order_details", arguments={"order_id": a["order_id"]}))
     variants = list(a.get("variant_ids") or []) + ([a["new_variant_id"]] if a.get("new_variant_id") else [])
     for v in variants:
