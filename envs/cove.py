@@ -15,7 +15,9 @@ described in `envs/constraints.py`).
   booking"). Its id field holds the id the reference's write will mint, found by running
   that write inside a rolled-back savepoint; its ``on_new`` field names the creating
   constraint, and the check resolves the record from that constraint's outcome, so an agent
-  that creates the record some other valid way is judged on the record it made.
+  that creates the record some other valid way is judged on the record it made. A constraint
+  with an ``after`` field is possible only once the named constraint's write is made (a
+  booking the unpaid balance blocks until it is paid): its set is sampled in that order.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
 
 
 ON_NEW = "on_new"  # field of a dependent constraint: the index of the constraint that creates its record
+AFTER = "after"  # field of a constraint only possible once the write of the constraint it names is made
 
 
 @contextlib.contextmanager

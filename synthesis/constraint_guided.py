@@ -41,7 +41,7 @@ from envs.constraints import (
     dump_constraints,
     world_constraints,
 )
-from envs.cove import ON_NEW
+from envs.cove import AFTER, ON_NEW
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
 from synthesis.dialogue import with_dialogue
@@ -69,10 +69,14 @@ def user_texts(task: Task) -> list[str]:
 
 
 def dependencies(constraints: list[Constraint]) -> dict[str, int]:
-    """Write index -> the index of the earlier write whose new record it acts on (a booking,
-    then bags on that booking), for the constraints that depend on another (``on_new``);
-    constraint i is met by the reference's i-th write."""
-    return {str(i): int(c.fields[ON_NEW]) for i, c in enumerate(constraints) if ON_NEW in c.fields}
+    """Write index -> the index of the write whose request it is part of: a write on the new
+    record of an earlier one (``on_new``: bags on the booking being made) belongs to that
+    write's request, and a write that makes a later one possible (``after``: paying the balance
+    down so a booking can be made) to that later one's. Constraint i is met by the
+    reference's i-th write."""
+    out = {str(i): int(c.fields[ON_NEW]) for i, c in enumerate(constraints) if ON_NEW in c.fields}
+    out.update({str(int(c.fields[AFTER])): i for i, c in enumerate(constraints) if AFTER in c.fields})
+    return out
 
 
 def _replay(world: World, ref: StateRef, calls: list[ToolCall]) -> tuple[sqlite3.Connection, str | None]:

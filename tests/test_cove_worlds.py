@@ -161,10 +161,14 @@ def test_sets_are_solvable_in_any_order(case: tuple[World, SynthesisResult]) -> 
         depends = {int(i): j for i, j in task.metadata.get("depends_on", {}).items()}
         if not depends:
             assert cove.solvable_in_any_order(conn, world.name, [], writes)
-        else:  # a request on a record the set creates: only after it, and never before
+        else:  # a request on a record the set creates, or one another makes possible: only after it
             for i, j in depends.items():
-                assert j < i and constraints[i].fields[cove.ON_NEW] == j
-                assert not cove.trial(conn, world.name, [writes[i]])
+                if cove.ON_NEW in constraints[i].fields:  # write i acts on what write j creates
+                    assert j < i and constraints[i].fields[cove.ON_NEW] == j
+                    assert not cove.trial(conn, world.name, [writes[i]])
+                else:  # write i makes write j possible
+                    assert i < j and constraints[j].fields[cove.AFTER] == i
+                    assert not cove.trial(conn, world.name, [writes[j]])
         assert cove.trial(conn, world.name, writes) and st_unchanged(conn, task)
 
 

@@ -153,3 +153,34 @@ def test_policy_names_a_new_record_as_the_world_does(dependent: tuple[str, list[
     bad = [t.model_copy(update={"content": vague}) if i == at - 1 else t for i, t in enumerate(turns)]
     verdict = PolicyVerifier().verify(task, dl.play(world, task, bad))
     assert not verdict.passed and any("announce_and_confirm" in r for r in verdict.reasons)
+
+
+def test_a_booking_the_balance_blocks_comes_after_paying_it() -> None:
+    """Clinic: a patient owing more than the booking limit (R07) pays the balance first, then
+    books; the payment is part of the booking's request (its reason is the booking's), and a
+    booking attempted before the payment, or without it, is refused and judged unmet."""
+    from envs.worlds.clinic.constraints import BALANCE_LIMIT
+
+    world = get_world("clinic")
+    n = 2 * len(world_constraints(world).KINDS)
+    tasks = [t for t in get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=n,
+                                                                           seed=0), world).tasks
+             if t.metadata.get("depends_on")]
+    assert len(tasks) >= 1
+    for task in tasks:
+        pay, book = _writes(world, task)
+        assert (pay.name, book.name) == ("pay_balance", "book_appointment") and pay.arguments["amount"] > BALANCE_LIMIT
+        assert task.metadata["depends_on"] == {"0": 1}
+        constraints = load_constraints(task.verification.constraints)
+        assert constraints[1].fields[cove.AFTER] == 0
+        assert reason_keys(world, task, "change", None) == ["book_appointment"]
+        assert "first pay off" in task.instruction and "since " in task.instruction
+        assert score_constraints(task, task.reference_solution).score == 1.0
+        episode = dl.play(world, task, [t for t in task.dialogue if t.role == "assistant"])
+        assert CompositeVerifier().verify(task, episode).passed
+        gold = task.reference_solution
+        swapped = [c for c in gold if c is not pay and c is not book] + [book, pay]
+        s = score_constraints(task, swapped)
+        assert s.satisfied == [True, False], s.details
+        s = score_constraints(task, [c for c in gold if c is not pay])
+        assert s.satisfied == [False, False]

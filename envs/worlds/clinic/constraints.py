@@ -27,7 +27,10 @@ from envs.design import Goal
 
 WORLD = "clinic"
 IDENTITY_FIELDS = ("patient_id",)  # the patient gives their id (R14)
-KINDS = ["book", "cancel", "reschedule", "refill", "pay"]
+BASE_KINDS = ["book", "cancel", "reschedule", "refill", "pay"]
+DEPENDENT = ["pay_then_book"]  # a request only possible once another is done
+KINDS = [*BASE_KINDS, *DEPENDENT]
+BALANCE_LIMIT = 150  # R07: no booking while more than this is owed
 SPECIALISTS = ("cardiology", "dermatology", "orthopedics")
 SPECIALTY_WORDS = {"primary_care": "primary care", "pediatrics": "pediatrics", "cardiology": "cardiology",
                    "dermatology": "dermatology", "orthopedics": "orthopedics"}
@@ -99,7 +102,7 @@ def _age_ok(dob: str, day: str, min_age: int, max_age: int) -> bool:
 
 
 def _book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any], avoid: set[str]) -> Constraint | None:
-    if patient["balance_due"] > 150:
+    if patient["balance_due"] > BALANCE_LIMIT:
         return None
     pid = patient["patient_id"]
     plan = kit.rows(conn, "SELECT * FROM insurance_plans WHERE plan_id = ?", patient["plan_id"])
@@ -180,12 +183,38 @@ def _touched(c: Constraint) -> set[str]:
     return ids
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5) -> list[Constraint]:
+def _pay_then_book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any]) -> list[Constraint]:
+    """For a patient who owes more than `BALANCE_LIMIT` (R07 refuses them a booking): paying
+    the whole balance, then a booking that the payment makes possible (``after``)."""
+    if patient["balance_due"] <= BALANCE_LIMIT:
+        return []
+    pay = Constraint(kind="pay", fields={"patient_id": patient["patient_id"], "amount": patient["balance_due"]})
+    with cove.applied(conn, WORLD, [write_call(pay)]) as ok:
+        paid = kit.one(conn, "SELECT * FROM patients WHERE patient_id = ?", patient["patient_id"]) if ok else None
+        book = _book(conn, rng, paid, set()) if paid else None
+    if book is None:
+        return []
+    book = Constraint(kind="book", fields={**book.fields, cove.AFTER: 0})
+    out = [pay, book]
+    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+
+
+def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
+                       kind: str | None = None) -> list[Constraint]:
     """A constraint set for one patient, solvable by construction (its writes succeed in
-    every order): one request, plus (with probability `p_extra`) a second one on another
-    record. Empty when nothing fits."""
+    every order, or for a dependent kind in its own order): one request (of `kind` when
+    given), plus (with probability `p_extra`) a second one on another record. Empty when
+    nothing fits."""
     patients = kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
-    return cove.sample_set(conn, rng, WORLD, patients, KINDS, _sample, _touched, write_call, p_extra)
+    if kind in DEPENDENT:
+        rng.shuffle(patients)
+        for patient in patients[:40]:
+            found = _pay_then_book(conn, rng, patient)
+            if found:
+                return found
+        return []
+    return cove.sample_set(conn, rng, WORLD, patients, BASE_KINDS, _sample, _touched, write_call, p_extra,
+                           first=kind)
 
 
 # -- fuzzification -------------------------------------------------------------------------
@@ -301,6 +330,10 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             parts.append(f"refill {f['rx_id']}")
             known["prescription"] = cove.mine(f["rx_id"])
             unknown.add("the prescription id")
+        elif c.kind == "pay" and any(d.fields.get(cove.AFTER) == i for d in constraints):
+            parts.append(f"first pay off your whole unpaid balance of {c['amount']} with the card on file, since"
+                         f" you were told the clinic will not book a visit while more than {BALANCE_LIMIT} is owed")
+            known["amount"] = str(c["amount"])
         elif c.kind == "pay":
             parts.append(f"pay your whole unpaid balance of {c['amount']} with the card on file")
             known["amount"] = str(c["amount"])
