@@ -125,8 +125,9 @@ def _identity_question(conv: Conversation, task: Task, opening: str, rng: random
     """The agent's identity question, when the opening does not already identify the user."""
     known = _known(task)
     for keys in conv.identity.keys:
-        if all(k in known for k in keys):
-            missing = [k for k in [*keys, *conv.identity.confirm] if k in known and known[k] not in opening]
+        if all(_norm_key(k) in known for k in keys):
+            missing = [k for k in [*keys, *conv.identity.confirm]
+                       if _norm_key(k) in known and known[_norm_key(k)] not in opening]
             return rng.choice(conv.ask_identity) if missing else None
     return None
 
@@ -312,7 +313,7 @@ def dialogue_of(trajectory: Trajectory) -> list[Turn]:
 def identity_known(conv: Conversation, task: Task) -> bool:
     """Whether the user knows what identifies them (one of the world's identity key sets)."""
     known = _known(task)
-    return any(all(k in known for k in keys) for keys in conv.identity.keys)
+    return any(all(_norm_key(k) in known for k in keys) for keys in conv.identity.keys)
 
 
 def with_dialogue(world: World, task: Task, refused: ToolCall | None = None, rule: str | None = None,

@@ -255,6 +255,25 @@ def _bank(module: Any, name: str, default: Any) -> Any:
     return getattr(module, name, None) or default if module is not None else default
 
 
+def internal_unknowns(world: Any, task: Task) -> list[str]:
+    """What the user never had: the world-internal ids its reference calls use ("the flight
+    id", "the payment id"; every ``*_id`` argument not among the world's `USER_FACING_IDS`);
+    none for a world that does not declare them."""
+    from envs.conversation import conversation
+
+    facing = conversation(world).user_facing_ids
+    if facing is None:
+        return []
+    out: set[str] = set()
+    for call in task.reference_solution:
+        for key, value in call.arguments.items():
+            if key.endswith("_id") and key not in facing and isinstance(value, str):
+                out.add(f"the {key[:-3].replace('_', ' ')} id")
+            elif key.endswith("_ids") and key[:-1] not in facing and isinstance(value, list):
+                out.add(f"the {key[:-4].replace('_', ' ')} ids")
+    return sorted(out)
+
+
 def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | None = None) -> Task:
     """`task` with a persona, a reason for the call that also leads its instruction, and
     reactions for its expected `outcome` (see the module docstring)."""
@@ -290,12 +309,13 @@ def write_scenario(world: Any, task: Task, outcome: str, refused_tool: str | Non
     # a conditional preference the design stated ("you would prefer X if ..."), not any "rather" (a
     # reason such as "since you would rather not haul everything" is no preference)
     conditional = bool(task.metadata.get("preference")) and re.search(r"\b(prefer|rather)\b", task.instruction)
-    extra = (["preference"] if outcome == "change" and conditional else []) + (
-        ["unknown"] if task.user.unknown_info else [])
+    # a design that names nothing the user lacks still leaves them without the world's ids
+    unknown = list(task.user.unknown_info) or internal_unknowns(world, task)
+    extra = (["preference"] if outcome == "change" and conditional else []) + (["unknown"] if unknown else [])
     reactions += [draw(f"react|{k}", REACTIONS[k][0], rng) for k in extra]
 
     user = task.user.model_copy(update={"persona": persona, "reason": reason, "reactions": reactions,
-                                        "task_instructions": instruction})
+                                        "task_instructions": instruction, "unknown_info": unknown})
     metadata = {**task.metadata, "persona_label": label}
     return task.model_copy(update={"instruction": instruction, "user": user, "metadata": metadata})
 

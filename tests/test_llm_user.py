@@ -136,7 +136,7 @@ def retail_task() -> Task:
 # -- the prompt and the conversation as the user sees it -------------------------------------
 
 def test_system_prompt_carries_the_scenario(tasks: list[Task]) -> None:
-    task = next(t for t in tasks if t.user.unknown_info)
+    task = next(t for t in tasks if any("cancelled" in x for x in t.user.unknown_info))  # a refused cancellation
     prompt = user_system_prompt(task)
     assert task.user.persona in prompt and task.user.reason in prompt
     assert "to cancel my reservation" in prompt and first_person(task.instruction) in prompt  # the goal, as the user says it

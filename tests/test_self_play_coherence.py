@@ -17,7 +17,7 @@ from envs.conversation import leaked_ids, user_words
 from envs.ownership import call_owners, ownable, owners, scoped
 from envs.registry import get_world
 from envs.world import World
-from synthesis.base import SynthesisConfig
+from synthesis.base import SynthesisConfig, get_method
 from synthesis.dialogue import play
 from synthesis.self_play import ScriptedGenerator, synthesize_with, validate_on_world
 from synthesis.self_play.coherence import as_conversation, identity_for
@@ -93,6 +93,20 @@ def test_identity_is_the_worlds_identity_keys(name: str, keys: set[str]) -> None
     known, lookup = found
     assert set(known) == keys and lookup.name in world.tools and not world.tools[lookup.name].write
     assert identity_for(world, ref, "nobody_at_all") is None
+
+
+def test_a_user_who_forgot_their_email_identifies_by_name_and_zip() -> None:
+    """"I'm Ana Silva, zip code 37242, and I forgot my email": the user knows no email, the
+    agent asks for none, and the reference finds them by name and zip code first."""
+    world = get_world("retail")
+    tasks = get_method("self_play")(SynthesisConfig(method="self_play", world="retail", n_tasks=12, seed=0),
+                                    world).tasks
+    forgot = [t for t in tasks if "forgot my email" in t.instruction]
+    assert forgot
+    for task in forgot:
+        assert "email" not in task.user.known_info and {"name", "zip code"} <= set(task.user.known_info)
+        assert task.reference_solution[0].name == "find_customer_by_name_zip"
+        assert "email" not in " ".join(t.content for t in task.dialogue if t.role == "assistant").lower()
 
 
 class _Texts:

@@ -149,10 +149,13 @@ def figures(world: World, tasks: Sequence[Task]) -> dict[str, Any]:
 BASIS = ["DB", "ACTION", "COMMUNICATE", "POLICY"]
 
 
-def identity_for(world: World, ref: StateRef, account: str) -> tuple[dict[str, str], ToolCall] | None:
+def identity_for(world: World, ref: StateRef, account: str,
+                 calls: Sequence[ToolCall] = ()) -> tuple[dict[str, str], ToolCall] | None:
     """What the holder of `account` identifies with: the values of every identity key set of
     the world's conversation contract whose lookup, run on the state `ref`, finds them, and
-    the first such lookup; None when none does."""
+    the first such lookup; None when none does. When `calls` (the question's own) hold one of
+    those lookups, the user identifies that way only ("I forgot my email; I'm Ana Silva, zip
+    code 37242"): that set's values, and that lookup."""
     conv = conversation(world)
     env = world.env(ref)
     try:
@@ -174,6 +177,8 @@ def identity_for(world: World, ref: StateRef, account: str) -> tuple[dict[str, s
                 continue
             obs = env.call(call)
             if obs.ok and result_accounts(env.conn, obs.content) == {account}:
+                if any(call.key() == c.key() for c in calls):
+                    return dict(values), call
                 known.update(values)
                 first = first or call
         return (known, first) if first is not None else None
@@ -259,7 +264,7 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Note
             account = rng.choice(accounts(conn))
         if account is None:
             return None, "no_identity"
-        identity = identity_for(world, ref, account)
+        identity = identity_for(world, ref, account, gen.calls)
         if identity is None:
             return None, "no_identity"
         known_identity, lookup = identity
@@ -274,7 +279,8 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Note
         return None, "answer_not_in_result"
     calls = [ToolCall(name=c.name, arguments=dict(c.arguments)) for c in gen.calls]
     first = [c for c in (lookup, details) if c is not None and all(c.key() != g.key() for g in calls)]
-    reference = first + calls
+    at = next((i + 1 for i, c in enumerate(calls) if c.key() == lookup.key()), 0)  # the question's own lookup
+    reference = calls[:at] + first + calls[at:]
     task = Task(
         world=world.name,
         method="self_play",
