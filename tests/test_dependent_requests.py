@@ -21,7 +21,6 @@ from verifiers.composite import CompositeVerifier
 from verifiers.constraints import score_constraints
 from verifiers.policy import PolicyVerifier
 
-
 # world -> the table of the record a write creates, its key, its owner column, which of the
 # owner's other records a follow-up could be aimed at, the creating constraint's kind, and the
 # follow-up tools
