@@ -11,6 +11,7 @@ import pytest
 from curation.base import RLPick, Selection
 from curation.hygiene import (
     EVAL_SETS,
+    BandIndex,
     Synthetic,
     clean_release,
     decontaminate,
@@ -20,6 +21,7 @@ from curation.hygiene import (
     scrub_record,
     scrub_rows,
     scrub_text,
+    shingles,
 )
 from data.card import run_sections
 from data.records import Task, ToolCall, Trajectory, canonical_json
@@ -199,6 +201,33 @@ def test_dedup_removes_small_edits_and_keeps_distinct_tasks(many_tasks: list[Tas
     assert [r["id"] for r in kept2] == [r["id"] for r in rows[2:5]]
     with pytest.raises(ValueError, match="threshold"):
         dedup(rows, threshold=0)
+
+
+def test_band_index_finds_what_datasketch_lsh_finds(many_tasks: list[Task]) -> None:
+    """The compact index's candidates are the rows `datasketch.MinHashLSH` returns for the
+    same signatures, bands and rows (edited copies included, so bands do collide)."""
+    import numpy as np
+    from datasketch import MinHash, MinHashLSH
+
+    items = [item_of(t) for t in many_tasks]
+    items += [item_of({"id": f"e{i}-{j}", "instruction": text, "tool_calls": []})
+              for i, t in enumerate(many_tasks[::2]) for j, text in enumerate(_edits(t.instruction))]
+    lsh = MinHashLSH(threshold=0.85, num_perm=128)
+    index = BandIndex(128, lsh.b, lsh.r)
+    index.CHUNK = 7  # several signature arrays
+    collided = 0
+    for i, item in enumerate(items):
+        m = MinHash(num_perm=128, seed=1)
+        m.update_batch([s.encode() for s in shingles(item)])
+        sig = m.hashvalues.astype(np.uint32)
+        found = index.candidates(sig)
+        assert found == set(lsh.query(m)), item.id
+        collided += bool(found)
+        assert index.add(sig) == i and np.array_equal(index.signature(i), sig)
+        lsh.insert(i, m)
+    assert collided >= len(many_tasks[::2])
+    with pytest.raises(ValueError, match="permutations"):
+        BandIndex(64, 8, 16)
 
 
 def test_dedup_reads_release_rows(tasks: list[Task]) -> None:
