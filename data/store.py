@@ -389,6 +389,12 @@ def write_records(
 
 def read_records(path: Path | str, kind: str | None = None) -> list[Any]:
     """Typed records of a committed dataset of tasks, trajectories or verdicts."""
+    return list(iter_records(path, kind))
+
+
+def iter_records(path: Path | str, kind: str | None = None) -> Iterator[Any]:
+    """The typed records of a committed dataset one at a time, read a batch at a time
+    (`iter_batches`): memory bounded by a batch, whatever the dataset's size."""
     manifest = read_manifest(path)
     kind = kind or manifest.kind
     if kind not in CODECS:
@@ -396,7 +402,9 @@ def read_records(path: Path | str, kind: str | None = None) -> list[Any]:
     if manifest.kind != kind:
         raise DatasetError(f"{path}: holds {manifest.kind}, not {kind}")
     _, _, from_row = CODECS[kind]
-    return [from_row(r) for r in read_table(path, verify=False).to_pylist()]
+    for batch in iter_batches(path, verify=False):
+        for row in batch.to_pylist():
+            yield from_row(row)
 
 
 def versions(root: Path | str, name: str) -> list[str]:

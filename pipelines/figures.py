@@ -9,8 +9,9 @@ shard: there is one way to count.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,8 @@ def report_html(fig: Mapping[str, Any], n_tasks: int, graph_svgs: Mapping[str, s
 def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], synth_stats: dict[str, Any],
                 curated_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The figures a release card states: the yield funnel with drop reasons, pass@k and pass^k
-    per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage."""
+    per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage.
+    `tasks` is read twice, a task at a time (the run's `PackedTasks` parse each as it goes)."""
     from data.report import pass_at_k, pass_hat_k
 
     per_task = fig.get("tasks", {})
@@ -190,7 +192,7 @@ def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], s
                 versions[n] = "?"
     from synthesis.splits import split_figures
 
-    split = {**split_figures(list(tasks)), "configured_test_fraction": cfg.synthesis.test_fraction}
+    split = {**split_figures(tasks), "configured_test_fraction": cfg.synthesis.test_fraction}
     return {"funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
             "verifiers": versions, "verifier_audit": audit,
             "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(fig.get("tool_errors", {}).items())),
@@ -201,25 +203,42 @@ def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], s
 REALISM_SAMPLE = 200
 
 
-def task_realism(tasks: Sequence[Task]) -> dict[str, dict[str, Any]]:
+def task_realism(tasks: Iterable[Task]) -> dict[str, dict[str, Any]]:
     """How the tool-use tasks read, per method@world (`synthesis.realism`): prefix share,
-    nearest-neighbour similarity, words, leaked ids, write tools targeted, outcome assertions."""
-    from synthesis.realism import realism_figures, write_tool_coverage
+    nearest-neighbour similarity, words, leaked ids, write tools targeted, outcome assertions.
+    Read in one pass: per method@world only its count, the tools it targets and the
+    `REALISM_SAMPLE` tasks of smallest id (the text figures are quadratic in tasks) are held."""
+    from synthesis.realism import realism_figures, targeted_tools, write_tools
 
-    groups: dict[str, list[Task]] = {}
-    for t in tasks:
-        groups.setdefault(f"{t.method}@{t.world}", []).append(t)
+    counts: Counter[str] = Counter()
+    targeted: dict[str, set[str]] = {}
+    samples: dict[str, list[tuple[str, int, Task]]] = {}  # a max-heap of the smallest ids, by (-id)
+    for n, t in enumerate(tasks):
+        key = f"{t.method}@{t.world}"
+        counts[key] += 1
+        targeted.setdefault(key, set()).update(targeted_tools([t]))
+        heap = samples.setdefault(key, [])
+        entry = (_negated(t.id), n, t)
+        if len(heap) < REALISM_SAMPLE:
+            heapq.heappush(heap, entry)
+        elif entry[0] > heap[0][0]:
+            heapq.heapreplace(heap, entry)
     out: dict[str, dict[str, Any]] = {}
-    for key, group in sorted(groups.items()):
-        world = get_world(group[0].world)
-        if not getattr(world, "tools", None) or group[0].verification.verifier:  # workspace tasks
+    for key in sorted(counts):
+        sample = sorted((t for _, _, t in samples[key]), key=lambda t: t.id)
+        world = get_world(sample[0].world)
+        if not getattr(world, "tools", None) or sample[0].verification.verifier:  # workspace tasks
             continue
-        # the text figures are quadratic in tasks: on at most REALISM_SAMPLE of them (by id)
-        sample = sorted(group, key=lambda t: t.id)[:REALISM_SAMPLE]
-        cov = write_tool_coverage(world, group)
-        out[key] = {**realism_figures(world, sample), "tasks": len(group), "sampled": len(sample),
-                    "write_tools_covered": cov["covered"], "write_tools_missing": cov["missing"]}
+        writes = write_tools(world)
+        missing = [w for w in writes if w not in targeted[key]]
+        out[key] = {**realism_figures(world, sample), "tasks": counts[key], "sampled": len(sample),
+                    "write_tools_covered": len(writes) - len(missing), "write_tools_missing": missing}
     return out
+
+
+def _negated(text: str) -> tuple[int, ...]:
+    """A key that orders strings in reverse (for a max-heap on ids)."""
+    return tuple(-ord(c) for c in text) + (1,)
 
 
 def summary(n_tasks: int, fig: Mapping[str, Any], releases: dict[str, Path], published: Any = None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from prefect.utilities.annotations import quote  # noqa: E402
 
 from data import store  # noqa: E402
 from data.parts import PartRef  # noqa: E402
-from data.records import Task, Trajectory  # noqa: E402
+from data.records import PackedTasks, Trajectory  # noqa: E402
 from pipelines import figures, progress, sharded, stages  # noqa: E402
 from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
 from rollout.backends import close_shared_models  # noqa: E402
@@ -91,24 +91,24 @@ def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
 
 
 @task(name="rollout-shard", cache_policy=NO_CACHE)
-def rollout_task(shard: list[Task], cfg: RunConfig, out: Path, index: int) -> PartRef:
-    ref = sharded.rollout_part(shard, cfg, out)
+def rollout_task(shard: PackedTasks, cfg: RunConfig, out: Path, index: int) -> PartRef:
+    ref = sharded.rollout_part(list(shard), cfg, out)
     get_run_logger().info("rollout shard=%d tasks=%d trajectories=%d cached=%s", index, len(shard), ref.rows, ref.cached)
     return ref
 
 
 @task(name="verify-shard", cache_policy=NO_CACHE)
-def verify_task(shard: list[Task], rollout: PartRef, cfg: RunConfig, out: Path, index: int) -> PartRef:
-    ref = sharded.verify_part(shard, rollout, cfg, out)
+def verify_task(shard: PackedTasks, rollout: PartRef, cfg: RunConfig, out: Path, index: int) -> PartRef:
+    ref = sharded.verify_part(list(shard), rollout, cfg, out)
     get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s", index, rollout.rows, ref.rows,
                           ref.cached)
     return ref
 
 
 @task(name="curate-shard", cache_policy=NO_CACHE)
-def curate_shard_task(shard: list[Task], rollout: PartRef, verify: PartRef, cfg: RunConfig, out: Path,
+def curate_shard_task(shard: PackedTasks, rollout: PartRef, verify: PartRef, cfg: RunConfig, out: Path,
                       index: int) -> dict[str, PartRef]:
-    refs = sharded.curate_part(shard, rollout, verify, cfg, out)
+    refs = sharded.curate_part(list(shard), rollout, verify, cfg, out)
     get_run_logger().info("curate shard=%d sft=%d rl=%d", index, refs["sft"].rows, refs["rl"].rows)
     return refs
 
@@ -143,14 +143,14 @@ def write_curated_task(cfg: RunConfig, out: Path, curated: list[dict[str, PartRe
 
 
 @task(name="report", cache_policy=NO_CACHE)
-def report_task(cfg: RunConfig, fig: dict[str, Any], task_shards: list[list[Task]], rollouts: list[PartRef],
+def report_task(cfg: RunConfig, fig: dict[str, Any], task_shards: list[PackedTasks], rollouts: list[PartRef],
                 verifies: list[PartRef]) -> str:
     svgs = sharded.graph_svgs(cfg, fig, task_shards, rollouts, verifies)
     return figures.report_html(fig, sum(len(s) for s in task_shards), svgs)
 
 
 @task(name="figures", cache_policy=NO_CACHE)
-def figures_task(cfg: RunConfig, tasks: list[Task], fig: dict[str, Any], tasks_path: Path,
+def figures_task(cfg: RunConfig, tasks: PackedTasks, fig: dict[str, Any], tasks_path: Path,
                  curated: dict[str, Path]) -> dict[str, Any]:
     """The figures the release cards state."""
     manifests = {k: store.read_manifest(p) for k, p in curated.items()}
@@ -196,7 +196,7 @@ def _quote_for(cfg: RunConfig) -> Any:
     return quote if cfg.runner.kind == "thread" else (lambda x: x)
 
 
-def _rollout(cfg: RunConfig, task_shards: list[list[Task]], out: Path, counts: dict[str, Any]) -> list[PartRef]:
+def _rollout(cfg: RunConfig, task_shards: list[PackedTasks], out: Path, counts: dict[str, Any]) -> list[PartRef]:
     q = _quote_for(cfg)  # Prefect would otherwise walk every record of every shard looking for futures
     futures = [rollout_task.submit(q(shard), cfg, out, i) for i, shard in enumerate(task_shards)]
     refs = gather(futures, "rollout", cfg.runner.stall_timeout_s)
@@ -205,7 +205,7 @@ def _rollout(cfg: RunConfig, task_shards: list[list[Task]], out: Path, counts: d
     return refs
 
 
-def _verify(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRef], out: Path,
+def _verify(cfg: RunConfig, task_shards: list[PackedTasks], rollouts: list[PartRef], out: Path,
             counts: dict[str, Any]) -> list[PartRef]:
     q = _quote_for(cfg)
     futures = [verify_task.submit(q(shard), ref, cfg, out, i) for i, (shard, ref) in enumerate(zip(task_shards, rollouts,
@@ -215,7 +215,7 @@ def _verify(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRe
     return refs
 
 
-def _curate(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRef], verifies: list[PartRef],
+def _curate(cfg: RunConfig, task_shards: list[PackedTasks], rollouts: list[PartRef], verifies: list[PartRef],
             out: Path) -> list[dict[str, PartRef]]:
     q = _quote_for(cfg)
     futures = [curate_shard_task.submit(q(shard), r, v, cfg, out, i)
@@ -223,8 +223,15 @@ def _curate(cfg: RunConfig, task_shards: list[list[Task]], rollouts: list[PartRe
     return gather(futures, "curate", cfg.runner.stall_timeout_s)
 
 
-def _task_shards(cfg: RunConfig, tasks: list[Task]) -> list[list[Task]]:
-    return stages.shards(tasks, cfg.shard_size)
+def _task_shards(cfg: RunConfig, tasks_path: Path) -> list[PackedTasks]:
+    """The tasks of a `tasks` dataset in shards of `shard_size`, packed (`PackedTasks`: the
+    driver holds about 2 KB a task), read a batch at a time."""
+    out: list[PackedTasks] = []
+    for t in store.iter_records(tasks_path, "tasks"):
+        if not out or len(out[-1]) >= max(1, cfg.shard_size):
+            out.append(PackedTasks())
+        out[-1].append(t)
+    return out
 
 
 def _artifact(key: str, description: str, rows: list[dict[str, Any]]) -> None:
@@ -252,7 +259,7 @@ def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None
     counts: dict[str, Any] = {}
     try:
         with stages.served_rollout(cfg) as rcfg:
-            refs = _rollout(rcfg, _task_shards(cfg, store.read_records(tp, "tasks")), root, counts)
+            refs = _rollout(rcfg, _task_shards(cfg, tp), root, counts)
     finally:
         close_shared_models()
     return str(sharded.write_dataset(refs, "trajectories", cfg, root, [tp], _run_id()))
@@ -360,8 +367,8 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
         store.remove_stale_staging(folder)
     counts: dict[str, Any] = {}
     tp = synthesize_task(cfg, root, run_id)
-    tasks = store.read_records(tp, "tasks")
-    task_shards = _task_shards(cfg, tasks)
+    task_shards = _task_shards(cfg, tp)
+    n_tasks = sum(len(s) for s in task_shards)
     try:
         with stages.served_rollout(cfg) as rcfg:
             rollouts = _rollout(rcfg, task_shards, root, counts)
@@ -375,9 +382,9 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     fig = curate_task(cfg, q(curated_parts))
     curated = write_curated_task(cfg, root, q(curated_parts), q(fig), [tp, rp, vp], run_id)
     html = report_task(cfg, q(fig), q(task_shards), q(rollouts), q(verifies)) if cfg.report else None
-    run_figures = figures_task(cfg, q(tasks), q(fig), tp, curated)
+    run_figures = figures_task(cfg, q(PackedTasks.concat(task_shards)), q(fig), tp, curated)
     published = release_task(cfg, root, curated, run_id, html, q(run_figures))
-    summary = figures.summary(len(tasks), fig, published.paths, published)
+    summary = figures.summary(n_tasks, fig, published.paths, published)
     summary["cache"] = counts
     _artifact("trajforge-yield", "Yield of this run, stage by stage",
               [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])

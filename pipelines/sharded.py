@@ -3,8 +3,9 @@
 Each shard of tasks is rolled out, verified and curated by its own task run, in whichever
 process the task runner puts it (a thread, a Dask or Ray worker). Each writes its rows to a
 part (`data.parts`) under `<out>/parts` (or `parts_url`, storage every worker reaches) and
-returns a `PartRef`: a path, a row count and the
-shard's figures. The driver holds the tasks and the refs, never a trajectory or a verdict:
+returns a `PartRef`: a path, a row count and the shard's figures. The driver holds the tasks,
+packed (`data.records.PackedTasks`, about 2 KB a task), and the refs, never a trajectory or a
+verdict:
 
 - `rollout_part`: the shard's trajectories (through the shard cache: a resumed shard is
   not rolled out again), part `rollout/<rollout key>`;
@@ -29,7 +30,13 @@ from typing import Any
 
 from data import parts, store
 from data.parts import PartRef
-from data.records import TRAJECTORY_SCHEMA_VERSION, VERDICT_SCHEMA_VERSION, Task, content_hash
+from data.records import (
+    TRAJECTORY_SCHEMA_VERSION,
+    VERDICT_SCHEMA_VERSION,
+    PackedTasks,
+    Task,
+    content_hash,
+)
 from data.schema import CODECS
 from pipelines import figures, keys, stages
 from pipelines.config import RunConfig
@@ -188,7 +195,7 @@ def write_curated(cfg: RunConfig, out: Path, curated: Sequence[dict[str, PartRef
     return paths
 
 
-def graph_svgs(cfg: RunConfig, fig: dict[str, Any], task_shards: Sequence[list[Task]],
+def graph_svgs(cfg: RunConfig, fig: dict[str, Any], task_shards: Sequence[Sequence[Task]],
                rollouts: Sequence[PartRef], verifies: Sequence[PartRef]) -> dict[str, str]:
     """The report's task graphs: the run's best candidates (`fig["graphs"]`), drawn from the
     trajectories and verdicts of their shards only."""
@@ -199,7 +206,8 @@ def graph_svgs(cfg: RunConfig, fig: dict[str, Any], task_shards: Sequence[list[T
         return {}
     trajectories, verdicts = [], []
     for shard, rref, vref in zip(task_shards, rollouts, verifies, strict=True):
-        if wanted & {t.id for t in shard}:
+        ids = shard.ids if isinstance(shard, PackedTasks) else [t.id for t in shard]
+        if wanted & set(ids):
             trajectories += [t for t in parts.read_records(rref, "trajectories") if t.task_id in wanted]
             verdicts += figures.deciding_verdicts(cfg, [t for t in shard if t.id in wanted],
                                                   [v for v in parts.read_records(vref, "verdicts") if v.task_id in wanted])

@@ -14,8 +14,8 @@ arguments; a split that also kept those apart would test unseen goals, not unsee
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from data.records import Task, canonical_json
 
@@ -65,20 +65,39 @@ class _Union:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def components(tasks: Sequence[Task]) -> list[list[int]]:
-    """Indices of `tasks` grouped by split group, joined through shared call sequences and
-    identical instructions; each component in task order, components by first member."""
-    u = _Union(len(tasks))
+class SplitKeys(NamedTuple):
+    """What a split looks at in one task: its side, split group, exact call sequence,
+    instruction, goal kind (with world and method) and tool-name sequence."""
+
+    split: str
+    group: str
+    calls: str | None
+    text: str
+    kind: tuple[str, str, str]
+    names: tuple[str, ...]
+
+
+def split_keys(task: Task) -> SplitKeys:
+    return SplitKeys(task.split, split_group(task), call_sequence(task), task.instruction.strip(),
+                     (task.world, task.method, goal_kind(task)), _tool_names(task))
+
+
+def components(tasks: Sequence[Task] | Sequence[SplitKeys]) -> list[list[int]]:
+    """Indices of `tasks` (or of their `split_keys`) grouped by split group, joined through
+    shared call sequences and identical instructions; each component in task order,
+    components by first member."""
+    keys = [t if isinstance(t, SplitKeys) else split_keys(t) for t in tasks]
+    u = _Union(len(keys))
     first: dict[tuple[str, str], int] = {}
-    for i, t in enumerate(tasks):
-        for key in (("group", split_group(t)), ("calls", call_sequence(t)), ("text", t.instruction.strip())):
+    for i, k in enumerate(keys):
+        for key in (("group", k.group), ("calls", k.calls), ("text", k.text)):
             if key[1] is None or key[1] == "":
                 continue
             j = first.setdefault(key, i)  # type: ignore[arg-type]
             if j != i:
                 u.join(i, j)
     out: dict[int, list[int]] = {}
-    for i in range(len(tasks)):
+    for i in range(len(keys)):
         out.setdefault(u.find(i), []).append(i)
     return list(out.values())
 
@@ -107,25 +126,27 @@ def assign_splits(tasks: Sequence[Task], test_fraction: float, seed: int = 0) ->
         t.split = "test" if i in chosen else "train"
 
 
-def split_figures(tasks: Sequence[Task]) -> dict[str, Any]:
+def split_figures(tasks: Iterable[Task]) -> dict[str, Any]:
     """What a release's card says about its split: test share, groups, and the test tasks
-    that share an exact call sequence, a split group or a goal kind with a train task."""
-    train = [t for t in tasks if t.split != "test"]
-    test = [t for t in tasks if t.split == "test"]
-    seqs = {s for t in train if (s := call_sequence(t)) is not None}
-    groups = {split_group(t) for t in train}
-    kinds = {(t.world, t.method, goal_kind(t)) for t in train}
-    names = {_tool_names(t) for t in train}
+    that share an exact call sequence, a split group or a goal kind with a train task. Read
+    in one pass; only each task's `split_keys` are held."""
+    keys = [split_keys(t) for t in tasks]
+    train = [k for k in keys if k.split != "test"]
+    test = [k for k in keys if k.split == "test"]
+    seqs = {k.calls for k in train if k.calls is not None}
+    groups = {k.group for k in train}
+    kinds = {k.kind for k in train}
+    names = {k.names for k in train}
     return {
-        "tasks": len(tasks),
+        "tasks": len(keys),
         "test": len(test),
-        "test_share": round(len(test) / len(tasks), 3) if tasks else 0.0,
-        "groups": len({split_group(t) for t in tasks}),
-        "components": len(components(tasks)),
-        "test_sharing_call_sequence": sum(call_sequence(t) in seqs for t in test),
-        "test_sharing_group": sum(split_group(t) in groups for t in test),
-        "test_sharing_goal_kind": sum((t.world, t.method, goal_kind(t)) in kinds for t in test),
-        "test_sharing_tool_names": sum(_tool_names(t) in names for t in test),
+        "test_share": round(len(test) / len(keys), 3) if keys else 0.0,
+        "groups": len({k.group for k in keys}),
+        "components": len(components(keys)),
+        "test_sharing_call_sequence": sum(k.calls in seqs for k in test),
+        "test_sharing_group": sum(k.group in groups for k in test),
+        "test_sharing_goal_kind": sum(k.kind in kinds for k in test),
+        "test_sharing_tool_names": sum(k.names in names for k in test),
     }
 
 

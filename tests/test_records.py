@@ -92,3 +92,33 @@ def test_trajectories_of_one_world_hold_one_copy_of_the_tool_schemas() -> None:
     c = Trajectory(task_id="t", trial=1, model="m", tools=[{**tools[0], "type": "other"}])
     assert a.tools is b.tools and a.tools == tools and b == a
     assert c.tools is not a.tools and c.tools[0]["type"] == "other"
+
+
+def test_packed_tasks_give_back_the_same_tasks(tasks: list[Task], tmp_path: Path) -> None:
+    """A run's driver holds its task shards packed: the same tasks come back (by index, slice,
+    iteration, after pickling, joined), in a fraction of the memory, and a dataset's tasks
+    read one at a time (`store.iter_records`) are those read at once."""
+    import pickle
+    import tracemalloc
+
+    from data.records import PackedTasks
+
+    packed = PackedTasks(tasks)
+    assert len(packed) == len(tasks) and packed.ids == [t.id for t in tasks]
+    assert list(packed) == tasks and packed[1] == tasks[1] and packed[1:3] == tasks[1:3]
+    assert list(pickle.loads(pickle.dumps(packed))) == tasks
+    joined = PackedTasks.concat([PackedTasks(tasks[:2]), PackedTasks(tasks[2:])])
+    assert list(joined) == tasks and joined.ids == packed.ids
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        held = [t.model_copy(deep=True) for t in tasks]
+        objects = tracemalloc.get_traced_memory()[0] - before
+        before = tracemalloc.get_traced_memory()[0]
+        again = PackedTasks(held)
+        packed_bytes = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(again) == len(held) and packed_bytes * 4 < objects, (packed_bytes, objects)
+    path = store.write_records(tmp_path, "tasks", "tasks", tasks, store.Lineage(config_hash="x"))
+    assert list(store.iter_records(path, "tasks")) == store.read_records(path, "tasks") == tasks
