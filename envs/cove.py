@@ -163,6 +163,18 @@ def target(c: Any, field: str, records: list[Any]) -> Any:
     return c.fields[field]
 
 
+def sample_dependent(rng: Any, owners: list[Any], sample: Callable[[Any], list[Any]]) -> list[Any]:
+    """A set of requests that depend on each other (a dependent kind): the first non-empty
+    `sample(owner)` over the first 40 `owners` in a shuffled order; empty when none fits."""
+    owners = list(owners)
+    rng.shuffle(owners)
+    for owner in owners[:40]:
+        found = sample(owner)
+        if found:
+            return found
+    return []
+
+
 def solvable_in_any_order(conn: sqlite3.Connection, world: str, reads: list[ToolCall],
                           writes: list[ToolCall]) -> bool:
     """Every order of `writes` (after `reads`) succeeds: a set whose writes interact (one

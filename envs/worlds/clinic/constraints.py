@@ -207,12 +207,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     nothing fits."""
     patients = kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
     if kind in DEPENDENT:
-        rng.shuffle(patients)
-        for patient in patients[:40]:
-            found = _pay_then_book(conn, rng, patient)
-            if found:
-                return found
-        return []
+        return cove.sample_dependent(rng, patients, lambda patient: _pay_then_book(conn, rng, patient))
     return cove.sample_set(conn, rng, WORLD, patients, BASE_KINDS, _sample, _touched, write_call, p_extra,
                            first=kind)
 

@@ -200,12 +200,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     second one on another order or variant. Empty when nothing fits."""
     customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
     if kind in DEPENDENT:
-        rng.shuffle(customers)
-        for cid in customers[:40]:
-            found = _on_new_order(conn, rng, cid)
-            if found:
-                return found
-        return []
+        return cove.sample_dependent(rng, customers, lambda cid: _on_new_order(conn, rng, cid))
     return cove.sample_set(conn, rng, WORLD, customers, BASE_KINDS, _sample, _touched, write_call, p_extra,
                            first=kind)
 

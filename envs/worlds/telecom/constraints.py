@@ -227,12 +227,7 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
     second one on another line or bill. Empty when nothing fits."""
     customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
     if kind in DEPENDENT:
-        rng.shuffle(customers)
-        for cid in customers[:40]:
-            found = _on_new_line(conn, rng, cid, kind)
-            if found:
-                return found
-        return []
+        return cove.sample_dependent(rng, customers, lambda cid: _on_new_line(conn, rng, cid, kind))
     return cove.sample_set(conn, rng, WORLD, customers, BASE_KINDS, _sample, _touched, write_call, p_extra,
                            first=kind)
 
