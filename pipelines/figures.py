@@ -9,7 +9,6 @@ shard: there is one way to count.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -212,20 +211,19 @@ def task_realism(tasks: Iterable[Task]) -> dict[str, dict[str, Any]]:
 
     counts: Counter[str] = Counter()
     targeted: dict[str, set[str]] = {}
-    samples: dict[str, list[tuple[str, int, Task]]] = {}  # a max-heap of the smallest ids, by (-id)
-    for n, t in enumerate(tasks):
+    samples: dict[str, list[Task]] = {}
+    for t in tasks:
         key = f"{t.method}@{t.world}"
         counts[key] += 1
         targeted.setdefault(key, set()).update(targeted_tools([t]))
-        heap = samples.setdefault(key, [])
-        entry = (_negated(t.id), n, t)
-        if len(heap) < REALISM_SAMPLE:
-            heapq.heappush(heap, entry)
-        elif entry[0] > heap[0][0]:
-            heapq.heapreplace(heap, entry)
+        sample = samples.setdefault(key, [])
+        sample.append(t)
+        if len(sample) >= 2 * REALISM_SAMPLE:  # keep the smallest ids only
+            sample.sort(key=lambda x: x.id)
+            del sample[REALISM_SAMPLE:]
     out: dict[str, dict[str, Any]] = {}
     for key in sorted(counts):
-        sample = sorted((t for _, _, t in samples[key]), key=lambda t: t.id)
+        sample = sorted(samples[key], key=lambda t: t.id)[:REALISM_SAMPLE]
         world = get_world(sample[0].world)
         if not getattr(world, "tools", None) or sample[0].verification.verifier:  # workspace tasks
             continue
@@ -234,11 +232,6 @@ def task_realism(tasks: Iterable[Task]) -> dict[str, dict[str, Any]]:
         out[key] = {**realism_figures(world, sample), "tasks": counts[key], "sampled": len(sample),
                     "write_tools_covered": len(writes) - len(missing), "write_tools_missing": missing}
     return out
-
-
-def _negated(text: str) -> tuple[int, ...]:
-    """A key that orders strings in reverse (for a max-heap on ids)."""
-    return tuple(-ord(c) for c in text) + (1,)
 
 
 def summary(n_tasks: int, fig: Mapping[str, Any], releases: dict[str, Path], published: Any = None) -> dict[str, Any]:

@@ -278,3 +278,20 @@ def test_a_reason_that_says_rather_is_no_preference():
     rather = [t for t in tasks if "rather" in t.instruction and not t.metadata.get("preference")]
     assert rather
     assert not any(preference & set(t.user.reactions) for t in rather)
+
+
+def test_the_cards_realism_sample_is_the_smallest_ids(airline_tasks, monkeypatch):
+    """Read in one pass, the card's realism figures are those of the tasks of smallest id, and
+    the counts and write tools are those of every task."""
+    from pipelines import figures
+    from synthesis.realism import realism_figures
+
+    monkeypatch.setattr(figures, "REALISM_SAMPLE", 3)
+    row = figures.task_realism(iter(airline_tasks))["logic_driven@airline"]
+    smallest = sorted(airline_tasks, key=lambda t: t.id)[:3]
+    assert row["sampled"] == 3 and row["tasks"] == len(airline_tasks)
+    expected = realism_figures(get_world("airline"), smallest)
+    assert {k: row[k] for k in ("prefix_share", "median_nn_similarity", "mean_words")} == {
+        k: expected[k] for k in ("prefix_share", "median_nn_similarity", "mean_words")}
+    full = figures.task_realism(airline_tasks)["logic_driven@airline"]
+    assert row["write_tools_covered"] == full["write_tools_covered"]
