@@ -158,7 +158,9 @@ REACTIONS: dict[str, list[list[str]]] = {
     "unknown": [["If the agent asks for something you do not know, say so instead of guessing.",
                  "Never make up a detail you were not given; admit when you do not know.",
                  "If you are asked about something you are unsure of, say you do not know.",
-                 "Some details you simply never had; tell the agent so rather than inventing them."]],
+                 "Some details you simply never had; tell the agent so rather than inventing them.",
+                 "Codes and numbers you were never given stay unknown to you: never invent one.",
+                 "When a question goes beyond what you know, answer honestly that you cannot say."]],
 }
 
 # ----------------------------------------------------------------------- draws without reuse
