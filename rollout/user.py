@@ -55,9 +55,17 @@ _TO_FIRST_RE = re.compile(r"\b(" + "|".join(re.escape(a) for a, _ in _TO_FIRST) 
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 
 
+# words after which "you" is an object ("asked you to", "on you"): it becomes "me", not "I"
+_OBJECT_AFTER = re.compile(r"\b(to|for|on|with|from|at|by|about|of|than|behind|without|asked|told|gave|give|sent|"
+                           r"send|let|help|helped|charged|cost|owe|owes|remind|reminded|call|called|email|emailed|"
+                           r"thank|pay|paid|got|get|bother|bothers|left|leave|keep|kept)\s+$", re.IGNORECASE)
+
+
 def _to_first(m: re.Match[str]) -> str:
     word = m.group(0)
     out = dict(_TO_FIRST)[word.lower()]
+    if out == "I" and _OBJECT_AFTER.search(m.string, 0, m.start()):
+        return "me"
     return out if out.startswith("I") or not word[0].isupper() else out.capitalize()
 
 

@@ -27,6 +27,9 @@ def test_first_person_converts_only_second_person_sentences():
         "My manager moved the meeting, so I'm flying out sooner. I need to move my reservation "
         "(I would prefer the later one). Can you check the fare? I'm Ana, user id a_1.")
     assert first_person("Yours is late. You'd like to fix it yourself.") == "Mine is late. I'd like to fix it myself."
+    # "you" as an object is "me" ("asked I to" was released in a retail row)
+    assert first_person("My office asked you to restock, and the budget is on you; you pay.") == (
+        "My office asked me to restock, and the budget is on me; I pay.")
 
 
 def test_draw_cycles_through_a_bank_before_repeating():
