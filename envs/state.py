@@ -270,8 +270,7 @@ class TrackedState:
 
     @staticmethod
     def _hash(table_json: dict[str, str]) -> str:
-        body = "{" + ",".join(_str_json(t) + ":" + table_json[t] for t in sorted(table_json)) + "}"
-        return hashlib.sha256(body.encode()).hexdigest()
+        return _tables_hash(table_json)
 
     def begin(self) -> None:
         """Open the transaction that `rollback()` will undo."""
@@ -356,3 +355,84 @@ class TrackedState:
         elif self._open:
             self.valid = False
         self._open = False
+
+
+# -- a copied state's hash, re-reading only the tables its statements may have written --
+
+_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+# Statements that change the main schema or the set of databases: a watched hash gives up.
+_SCHEMA_CHANGES = frozenset({
+    sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_CREATE_TRIGGER,
+    sqlite3.SQLITE_CREATE_VIEW, sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_DROP_TABLE,
+    sqlite3.SQLITE_DROP_TRIGGER, sqlite3.SQLITE_DROP_VIEW, sqlite3.SQLITE_ALTER_TABLE,
+    sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_DROP_VTABLE})
+
+
+class WriteWatch:
+    """A connection's authorizer that notes every main-schema table its statements may write.
+
+    SQLite calls an authorizer while it compiles a statement, trigger bodies included (an
+    insert that fires a trigger reports the trigger's updates of other tables too), so a
+    table is noted before any execution can change it; a statement reused from the statement
+    cache was noted when first compiled. Compiled-but-harmless writes (an update that
+    matches no row, a call rolled back) are noted as well: the set is a superset of the
+    tables that changed. A schema change (or ATTACH) sets `lost`: the set no longer tells.
+    Temporary tables (`temp` schema: trace and change logs) are not state and are ignored.
+    """
+
+    def __init__(self) -> None:
+        self.tables: set[str] = set()
+        self.lost = False
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None,
+                 trigger: str | None) -> int:
+        if action in _WRITES:
+            if db != "temp" and arg1 is not None:
+                self.tables.add(arg1)
+        elif action in _SCHEMA_CHANGES:
+            self.lost = True
+        return sqlite3.SQLITE_OK
+
+
+def table_json(conn: sqlite3.Connection, table: str, pk: list[str]) -> str:
+    """One table of `canonical_dump` as `hash_dump` writes it: `{"<key>":{row},...}`."""
+    cur = conn.execute(f'SELECT * FROM "{table}"')
+    cols = [d[0] for d in cur.description]
+    idx = [cols.index(c) for c in pk]
+    entries: dict[str, str] = {}
+    for raw in cur.fetchall():
+        key = _key_json([raw[i] for i in idx])
+        entries[key] = _entry(key, _row_json(dict(zip(cols, raw, strict=True))))
+    return _table_json(entries)
+
+
+def _tables_hash(jsons: dict[str, str]) -> str:
+    body = "{" + ",".join(_str_json(t) + ":" + jsons[t] for t in sorted(jsons)) + "}"
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StateHashes:
+    """A state's tables as canonical JSON and its hash (`state_hash`), kept once per initial
+    state so that a copy of it is hashed by re-reading only the tables it wrote (`rehash`)."""
+
+    pk: dict[str, list[str]]
+    jsons: dict[str, str]
+    hash: str
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> StateHashes:
+        pk = {t: primary_key(conn, t) for t in tables(conn)}
+        jsons = {t: table_json(conn, t, k) for t, k in pk.items()}
+        return cls(pk, jsons, _tables_hash(jsons))
+
+    def rehash(self, conn: sqlite3.Connection, written: set[str]) -> str:
+        """`state_hash(conn)` for a copy of this state whose statements wrote at most the
+        tables `written` (names that are not tables, such as views, are skipped)."""
+        changed = [t for t in written if t in self.jsons]
+        if not changed:
+            return self.hash
+        jsons = dict(self.jsons)
+        for t in changed:
+            jsons[t] = table_json(conn, t, self.pk[t])
+        return _tables_hash(jsons)

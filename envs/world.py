@@ -60,6 +60,7 @@ class World:
     folder: Path
     _base_cache: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict, repr=False)
     _text_cache: OrderedDict[tuple[int, int], frozenset[str]] = field(default_factory=OrderedDict, repr=False)
+    _hash_cache: OrderedDict[tuple[Any, ...], st.StateHashes] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
@@ -151,13 +152,43 @@ class World:
         finally:
             conn.close()
 
+    def state_hashes(self, ref: StateRef) -> st.StateHashes:
+        """The table JSONs and hash of `ref`'s state, computed from the built state once
+        (cached, the most recently used `STATE_CACHE_SIZE`): every env copied from `ref`
+        hashes by re-reading only the tables it wrote (`Env.state_hash`)."""
+        key = (ref.seed, ref.scale, tuple(ref.patches))
+        with self._lock:
+            found = self._hash_cache.get(key)
+            if found is not None:
+                self._hash_cache.move_to_end(key)
+                return found
+        conn = self.build_state(ref.seed, ref.scale, ref.patches)
+        try:
+            hashes = st.StateHashes.of(conn)
+        finally:
+            conn.close()
+        with self._lock:
+            self._hash_cache[key] = hashes
+            while len(self._hash_cache) > STATE_CACHE_SIZE:
+                self._hash_cache.popitem(last=False)
+        return hashes
+
     def env(self, ref: StateRef | None = None, conn: sqlite3.Connection | None = None) -> Env:
-        """A live environment on a fresh copy of `ref`'s state (or on `conn` itself)."""
-        if conn is None:
-            if ref is None:
-                raise ValueError("env() needs a state reference or a connection")
-            conn = self.build_state(ref.seed, ref.scale, ref.patches)
-        return Env(self, conn)
+        """A live environment on a fresh copy of `ref`'s state (or on `conn` itself).
+
+        A copy of `ref` watches which tables its statements write (`st.WriteWatch`, set
+        before the patches run, then cleared), so its `state_hash` re-reads only those."""
+        if conn is not None:
+            return Env(self, conn)
+        if ref is None:
+            raise ValueError("env() needs a state reference or a connection")
+        conn = st.restore(self.base_state(ref.seed, ref.scale))
+        watch = st.WriteWatch()
+        conn.set_authorizer(watch)
+        for sql in ref.patches:
+            conn.execute(sql)
+        watch.tables.clear()
+        return Env(self, conn, ref, watch)
 
 
 def state_texts(conn: sqlite3.Connection) -> set[str]:
@@ -172,11 +203,18 @@ def state_texts(conn: sqlite3.Connection) -> set[str]:
 class Env:
     """One live copy of a world's database, with tools to act on it."""
 
-    def __init__(self, world: World, conn: sqlite3.Connection) -> None:
+    def __init__(self, world: World, conn: sqlite3.Connection, ref: StateRef | None = None,
+                 watch: st.WriteWatch | None = None) -> None:
         self.world = world
         self.conn = conn
+        self._ref = ref  # the state `conn` was copied from, and the watch of its writes since
+        self._watch = watch
 
     def state_hash(self) -> str:
+        """`st.state_hash(conn)`; on a watched copy of a state reference, from the reference's
+        cached table JSONs and a re-read of the tables written since (the same hash)."""
+        if self._ref is not None and self._watch is not None and not self._watch.lost:
+            return self.world.state_hashes(self._ref).rehash(self.conn, self._watch.tables)
         return st.state_hash(self.conn)
 
     def snapshot(self) -> bytes:

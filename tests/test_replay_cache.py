@@ -112,3 +112,58 @@ def test_cached_constraint_replay_scores_like_full_replay() -> None:
             kept = _write_amounts(task, writes)  # from the replay just made
             r._last_amounts = None
             assert kept == _write_amounts(task, writes)  # a replay of its own
+
+
+@pytest.mark.parametrize("world", ["airline", "retail", "telecom", "clinic"])
+def test_watched_env_hash_matches_full_hash(world: str) -> None:
+    """A copy of a state reference hashes from the reference's cached table JSONs and a
+    re-read of the tables its statements wrote (`st.WriteWatch`): after every call of gold
+    paths, mutants and random mixes (failures and rolled-back calls included) the hash is
+    the full `state_hash`."""
+    from envs.registry import get_world
+    from synthesis.base import SynthesisConfig, get_method
+
+    w = get_world(world)
+    rng = random.Random(11)
+    checked = 0
+    for method in ("constraint_guided", "logic_driven"):
+        found = get_method(method)(SynthesisConfig(method=method, world=world, n_tasks=3, seed=7), w).tasks
+        for task in found:
+            variants = [task.reference_solution] + [m.calls for m in mutants(task)]
+            pool = [c for calls in variants for c in calls]
+            variants += [rng.sample(pool, k=min(len(pool), rng.randint(2, 6))) for _ in range(3)]
+            for calls in variants:
+                env = w.env(task.initial_state)
+                try:
+                    assert env.state_hash() == task.initial_state.state_hash == st.state_hash(env.conn)
+                    for call in calls:
+                        env.call(call)
+                        assert env.state_hash() == st.state_hash(env.conn)
+                        checked += 1
+                finally:
+                    env.close()
+    assert checked >= 20
+
+
+def test_write_watch_notes_trigger_writes_and_gives_up_on_schema_changes() -> None:
+    conn = st.connect_memory()
+    conn.executescript("""
+        CREATE TABLE a (id INTEGER PRIMARY KEY, v INTEGER);
+        CREATE TABLE log (id INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT);
+        CREATE TRIGGER a_log AFTER UPDATE ON a BEGIN INSERT INTO log (what) VALUES ('a'); END;
+        INSERT INTO a VALUES (1, 1), (2, 2);
+    """)
+    hashes = st.StateHashes.of(conn)
+    assert hashes.hash == st.state_hash(conn)
+    watch = st.WriteWatch()
+    conn.set_authorizer(watch)
+    conn.execute("SELECT * FROM a").fetchall()
+    conn.execute("CREATE TEMP TABLE scratch (x)")  # temp tables are not state
+    conn.execute("INSERT INTO scratch VALUES (1)")
+    assert watch.tables == set() and not watch.lost
+    assert hashes.rehash(conn, watch.tables) == hashes.hash
+    conn.execute("UPDATE a SET v = 5 WHERE id = 2")
+    assert watch.tables == {"a", "log"}  # the trigger's insert is noted too
+    assert hashes.rehash(conn, watch.tables) == st.state_hash(conn) != hashes.hash
+    conn.execute("CREATE TABLE b (x)")
+    assert watch.lost
