@@ -394,16 +394,35 @@ class WriteWatch:
         return sqlite3.SQLITE_OK
 
 
-def table_json(conn: sqlite3.Connection, table: str, pk: list[str]) -> str:
-    """One table of `canonical_dump` as `hash_dump` writes it: `{"<key>":{row},...}`."""
+# a table's rows as SQLite returns them -> (row key, JSON entry, the values' types)
+Entries = dict[tuple[Any, ...], tuple[str, str, tuple[type, ...]]]
+
+
+def table_entries(conn: sqlite3.Connection, table: str, pk: list[str],
+                  known: Entries | None = None) -> Entries:
+    """Each row of `table` (as SQLite returns it) with its key and JSON entry as
+    `hash_dump` writes them. A row found in `known` with values of the same types reuses its
+    entry (no JSON encoding). Equal tuples can still be written differently (1 and 1.0, 0.0
+    and -0.0): hence the types, and a row with a float and a zero is always encoded."""
     cur = conn.execute(f'SELECT * FROM "{table}"')
     cols = [d[0] for d in cur.description]
     idx = [cols.index(c) for c in pk]
-    entries: dict[str, str] = {}
+    known = known or {}
+    out: Entries = {}
     for raw in cur.fetchall():
-        key = _key_json([raw[i] for i in idx])
-        entries[key] = _entry(key, _row_json(dict(zip(cols, raw, strict=True))))
-    return _table_json(entries)
+        types = tuple(map(type, raw))
+        hit = known.get(raw)
+        if hit is None or hit[2] != types or (float in types and 0 in raw):
+            key = _key_json([raw[i] for i in idx])
+            hit = (key, _entry(key, _row_json(dict(zip(cols, raw, strict=True)))), types)
+        out[raw] = hit
+    return out
+
+
+def table_json(entries: Entries) -> str:
+    """One table of `canonical_dump` as `hash_dump` writes it: `{"<key>":{row},...}` (rows
+    with equal keys, possible only without a primary key, are equal and written once)."""
+    return _table_json({key: entry for key, entry, _ in entries.values()})
 
 
 def _tables_hash(jsons: dict[str, str]) -> str:
@@ -417,22 +436,25 @@ class StateHashes:
     state so that a copy of it is hashed by re-reading only the tables it wrote (`rehash`)."""
 
     pk: dict[str, list[str]]
+    rows: dict[str, Entries]
     jsons: dict[str, str]
     hash: str
 
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> StateHashes:
         pk = {t: primary_key(conn, t) for t in tables(conn)}
-        jsons = {t: table_json(conn, t, k) for t, k in pk.items()}
-        return cls(pk, jsons, _tables_hash(jsons))
+        rows = {t: table_entries(conn, t, k) for t, k in pk.items()}
+        jsons = {t: table_json(e) for t, e in rows.items()}
+        return cls(pk, rows, jsons, _tables_hash(jsons))
 
     def rehash(self, conn: sqlite3.Connection, written: set[str]) -> str:
         """`state_hash(conn)` for a copy of this state whose statements wrote at most the
-        tables `written` (names that are not tables, such as views, are skipped)."""
+        tables `written` (names that are not tables, such as views, are skipped). Those are
+        re-read; their unchanged rows keep their JSON."""
         changed = [t for t in written if t in self.jsons]
         if not changed:
             return self.hash
         jsons = dict(self.jsons)
         for t in changed:
-            jsons[t] = table_json(conn, t, self.pk[t])
+            jsons[t] = table_json(table_entries(conn, t, self.pk[t], self.rows[t]))
         return _tables_hash(jsons)

@@ -167,3 +167,15 @@ def test_write_watch_notes_trigger_writes_and_gives_up_on_schema_changes() -> No
     assert hashes.rehash(conn, watch.tables) == st.state_hash(conn) != hashes.hash
     conn.execute("CREATE TABLE b (x)")
     assert watch.lost
+
+
+def test_rehash_encodes_rows_that_are_equal_but_written_differently() -> None:
+    """1 and 1.0, 0.0 and -0.0 are equal in Python (and hash alike) but JSON writes them
+    differently: a re-read row holding them is encoded again, not taken from the base."""
+    conn = st.connect_memory()
+    conn.executescript("CREATE TABLE t (id TEXT PRIMARY KEY, v); INSERT INTO t VALUES ('a', 1), ('b', 0.0);")
+    hashes = st.StateHashes.of(conn)
+    conn.execute("UPDATE t SET v = 1.0 WHERE id = 'a'")
+    conn.execute("UPDATE t SET v = -0.0 WHERE id = 'b'")
+    assert conn.execute("SELECT v FROM t ORDER BY id").fetchall() == [(1.0,), (-0.0,)]
+    assert hashes.rehash(conn, {"t"}) == st.state_hash(conn) != hashes.hash
