@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,15 @@ def primary_key(conn: sqlite3.Connection, table: str) -> list[str]:
     return pk or [r[1] for r in info]  # no primary key: the whole row is the key
 
 
-def canonical_dump(conn: sqlite3.Connection) -> Dump:
-    """Every table as {row key: {column: value}}, keys in primary-key order."""
+def canonical_dump(conn: sqlite3.Connection, only: Iterable[str] | None = None) -> Dump:
+    """Every table (or those of `only` that are tables) as {row key: {column: value}}, keys
+    in primary-key order."""
     out: Dump = {}
-    for table in tables(conn):
+    names = tables(conn)
+    if only is not None:
+        wanted = set(only)
+        names = [t for t in names if t in wanted]
+    for table in names:
         pk = primary_key(conn, table)
         cur = conn.execute(f'SELECT * FROM "{table}"')
         cols = [d[0] for d in cur.description]

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -190,6 +191,15 @@ class World:
         watch.tables.clear()
         return Env(self, conn, ref, watch)
 
+    def copy_env(self, snapshot: bytes, hashes: st.StateHashes | Callable[[], st.StateHashes]) -> Env:
+        """A live environment on a fresh copy of `snapshot`, whose `StateHashes` are known
+        (or made by `hashes()` when first needed): it hashes by re-reading only the tables it
+        writes, like a copy of a reference."""
+        conn = st.restore(snapshot)
+        watch = st.WriteWatch()
+        conn.set_authorizer(watch)
+        return Env(self, conn, hashes, watch)
+
 
 def state_texts(conn: sqlite3.Connection) -> set[str]:
     """Every distinct text cell of every table of `conn`."""
@@ -203,19 +213,33 @@ def state_texts(conn: sqlite3.Connection) -> set[str]:
 class Env:
     """One live copy of a world's database, with tools to act on it."""
 
-    def __init__(self, world: World, conn: sqlite3.Connection, ref: StateRef | None = None,
+    def __init__(self, world: World, conn: sqlite3.Connection,
+                 origin: StateRef | st.StateHashes | Callable[[], st.StateHashes] | None = None,
                  watch: st.WriteWatch | None = None) -> None:
         self.world = world
         self.conn = conn
-        self._ref = ref  # the state `conn` was copied from, and the watch of its writes since
+        self._origin = origin  # the state `conn` was copied from, and the watch of its writes since
         self._watch = watch
 
+    @property
+    def written(self) -> frozenset[str] | None:
+        """The tables this copy's statements may have written since it was made (a superset of
+        those that changed); None when not watched or no longer known."""
+        if self._origin is None or self._watch is None or self._watch.lost:
+            return None
+        return frozenset(self._watch.tables)
+
     def state_hash(self) -> str:
-        """`st.state_hash(conn)`; on a watched copy of a state reference, from the reference's
-        cached table JSONs and a re-read of the tables written since (the same hash)."""
-        if self._ref is not None and self._watch is not None and not self._watch.lost:
-            return self.world.state_hashes(self._ref).rehash(self.conn, self._watch.tables)
-        return st.state_hash(self.conn)
+        """`st.state_hash(conn)`; on a watched copy, from the origin's table JSONs (a
+        reference's are cached by its world) and a re-read of the tables written since."""
+        origin, watch = self._origin, self._watch
+        if origin is None or watch is None or watch.lost:
+            return st.state_hash(self.conn)
+        if isinstance(origin, StateRef):
+            hashes = self.world.state_hashes(origin)
+        else:
+            hashes = origin if isinstance(origin, st.StateHashes) else origin()
+        return hashes.rehash(self.conn, watch.tables)
 
     def snapshot(self) -> bytes:
         return st.snapshot(self.conn)

@@ -8,7 +8,9 @@ path found to it; calls that a rule rejects leave the state unchanged and are pr
 
 from __future__ import annotations
 
+import functools
 import random
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,9 @@ class Reached:
     path: list[ToolCall]
     snapshot: bytes
     rejected: dict[str, int] = field(default_factory=dict)  # rule id -> rejections on the way
+    # tables the path's calls may have written (a superset of those that differ from the
+    # root's); None when unknown
+    written: frozenset[str] | None = frozenset()
 
 
 @dataclass
@@ -46,11 +51,16 @@ def explore(world: World, env: Env, focus: dict[str, Any], cfg: ExplorerConfig, 
         next_frontier: list[Reached] = []
         for node in frontier:
             base = st.restore(node.snapshot)
+
+            @functools.cache
+            def hashes(base: sqlite3.Connection = base) -> st.StateHashes:
+                return st.StateHashes.of(base)  # once a call succeeds: children re-read what they write
+
             for call in world.design.candidate_calls(base, focus):
                 if expansions >= cfg.max_expansions:
                     break
                 expansions += 1
-                child = Env(world, st.restore(node.snapshot))
+                child = world.copy_env(node.snapshot, hashes)
                 obs = child.call(call)
                 if not obs.ok:
                     if obs.code:
@@ -59,7 +69,9 @@ def explore(world: World, env: Env, focus: dict[str, Any], cfg: ExplorerConfig, 
                     continue
                 h = child.state_hash()
                 if h not in seen:
-                    reached = Reached(h, [*node.path, call], child.snapshot())
+                    own = child.written
+                    written = None if own is None or node.written is None else node.written | own
+                    reached = Reached(h, [*node.path, call], child.snapshot(), written=written)
                     seen[h] = reached
                     next_frontier.append(reached)
                 child.close()

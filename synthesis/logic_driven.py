@@ -129,7 +129,11 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                 if r is root and not variant.allow_no_change:
                     continue
                 after = st.restore(r.snapshot)
-                changes = st.diff_dumps(before_dump, st.canonical_dump(after))
+                if r.written is None:
+                    changes = st.diff_dumps(before_dump, st.canonical_dump(after))
+                else:  # the tables the path did not write are the root's
+                    changes = st.diff_dumps({t: before_dump[t] for t in r.written if t in before_dump},
+                                            st.canonical_dump(after, r.written))
                 goal = world.design.describe(changes, before, after, variant)
                 if goal is not None:
                     # Shorter paths win ties: a compound goal must earn its extra steps.
