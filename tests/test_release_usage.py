@@ -375,3 +375,40 @@ def test_card_figures_measured_chunk_by_chunk_equal_one_pass(released: dict[str,
         {"f": {"rows": 2, "ok": 1, "skipped": 0, "skipped_why": {}, "failed": 1,
                "failures": [{"row": 3, "problem": "x"}]}})
     assert merged["f"]["rows"] == 4 and merged["f"]["failures"] == [{"row": 3, "problem": "x"}]
+
+
+def test_token_counter_counts_like_the_tokenizer(released: dict[str, Path]) -> None:
+    """The card's `TokenCounter` (added tokens plus cached counts of the pieces between them)
+    gives each text the count of encoding it whole: rendered release rows, texts with added
+    tokens side by side or at the ends, after pieces were evicted; a tokenizer whose added
+    token strips the spaces beside it is counted whole."""
+    from tokenizers import AddedToken
+
+    from train import release_card
+
+    tok = release_card.embedded_tokenizer()
+
+    def whole(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    texts: list[str] = []
+    for kind in ("sft", "rl"):
+        schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
+        rows = [release_card.decode_row(r, schema) for r in store.read_table(released[kind]).to_pylist()[:6]]
+        texts += [t for r in rows for t in release_card.row_texts(tok, r, kind)]
+    texts += ["<|im_start|><|im_end|>", "<|im_start|>user\n hi <|im_end|>\n", " <|endoftext|>", "plain text, no tokens",
+              "", "<|im_start|>", "a<|im_end|>b<|im_end|>  c"]
+    counter = release_card.TokenCounter(tok, max_pieces=5)  # most pieces evicted between calls
+    assert counter.exact_pieces
+    for _ in range(2):  # second pass: pieces come from the cache (those still in it)
+        assert counter.counts(texts) == [whole(t) for t in texts]
+    assert len(counter.pieces) <= 5
+    rows = [release_card.decode_row(r, SFT_SCHEMA) for r in store.read_table(released["sft"]).to_pylist()[:4]]
+    assert release_card.rows_lengths(tok, rows, "sft") == [release_card.row_lengths(tok, r, "sft") for r in rows]
+
+    stripping = tok.__class__.from_pretrained(tok.name_or_path, local_files_only=True)
+    stripping.add_tokens([AddedToken("<|tool|>", lstrip=True, special=True)])
+    strip_counter = release_card.TokenCounter(stripping)
+    assert not strip_counter.exact_pieces
+    probe = ["x <|tool|> y", "<|im_start|>user  <|tool|>"]
+    assert strip_counter.counts(probe) == [len(stripping(t, add_special_tokens=False)["input_ids"]) for t in probe]

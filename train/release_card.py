@@ -168,24 +168,92 @@ def _percentiles(values: list[int]) -> dict[str, int]:
     return {"p50": rank(50), "p95": rank(95), "max": s[-1]}
 
 
-def row_lengths(tokenizer: Any, row: dict[str, Any], kind: str, chat_template: str | None = None) -> tuple[int, int]:
-    """Tokens of a row before its first assistant turn (the prompt, generation header
-    included) and in total (sft: the whole conversation; rl: the prompt), rendered with
-    `chat_template` (default: the tokenizer's)."""
+class TokenCounter:
+    """Token counts of texts, each exactly `len(tokenizer(text, add_special_tokens=False)
+    ["input_ids"])`, made cheap for texts that share long parts.
+
+    A fast tokenizer first cuts a text at its added tokens (`<|im_start|>`, ...) and encodes
+    each piece between them on its own. When no added token strips the spaces next to it,
+    matches single words only, or is matched on normalized text, a text's count is therefore
+    its added tokens plus the counts of its pieces. Rendered rows repeat most of their
+    pieces (the system prompt with the tool schemas), so each distinct piece is encoded once
+    (the most recent `max_pieces` kept), the new ones of a call in one batch. A tokenizer
+    whose added tokens do any of that has its texts encoded whole, in one batch per call.
+    """
+
+    def __init__(self, tokenizer: Any, max_pieces: int = 20_000) -> None:
+        self.backend = tokenizer.backend_tokenizer
+        added = list(self.backend.get_added_tokens_decoder().values())
+        self.exact_pieces = bool(added) and not any(
+            t.lstrip or t.rstrip or t.single_word or (t.normalized and self.backend.normalizer is not None)
+            for t in added)
+        contents = sorted({t.content for t in added}, key=len, reverse=True)  # leftmost, then longest
+        self.split = re.compile("(" + "|".join(map(re.escape, contents)) + ")") if contents else None
+        self.max_pieces = max_pieces
+        self.pieces: dict[str, int] = {}  # insertion order: the oldest first
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self.backend.encode_batch(texts, add_special_tokens=False)] if texts else []
+
+    def counts(self, texts: list[str]) -> list[int]:
+        if not self.exact_pieces or self.split is None:
+            return self._encode(texts)
+        cut = [self.split.split(t) for t in texts]  # pieces at even places, added tokens at odd
+        new = list(dict.fromkeys(p for parts in cut for p in parts[::2] if p and p not in self.pieces))
+        found = dict(zip(new, self._encode(new), strict=True))
+        out = []
+        for parts in cut:
+            pieces = parts[::2]
+            n = (len(parts) - 1) // 2  # the added tokens
+            for p in pieces:
+                if not p:
+                    continue
+                c = found.get(p)
+                if c is None:
+                    c = self.pieces.pop(p)  # re-inserted below: now the most recent
+                self.pieces[p] = c
+                n += c
+            out.append(n)
+        while len(self.pieces) > self.max_pieces:
+            del self.pieces[next(iter(self.pieces))]
+        return out
+
+
+def row_texts(tokenizer: Any, row: dict[str, Any], kind: str, chat_template: str | None = None) -> tuple[str, str]:
+    """A row rendered with `chat_template` (default: the tokenizer's) up to its first
+    assistant turn (the prompt, generation header included) and whole (sft: the whole
+    conversation; rl: the prompt again)."""
     tools = row.get("tools") or None
     tools = json.loads(tools) if isinstance(tools, str) else tools
 
-    def count(messages: list[dict[str, Any]], prompt: bool) -> int:
-        text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=prompt,
+    def render(messages: list[dict[str, Any]], prompt: bool) -> str:
+        return tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=prompt,
                                              chat_template=chat_template, tokenize=False)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     if kind == "rl":
-        n = count(row["prompt"], True)
-        return n, n
+        text = render(row["prompt"], True)
+        return text, text
     messages = row["messages"]
     first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
-    return count(messages[:first], True), count(messages, False)
+    return render(messages[:first], True), render(messages, False)
+
+
+def row_lengths(tokenizer: Any, row: dict[str, Any], kind: str, chat_template: str | None = None) -> tuple[int, int]:
+    """Tokens of a row before its first assistant turn and in total (see `row_texts`)."""
+    prompt, whole = row_texts(tokenizer, row, kind, chat_template)
+    return (len(tokenizer(prompt, add_special_tokens=False)["input_ids"]),
+            len(tokenizer(whole, add_special_tokens=False)["input_ids"]))
+
+
+def rows_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str, counter: TokenCounter | None = None,
+                 chat_template: str | None = None) -> list[tuple[int, int]]:
+    """`row_lengths` of each row, counted by `counter` (made from the tokenizer if None)."""
+    counter = counter or TokenCounter(tokenizer)
+    texts = [row_texts(tokenizer, r, kind, chat_template) for r in rows]
+    counts = counter.counts([t for pair in texts for t in (pair[:1] if kind == "rl" else pair)])
+    if kind == "rl":
+        return [(n, n) for n in counts]
+    return list(zip(counts[::2], counts[1::2], strict=True))
 
 
 def token_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -255,10 +323,11 @@ def training_sections(kind: str, batches: Any, code_version: str = "",
         tokenizer = None
     lengths: list[tuple[int, int]] = []
     templates: dict[str, Any] = {}
+    counter = TokenCounter(tokenizer) if tokenizer is not None else None
     try:
         for rows in decoded_chunks(batches, kind, chunk_rows=CHUNK_ROWS):
             if tokenizer is not None:
-                lengths += [row_lengths(tokenizer, r, kind) for r in rows]
+                lengths += rows_lengths(tokenizer, rows, kind, counter)
                 if kind == "sft":
                     templates = merge_template_checks(templates, check_templates(tokenizer, rows,
                                                                                  offset=figures["rows_measured"]))
