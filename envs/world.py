@@ -47,9 +47,10 @@ class Observation:
 
 
 
-# Generated databases (and their texts) a world keeps, the most recently used: a run's tasks
-# each have their own seed, so an unbounded cache grows with the run (about 0.7 MB a task).
-# A shard holds a few dozen tasks at a time (shard_size), so this many keeps its states warm.
+# Generated databases (and their texts, patched copies and table hashes) a world keeps, the
+# most recently used: a run's tasks each have their own seed, so an unbounded cache grows with
+# the run (about 0.7 MB a task). A shard holds a few dozen tasks at a time (shard_size), so
+# this many keeps its states warm.
 STATE_CACHE_SIZE = 32
 
 
@@ -62,6 +63,7 @@ class World:
     _base_cache: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict, repr=False)
     _text_cache: OrderedDict[tuple[int, int], frozenset[str]] = field(default_factory=OrderedDict, repr=False)
     _hash_cache: OrderedDict[tuple[Any, ...], st.StateHashes] = field(default_factory=OrderedDict, repr=False)
+    _patched_cache: OrderedDict[tuple[Any, ...], bytes] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
@@ -114,11 +116,33 @@ class World:
             self._base_cache.move_to_end(key)
             return self._base_cache[key]
 
-    def build_state(self, seed: int, scale: int, patches: list[str] | None = None) -> sqlite3.Connection:
+    def patched_state(self, seed: int, scale: int, patches: list[str] | None = None) -> bytes:
+        """Snapshot of the seeded database with `patches` applied (cached like `base_state`:
+        a task's trials all start from it, and a patch script costs more than a copy)."""
+        if not patches:
+            return self.base_state(seed, scale)
+        key = (seed, scale, tuple(patches))
+        with self._lock:
+            found = self._patched_cache.get(key)
+            if found is not None:
+                self._patched_cache.move_to_end(key)
+                return found
         conn = st.restore(self.base_state(seed, scale))
-        for sql in patches or []:
-            conn.execute(sql)
-        return conn
+        try:
+            for sql in patches:
+                conn.execute(sql)
+            data = st.snapshot(conn)
+        finally:
+            conn.close()
+        with self._lock:
+            self._patched_cache[key] = data
+            while len(self._patched_cache) > STATE_CACHE_SIZE:
+                self._patched_cache.popitem(last=False)
+        return data
+
+    def build_state(self, seed: int, scale: int, patches: list[str] | None = None) -> sqlite3.Connection:
+        """A fresh, writable copy of the seeded database with `patches` applied."""
+        return st.restore(self.patched_state(seed, scale, patches))
 
     def synthetic_values(self, ref: StateRef) -> frozenset[str]:
         """The text this world generated for a task whose initial state is `ref`: every text
@@ -177,18 +201,15 @@ class World:
     def env(self, ref: StateRef | None = None, conn: sqlite3.Connection | None = None) -> Env:
         """A live environment on a fresh copy of `ref`'s state (or on `conn` itself).
 
-        A copy of `ref` watches which tables its statements write (`st.WriteWatch`, set
-        before the patches run, then cleared), so its `state_hash` re-reads only those."""
+        A copy of `ref` watches which tables its statements write (`st.WriteWatch`), so its
+        `state_hash` re-reads only those."""
         if conn is not None:
             return Env(self, conn)
         if ref is None:
             raise ValueError("env() needs a state reference or a connection")
-        conn = st.restore(self.base_state(ref.seed, ref.scale))
+        conn = self.build_state(ref.seed, ref.scale, ref.patches)
         watch = st.WriteWatch()
         conn.set_authorizer(watch)
-        for sql in ref.patches:
-            conn.execute(sql)
-        watch.tables.clear()
         return Env(self, conn, ref, watch)
 
     def copy_env(self, snapshot: bytes, hashes: st.StateHashes | Callable[[], st.StateHashes]) -> Env:

@@ -7,9 +7,10 @@ returns a `PartRef`: a path, a row count and the shard's figures. The driver hol
 packed (`data.records.PackedTasks`, about 2 KB a task), and the refs, never a trajectory or a
 verdict:
 
-- `rollout_part`: the shard's trajectories (through the shard cache: a resumed shard is
-  not rolled out again), part `rollout/<rollout key>`;
-- `verify_part`: their verdicts, part `verify/<verify key>`;
+- `rollout_part`: the shard's trajectories, part `rollout/<rollout key>` (the part is the
+  shard's cache: a resumed shard is not rolled out again; with `cache_dir` set, the shard
+  cache there is read and written too, so runs into other folders share it);
+- `verify_part`: their verdicts, part `verify/<verify key>`, cached the same way;
 - `curate_part`: the curation of the shard's tasks (every strategy decides within a task's
   group; an rl budget is applied afterwards over all shards, `apply_rl_budget`), its release
   rows scrubbed and re-judged, and the shard's figures (`pipelines.figures.shard_figures`);
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from data import parts, store
+from data.cache import ShardCache
 from data.parts import PartRef
 from data.records import (
     TRAJECTORY_SCHEMA_VERSION,
@@ -49,13 +51,19 @@ def parts_dir(cfg: RunConfig, out: Path | str) -> Path | str:
     return cfg.parts_url or Path(out) / "parts"
 
 
+def shared_cache(cfg: RunConfig, out: Path) -> ShardCache:
+    """The shard cache a shard also reads and writes besides its part: the one `cache_dir`
+    names (shared beyond this `out`), or none. Under `<out>` the parts are the cache."""
+    return stages.shard_cache(cfg, out) if cfg.cache_dir else ShardCache(Path(out) / "cache", enabled=False)
+
+
 def rollout_part(tasks: list[Task], cfg: RunConfig, out: Path) -> PartRef:
-    """The trajectories of a shard of tasks as a part (already there, from the shard cache,
-    or rolled out now); `meta` holds their `stages.trajectory_stats`."""
+    """The trajectories of a shard of tasks as a part (already there, from a shared shard
+    cache, or rolled out now); `meta` holds their `stages.trajectory_stats`."""
     root, key = parts_dir(cfg, out), keys.rollout_key(cfg, tasks)
     if cfg.cache and (ref := parts.find(root, "rollout", key)) is not None:
         return ref
-    trajectories, cached = stages.rollout_shard_cached(tasks, cfg, stages.shard_cache(cfg, out))
+    trajectories, cached = stages.rollout_shard_cached(tasks, cfg, shared_cache(cfg, out), key)
     ref = parts.write_records(root, "rollout", key, "trajectories", trajectories, stages.trajectory_stats(trajectories))
     return replace(ref, cached=cached)
 
@@ -67,7 +75,7 @@ def verify_part(tasks: list[Task], rollout: PartRef, cfg: RunConfig, out: Path) 
     root, key = parts_dir(cfg, out), keys.verify_key(cfg, by_id, trajectories)
     if cfg.cache and (ref := parts.find(root, "verify", key)) is not None:
         return ref
-    verdicts, cached = stages.verify_shard_cached(by_id, trajectories, cfg, stages.shard_cache(cfg, out))
+    verdicts, cached = stages.verify_shard_cached(by_id, trajectories, cfg, shared_cache(cfg, out), key)
     ref = parts.write_records(root, "verify", key, "verdicts", verdicts, stages.verdict_stats(verdicts))
     return replace(ref, cached=cached)
 

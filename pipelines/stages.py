@@ -144,9 +144,11 @@ def served_rollout(cfg: RunConfig) -> Iterator[RunConfig]:
         yield cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"model": model}), "vllm": None})
 
 
-def rollout_shard_cached(tasks: list[Task], cfg: RunConfig, cache: ShardCache) -> tuple[list[Trajectory], bool]:
-    """`rollout_shard` through the shard cache: (trajectories, whether they came from it)."""
-    key = keys.rollout_key(cfg, tasks)
+def rollout_shard_cached(tasks: list[Task], cfg: RunConfig, cache: ShardCache,
+                         key: str | None = None) -> tuple[list[Trajectory], bool]:
+    """`rollout_shard` through the shard cache: (trajectories, whether they came from it).
+    `key`: the shard's `keys.rollout_key`, when the caller has it."""
+    key = key or keys.rollout_key(cfg, tasks)
     hit = cache.get("rollout", key, "trajectories")
     if hit is not None:
         return hit, True
@@ -195,10 +197,10 @@ def verdict_stats(verdicts: Sequence[Verdict]) -> dict[str, Any]:
 # -- verification ----------------------------------------------------------------------
 
 def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], cfg: RunConfig,
-                        cache: ShardCache) -> tuple[list[Verdict], bool]:
+                        cache: ShardCache, key: str | None = None) -> tuple[list[Verdict], bool]:
     """`verify_shard` with the run's verifiers through the shard cache: (verdicts, whether
-    they came from it)."""
-    key = keys.verify_key(cfg, tasks, trajectories)
+    they came from it). `key`: the shard's `keys.verify_key`, when the caller has it."""
+    key = key or keys.verify_key(cfg, tasks, trajectories)
     hit = cache.get("verify", key, "verdicts")
     if hit is not None:
         return hit, True
