@@ -195,7 +195,8 @@ class RunConfig(BaseModel):
     # Shard results are cached by a key of their inputs (pipelines.keys): an identical
     # rerun, or a killed run started again, recomputes only shards whose inputs changed.
     cache: bool = True
-    cache_dir: str | None = None  # default: <out>/cache
+    # a shard cache shared beyond `out` (default: synthesis in <out>/cache, shards as their parts)
+    cache_dir: str | None = None
     # Where shards write their parts (`data.parts`): default <out>/parts; an fsspec URL
     # (s3://bucket/parts, gs://..., file:///nfs/parts) that every worker can reach lets a
     # cluster without a shared file system write them (the driver then copies them).

@@ -103,6 +103,27 @@ def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
     return score, clean, reasons
 
 
+class LastVerdict:
+    """A verifier that gives its last verdict again (a copy) when asked about the same task
+    and trajectory objects once more: a run's standalone verifiers and the composite's
+    components judge each trajectory in turn, so a shared instance runs once for both."""
+
+    def __init__(self, inner: Verifier) -> None:
+        self.inner = inner
+        self._last: tuple[Task, Trajectory, Verdict] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
+        last = self._last
+        if last is not None and last[0] is task and last[1] is trajectory:
+            return last[2].model_copy(deep=True)
+        verdict = self.inner.verify(task, trajectory)
+        self._last = (task, trajectory, verdict)
+        return verdict
+
+
 def applies(verifier: Verifier, task: Task) -> bool:
     """Whether `verifier` can judge `task` (a verifier may define `applies_to(task)`)."""
     check = getattr(verifier, "applies_to", None)

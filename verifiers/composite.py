@@ -16,6 +16,7 @@ verdict and reasons, so a re-verification can tell which component changed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -96,6 +97,13 @@ class CompositeVerifier(BaseVerifier):
                 f"{sorted(self.basis_verifiers)} or a verifier name ({', '.join(sorted(known))})"
             )
         return list(dict.fromkeys(names))
+
+    def share(self, verifier: Verifier, options: Mapping[str, Any] | None) -> None:
+        """Use `verifier` (built elsewhere with `options`, e.g. a run's own instance) as the
+        component of its name, when this composite would build that one with the same
+        options and has not built it yet."""
+        if verifier.name not in self._built and dict(self.component_options.get(verifier.name) or {}) == dict(options or {}):
+            self._built[verifier.name] = verifier
 
     def component(self, basis: str) -> Verifier:
         name = self.basis_verifiers.get(basis, basis)
