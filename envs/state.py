@@ -119,8 +119,69 @@ def diff_dumps(before: Dump, after: Dump) -> list[CellChange]:
     return changes
 
 
-def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> list[CellChange]:
-    return diff_dumps(canonical_dump(before), canonical_dump(after))
+def diff_states(before: sqlite3.Connection, after: sqlite3.Connection,
+                only: Iterable[str] | None = None) -> list[CellChange]:
+    """`diff_dumps(canonical_dump(before), canonical_dump(after))`, over the tables of `only`
+    when given (the caller knows the others are equal); see `DiffFrom`."""
+    return DiffFrom(before)(after, only)
+
+
+class DiffFrom:
+    """Cell-level diffs of states against one `before` state (read once per table).
+
+    Rows are compared as SQLite returns them, with their values' types; only those that
+    differ are keyed and turned into records, so a diff equals `diff_dumps` of the two
+    canonical dumps without building them. A table whose columns or key differ between the
+    two states is diffed from its dumps."""
+
+    def __init__(self, before: sqlite3.Connection) -> None:
+        self.before = before
+        self._tables = tables(before)
+        self._rows: dict[str, Any] = {}
+
+    def __call__(self, after: sqlite3.Connection, only: Iterable[str] | None = None) -> list[CellChange]:
+        after_tables = tables(after)
+        names = sorted(set(self._tables) | set(after_tables))
+        if only is not None:
+            wanted = set(only)
+            names = [t for t in names if t in wanted]
+        changes: list[CellChange] = []
+        for table in names:
+            if table not in self._rows:
+                self._rows[table] = _typed_rows(self.before, table) if table in self._tables else None
+            old = self._rows[table]
+            new = _typed_rows(after, table) if table in after_tables else None
+            if old is None or new is None or old[:2] != new[:2]:
+                changes += diff_dumps(canonical_dump(self.before, [table]), canonical_dump(after, [table]))
+                continue
+            cols, pk, rows_b, rows_a = old[0], old[1], old[2], new[2]
+            changes += diff_dumps({table: _keyed(rows_b - rows_a, cols, pk)}, {table: _keyed(rows_a - rows_b, cols, pk)})
+        return changes
+
+
+def _typed_rows(conn: sqlite3.Connection, table: str
+                ) -> tuple[list[str], list[str], set[tuple[tuple[Any, ...], tuple[type, ...]]]]:
+    """(columns, key columns, each row with its values' types) of `table`."""
+    cur = conn.execute(f'SELECT * FROM "{table}"')
+    cols = [d[0] for d in cur.description]
+    return cols, primary_key(conn, table), {(raw, tuple(map(type, raw))) for raw in cur.fetchall()}
+
+
+def _keyed(rows: set[tuple[tuple[Any, ...], tuple[type, ...]]], cols: list[str], pk: list[str]
+           ) -> dict[str, dict[str, Any]]:
+    """Rows as `canonical_dump` holds them: {row key: {column: value}}."""
+    idx = [cols.index(c) for c in pk]
+    return {_key_json([raw[i] for i in idx]): dict(zip(cols, raw, strict=True)) for raw, _ in rows}
+
+
+def _typed_rows(conn: sqlite3.Connection, table: str
+                ) -> tuple[list[str], list[str], set[tuple[tuple[Any, ...], tuple[type, ...]]]] | None:
+    """(columns, key columns, each row with its values' types) of `table`; None if absent."""
+    if table not in tables(conn):
+        return None
+    cur = conn.execute(f'SELECT * FROM "{table}"')
+    cols = [d[0] for d in cur.description]
+    return cols, primary_key(conn, table), {(raw, tuple(map(type, raw))) for raw in cur.fetchall()}
 
 
 # -- incremental state: the dump and hash of a state kept up to date from the rows that changed --

@@ -123,17 +123,13 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             for code, n in rejections.items():
                 rejections_total[code] = rejections_total.get(code, 0) + n
             before = st.restore(root.snapshot)
-            before_dump = st.canonical_dump(before)
+            diff_from = st.DiffFrom(before)
             candidates = []
             for r in reached.values():
                 if r is root and not variant.allow_no_change:
                     continue
                 after = st.restore(r.snapshot)
-                if r.written is None:
-                    changes = st.diff_dumps(before_dump, st.canonical_dump(after))
-                else:  # the tables the path did not write are the root's
-                    changes = st.diff_dumps({t: before_dump[t] for t in r.written if t in before_dump},
-                                            st.canonical_dump(after, r.written))
+                changes = diff_from(after, r.written)  # the tables the path did not write are the root's
                 goal = world.design.describe(changes, before, after, variant)
                 if goal is not None:
                     # Shorter paths win ties: a compound goal must earn its extra steps.

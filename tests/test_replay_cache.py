@@ -136,10 +136,15 @@ def test_watched_env_hash_matches_full_hash(world: str) -> None:
                 env = w.env(task.initial_state)
                 try:
                     assert env.state_hash() == task.initial_state.state_hash == st.state_hash(env.conn)
+                    initial = w.build_state(task.initial_state.seed, task.initial_state.scale, task.initial_state.patches)
+                    diff_from = st.DiffFrom(initial)
                     for call in calls:
                         env.call(call)
                         assert env.state_hash() == st.state_hash(env.conn)
+                        full = st.diff_dumps(st.canonical_dump(initial), st.canonical_dump(env.conn))
+                        assert diff_from(env.conn) == full == diff_from(env.conn, env.written)
                         checked += 1
+                    initial.close()
                 finally:
                     env.close()
     assert checked >= 20
@@ -179,3 +184,27 @@ def test_rehash_encodes_rows_that_are_equal_but_written_differently() -> None:
     conn.execute("UPDATE t SET v = -0.0 WHERE id = 'b'")
     assert conn.execute("SELECT v FROM t ORDER BY id").fetchall() == [(1.0,), (-0.0,)]
     assert hashes.rehash(conn, {"t"}) == st.state_hash(conn) != hashes.hash
+
+
+def test_diff_states_equals_diff_of_dumps() -> None:
+    """`diff_states` compares rows as SQLite returns them and keys only those that differ:
+    the same changes as diffing the canonical dumps, through key changes, deletes, inserts,
+    a value that changes type (1 -> 1.0), tables without a key, and a table added."""
+    conn = st.connect_memory()
+    conn.executescript("""
+        CREATE TABLE a (id TEXT PRIMARY KEY, v, f REAL);
+        CREATE TABLE n (v TEXT);
+        INSERT INTO a VALUES ('r1', 1, 0.5), ('r2', 2, 1.5), ('r3', 'x', NULL);
+        INSERT INTO n VALUES ('same'), ('same'), ('other');
+    """)
+    before = st.restore(st.snapshot(conn))
+    script = ["UPDATE a SET v = 1.0 WHERE id = 'r1'", "DELETE FROM a WHERE id = 'r2'", "INSERT INTO a VALUES ('r0', 7, 2.5)",
+              "UPDATE a SET id = 'r9' WHERE id = 'r3'", "DELETE FROM n WHERE rowid = 1", "DELETE FROM n WHERE v = 'other'",
+              "CREATE TABLE z (k INTEGER PRIMARY KEY, w TEXT)", "INSERT INTO z VALUES (1, 'new')"]
+    diff_from = st.DiffFrom(before)
+    for sql in script:
+        conn.execute(sql)
+        full = st.diff_dumps(st.canonical_dump(before), st.canonical_dump(conn))
+        assert st.diff_states(before, conn) == full == diff_from(conn)
+    assert not any(c.key == '["r1"]' for c in full)  # 1 and 1.0 are equal values, as in the dumps
+    assert diff_from(conn, ["a"]) == [c for c in full if c.table == "a"]
