@@ -44,7 +44,7 @@ from rollout.policies import ScriptedPolicy
 from rollout.strategy import StrategyConfig
 from rollout.user import ScriptedUser
 from synthesis.base import get_method
-from verifiers.base import VERIFIERS, LastVerdict, applies, get_verifier, primary_verifier
+from verifiers.base import VERIFIERS, applies, get_verifier, primary_verifier, share_components
 
 T = TypeVar("T")
 RELEASES = ("sft", "rl")
@@ -120,7 +120,8 @@ def audit_tasks(cfg: RunConfig, tasks: list[Task]) -> tuple[list[Task], dict[str
 
     # built without a model: those that need one (the judge) are reported as skipped
     verifiers = [get_verifier(n, cfg.verifier_options.get(n)) for n in cfg.verifiers]
-    report = audit(tasks, verifiers, max_failure_rate=cfg.audit.max_failure_rate, max_per_kind=cfg.audit.max_per_kind)
+    report = audit(tasks, verifiers, max_failure_rate=cfg.audit.max_failure_rate, max_per_kind=cfg.audit.max_per_kind,
+                   options=cfg.verifier_options)
     return report.kept(tasks), report.card()
 
 
@@ -219,13 +220,8 @@ def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifie
     if judge is not None and any(getattr(VERIFIERS.get(n), "takes_model", False)
                                  or getattr(VERIFIERS.get(n), "needs_model", False) for n in verifier_names):
         model, owned = build_model(judge)
-    verifiers = [LastVerdict(get_verifier(n, options.get(n), model=model)) for n in verifier_names]
-    for v in verifiers:  # a composite judges with the run's own instances: each runs once per trajectory
-        share = getattr(v.inner, "share", None)
-        if callable(share):
-            for other in verifiers:
-                if other is not v:
-                    share(other, options.get(other.name))
+    # a composite judges with the run's own instances: each runs once per trajectory
+    verifiers = share_components([get_verifier(n, options.get(n), model=model) for n in verifier_names], options)
     try:
         return [v.verify(tasks[t.task_id], t) for t in trajectories for v in verifiers if applies(v, tasks[t.task_id])]
     finally:

@@ -94,12 +94,12 @@ def test_partial_progress_earns_partial_reward(tasks: list[Task]) -> None:
 def test_shard_verdicts_with_shared_components_equal_independent_verifiers(
         tasks: list[Task], monkeypatch: pytest.MonkeyPatch) -> None:
     """`verify_shard` lets the composite judge with the run's own verifier instances (each
-    runs once per trajectory, `LastVerdict`): the verdicts are those of verifiers built
+    runs once per trajectory, `RecentVerdicts`): the verdicts are those of verifiers built
     apart, and a repeated verdict is a copy, not the same object."""
     from pipelines.config import RolloutConfig, RunConfig
     from pipelines.stages import verify_shard
     from rollout.collector import collect
-    from verifiers.base import LastVerdict, applies, get_verifier
+    from verifiers.base import RecentVerdicts, applies, get_verifier
     from verifiers.policy import PolicyVerifier
 
     names = RunConfig().verifiers
@@ -117,7 +117,9 @@ def test_shard_verdicts_with_shared_components_equal_independent_verifiers(
     assert [v.model_dump() for v in shared] == [v.model_dump() for v in alone]
     assert {v.passed for v in shared} == {True, False}
 
-    once = LastVerdict(get_verifier("policy"))
+    once = RecentVerdicts(get_verifier("policy"), size=2)
     first = once.verify(tasks[0], trajectories[0])
+    once.verify(tasks[1], trajectories[1])
     again = once.verify(tasks[0], trajectories[0])
     assert again == first and again is not first
+    assert once.verify(tasks[1], trajectories[2]) != once.verify(tasks[1], trajectories[1])  # not a stale hit

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -69,6 +70,7 @@ from verifiers.base import (
     applies,
     audit_kinds_for,
     get_verifier,
+    share_components,
 )
 from verifiers.state import replayer_for
 
@@ -733,11 +735,18 @@ def audit(
     max_per_kind: int = 3,
     raise_on_failure: bool = True,
     max_examples: int = 5,
+    options: Mapping[str, Any] | None = None,
 ) -> AuditReport:
-    """Audit each verifier on the tasks it applies to; see the module docstring."""
+    """Audit each verifier on the tasks it applies to; see the module docstring. `options`:
+    the options the verifiers (given by name, or built) were built with, by name."""
     if not 0.0 <= max_failure_rate <= 1.0:
         raise ValueError(f"max_failure_rate must be within [0, 1], got {max_failure_rate}")
-    built = [get_verifier(v) if isinstance(v, str) else v for v in verifiers]
+    built = [get_verifier(v, (options or {}).get(v)) if isinstance(v, str) else v for v in verifiers]
+    if options is not None or all(isinstance(v, str) for v in verifiers):
+        # a composite judges with the audited instances (built with the same options), each
+        # remembering its verdicts on a task's cases: a case is judged once per verifier
+        built = share_components(built, options, size=2 * (len(MUTATION_KINDS + ALTERNATIVE_KINDS)
+                                                           * max(1, max_per_kind) + 1))
     report = AuditReport(max_failure_rate=max_failure_rate, tasks=len(tasks))
     active: list[Verifier] = []
     for v in built:

@@ -18,6 +18,7 @@ module in `VERIFIERS`' built-ins (or name it in a ``trajforge.verifiers`` entry 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -103,25 +104,45 @@ def episode_checks(trajectory: Trajectory, replay_hash: str, score: float,
     return score, clean, reasons
 
 
-class LastVerdict:
-    """A verifier that gives its last verdict again (a copy) when asked about the same task
-    and trajectory objects once more: a run's standalone verifiers and the composite's
-    components judge each trajectory in turn, so a shared instance runs once for both."""
+class RecentVerdicts:
+    """A verifier that gives a verdict again (a copy) when asked about the same task and
+    trajectory objects as one of its last `size` calls: a run's standalone verifiers and
+    the composite's components judge the same trajectories, so a shared instance runs once
+    for both (`share_components`)."""
 
-    def __init__(self, inner: Verifier) -> None:
+    def __init__(self, inner: Verifier, size: int = 1) -> None:
         self.inner = inner
-        self._last: tuple[Task, Trajectory, Verdict] | None = None
+        self.size = size
+        self._recent: OrderedDict[tuple[int, int], tuple[Task, Trajectory, Verdict]] = OrderedDict()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
-        last = self._last
-        if last is not None and last[0] is task and last[1] is trajectory:
-            return last[2].model_copy(deep=True)
+        key = (id(task), id(trajectory))  # the entry holds both: their ids stay theirs
+        hit = self._recent.get(key)
+        if hit is not None and hit[0] is task and hit[1] is trajectory:
+            return hit[2].model_copy(deep=True)
         verdict = self.inner.verify(task, trajectory)
-        self._last = (task, trajectory, verdict)
+        self._recent[key] = (task, trajectory, verdict)
+        while len(self._recent) > self.size:
+            self._recent.popitem(last=False)
         return verdict
+
+
+def share_components(verifiers: list[Verifier], options: Mapping[str, Any] | None = None,
+                     size: int = 1) -> list[RecentVerdicts]:
+    """`verifiers` wrapped in `RecentVerdicts(size)`, each composite among them judging with
+    the others (`share`) where it would build them with the same `options[name]`."""
+    options = options or {}
+    wrapped = [RecentVerdicts(v, size) for v in verifiers]
+    for w in wrapped:
+        share = getattr(w.inner, "share", None)
+        if callable(share):
+            for other in wrapped:
+                if other is not w:
+                    share(other, options.get(other.name))
+    return wrapped
 
 
 def applies(verifier: Verifier, task: Task) -> bool:
