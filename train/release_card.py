@@ -181,7 +181,7 @@ class TokenCounter:
     whose added tokens do any of that has its texts encoded whole, in one batch per call.
     """
 
-    def __init__(self, tokenizer: Any, max_pieces: int = 20_000) -> None:
+    def __init__(self, tokenizer: Any, max_pieces: int = 4096) -> None:
         self.backend = tokenizer.backend_tokenizer
         added = list(self.backend.get_added_tokens_decoder().values())
         self.exact_pieces = bool(added) and not any(
