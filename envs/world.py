@@ -54,16 +54,44 @@ class Observation:
 STATE_CACHE_SIZE = 32
 
 
+class Recent:
+    """The values of the most recently used `size` keys (thread-safe)."""
+
+    def __init__(self, size: int = STATE_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> Any:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 @dataclass
 class World:
     """A world folder: `policy.md`, `schema.sql`, `tools.py`, `generator.py`, `design.py`."""
 
     name: str
     folder: Path
-    _base_cache: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict, repr=False)
-    _text_cache: OrderedDict[tuple[int, int], frozenset[str]] = field(default_factory=OrderedDict, repr=False)
-    _hash_cache: OrderedDict[tuple[Any, ...], st.StateHashes] = field(default_factory=OrderedDict, repr=False)
-    _patched_cache: OrderedDict[tuple[Any, ...], bytes] = field(default_factory=OrderedDict, repr=False)
+    # generated databases by (seed, scale), their texts, patched copies and table hashes
+    _base_cache: Recent = field(default_factory=Recent, repr=False)
+    _text_cache: Recent = field(default_factory=Recent, repr=False)
+    _patched_cache: Recent = field(default_factory=Recent, repr=False)
+    _hash_cache: Recent = field(default_factory=Recent, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
@@ -103,18 +131,16 @@ class World:
     def base_state(self, seed: int, scale: int) -> bytes:
         """Snapshot of the seeded generator's database (cached per seed and scale)."""
         key = (seed, scale)
-        with self._lock:
-            if key not in self._base_cache:
+        with self._lock:  # one generation per key at a time
+            found = self._base_cache.get(key)
+            if found is None:
                 conn = self.empty_state()
                 conn.execute("BEGIN")
                 self.generator.generate(conn, seed=seed, scale=scale)
                 conn.execute("COMMIT")
-                self._base_cache[key] = st.snapshot(conn)
+                found = self._base_cache.put(key, st.snapshot(conn))
                 conn.close()
-                while len(self._base_cache) > STATE_CACHE_SIZE:
-                    self._base_cache.popitem(last=False)
-            self._base_cache.move_to_end(key)
-            return self._base_cache[key]
+            return found
 
     def patched_state(self, seed: int, scale: int, patches: list[str] | None = None) -> bytes:
         """Snapshot of the seeded database with `patches` applied (cached like `base_state`:
@@ -122,23 +148,16 @@ class World:
         if not patches:
             return self.base_state(seed, scale)
         key = (seed, scale, tuple(patches))
-        with self._lock:
-            found = self._patched_cache.get(key)
-            if found is not None:
-                self._patched_cache.move_to_end(key)
-                return found
+        found = self._patched_cache.get(key)
+        if found is not None:
+            return found
         conn = st.restore(self.base_state(seed, scale))
         try:
             for sql in patches:
                 conn.execute(sql)
-            data = st.snapshot(conn)
+            return self._patched_cache.put(key, st.snapshot(conn))
         finally:
             conn.close()
-        with self._lock:
-            self._patched_cache[key] = data
-            while len(self._patched_cache) > STATE_CACHE_SIZE:
-                self._patched_cache.popitem(last=False)
-        return data
 
     def build_state(self, seed: int, scale: int, patches: list[str] | None = None) -> sqlite3.Connection:
         """A fresh, writable copy of the seeded database with `patches` applied."""
@@ -154,19 +173,14 @@ class World:
         its `generator.py` (given the generated database); by default every text cell is read.
         """
         key = (ref.seed, ref.scale)
-        with self._lock:
-            base = self._text_cache.get(key)
+        base = self._text_cache.get(key)
         if base is None:
             conn = st.restore(self.base_state(ref.seed, ref.scale))
             try:
                 declared = getattr(self.generator, "synthetic_values", None)
-                base = frozenset(declared(conn) if callable(declared) else state_texts(conn))
+                base = self._text_cache.put(key, frozenset(declared(conn) if callable(declared) else state_texts(conn)))
             finally:
                 conn.close()
-            with self._lock:
-                self._text_cache[key] = base
-                while len(self._text_cache) > STATE_CACHE_SIZE:
-                    self._text_cache.popitem(last=False)
         return base | {*ref.patches, self.policy, json.dumps(self.tool_schemas(), ensure_ascii=False)}
 
     def state_ref(self, seed: int, scale: int, patches: list[str] | None = None) -> StateRef:
@@ -182,21 +196,14 @@ class World:
         (cached, the most recently used `STATE_CACHE_SIZE`): every env copied from `ref`
         hashes by re-reading only the tables it wrote (`Env.state_hash`)."""
         key = (ref.seed, ref.scale, tuple(ref.patches))
-        with self._lock:
-            found = self._hash_cache.get(key)
-            if found is not None:
-                self._hash_cache.move_to_end(key)
-                return found
+        found = self._hash_cache.get(key)
+        if found is not None:
+            return found
         conn = self.build_state(ref.seed, ref.scale, ref.patches)
         try:
-            hashes = st.StateHashes.of(conn)
+            return self._hash_cache.put(key, st.StateHashes.of(conn))
         finally:
             conn.close()
-        with self._lock:
-            self._hash_cache[key] = hashes
-            while len(self._hash_cache) > STATE_CACHE_SIZE:
-                self._hash_cache.popitem(last=False)
-        return hashes
 
     def env(self, ref: StateRef | None = None, conn: sqlite3.Connection | None = None) -> Env:
         """A live environment on a fresh copy of `ref`'s state (or on `conn` itself).
