@@ -71,6 +71,7 @@ class CompositeVerifier(BaseVerifier):
         self.basis_verifiers = {**basis_names(), **(basis_verifiers or {})}
         self.component_options = dict(components or {})
         self._built: dict[str, Verifier] = {}
+        self._shared: set[str] = set()  # components built elsewhere: their owner closes them
 
     def basis(self, task: Task) -> list[str]:
         """The reward basis of `task` (its own, else its kind's default), upper-cased."""
@@ -104,6 +105,7 @@ class CompositeVerifier(BaseVerifier):
         options and has not built it yet."""
         if verifier.name not in self._built and dict(self.component_options.get(verifier.name) or {}) == dict(options or {}):
             self._built[verifier.name] = verifier
+            self._shared.add(verifier.name)
 
     def component(self, basis: str) -> Verifier:
         name = self.basis_verifiers.get(basis, basis)
@@ -112,8 +114,8 @@ class CompositeVerifier(BaseVerifier):
         return self._built[name]
 
     def close(self) -> None:
-        for v in self._built.values():
-            close = getattr(v, "close", None)
+        for name, v in self._built.items():
+            close = getattr(v, "close", None) if name not in self._shared else None
             if callable(close):
                 close()
 
