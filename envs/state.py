@@ -174,16 +174,6 @@ def _keyed(rows: set[tuple[tuple[Any, ...], tuple[type, ...]]], cols: list[str],
     return {_key_json([raw[i] for i in idx]): dict(zip(cols, raw, strict=True)) for raw, _ in rows}
 
 
-def _typed_rows(conn: sqlite3.Connection, table: str
-                ) -> tuple[list[str], list[str], set[tuple[tuple[Any, ...], tuple[type, ...]]]] | None:
-    """(columns, key columns, each row with its values' types) of `table`; None if absent."""
-    if table not in tables(conn):
-        return None
-    cur = conn.execute(f'SELECT * FROM "{table}"')
-    cols = [d[0] for d in cur.description]
-    return cols, primary_key(conn, table), {(raw, tuple(map(type, raw))) for raw in cur.fetchall()}
-
-
 # -- incremental state: the dump and hash of a state kept up to date from the rows that changed --
 
 _LOG = "_trajforge_changed_rows"
