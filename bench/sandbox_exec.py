@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from envs.sandbox import Limits, open_sandbox
-from envs.sandbox.bwrap import bwrap_argv, bwrap_unusable, drop_privileges
+from envs.sandbox.bwrap import bwrap_argv, bwrap_unusable, drop_privileges, memory_split
 from envs.sandbox.docker import docker_unusable
 from envs.sandbox.pool import SandboxPool
 from envs.sandbox.process import limit_argv
@@ -99,7 +99,8 @@ def main() -> None:
             fd = write_program_fd()
             try:
                 argv = drop + bwrap_argv(held.workdir, limits, root=root, seccomp_fd=fd)
-                argv += limit_argv(limits, visible=root.visible) + ["true"]
+                argv += limit_argv(limits, visible=root.visible,
+                                   memory_bytes=memory_split(limits).process) + ["true"]
                 subprocess.run(argv, pass_fds=(fd,), **popen_kw)
             finally:
                 os.close(fd)

@@ -25,13 +25,15 @@ class Limits:
 
     timeout_s: float = 30.0  # wall clock per command; the process group is killed past it
     cpu_s: int = 30  # RLIMIT_CPU
-    memory_mb: int = 1024  # RLIMIT_AS
+    # RLIMIT_AS; bwrap: /tmp and /dev/shm (RAM) get half of it, RLIMIT_AS the rest
+    # (`bwrap.memory_split`); docker: the container's memory cgroup
+    memory_mb: int = 1024
     file_size_mb: int = 64  # RLIMIT_FSIZE
     open_files: int = 256  # RLIMIT_NOFILE
     processes: int = 64  # max processes (bwrap: dropped uid + RLIMIT_NPROC; docker: pids-limit)
     network: bool = False
     max_output_bytes: int = 1 << 20  # stdout/stderr kept per stream; the rest is cut
-    disk_mb: int | None = 1024  # workspace size (and /tmp size); None: unchecked
+    disk_mb: int | None = 1024  # workspace size (and /tmp's, at most); None: unchecked
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "cpu_s", "memory_mb", "file_size_mb", "open_files", "processes",

@@ -10,15 +10,22 @@ Each command sees:
   plus `ro_binds` if given (a world's `sandbox_options`) and, with the network on, the
   host's `/etc/resolv.conf` and `/etc/ssl`. No `/opt`, `/home`, `/root`, `/work`, `/var`,
   `/run`, host `/etc` or the rest of `/usr`; extra commands come from `commands`;
-- the workspace read-write at `/workspace` (its cwd), a private `/tmp` and `/dev/shm` sized
-  `Limits.disk_mb`, a fresh `/proc` (own pid namespace) and a minimal `/dev`; the rest of
-  the sandbox's root is read-only;
+- the workspace read-write at `/workspace` (its cwd), a private `/tmp` and `/dev/shm`
+  (tmpfs, sized by `memory_split`), a fresh `/proc` (own pid namespace) and a minimal
+  `/dev`; the rest of the sandbox's root is read-only;
 - every namespace unshared (no network unless `Limits.network`), uid/gid 1000 without
   capabilities, no further user namespaces, a new session, and death with its parent;
 - a seccomp filter (`envs.sandbox.seccomp`: no ptrace, mount, keyctl, bpf, perf_event_open,
   unshare/setns, namespace clones, ...); `seccomp=False` opens without it (controls and
   debugging only);
 - the rlimits of `Limits` (set by `process.limit_argv` inside the namespace).
+
+Memory: tmpfs files are host RAM, so `/tmp` and `/dev/shm` come out of `Limits.memory_mb`
+(as they do in Docker's memory cgroup): together they get at most half of it (`/dev/shm` an
+eighth, `/tmp` three eighths or `Limits.disk_mb` if smaller), and RLIMIT_AS is what is
+left. A command that fills them gets ENOSPC, so their files plus any one process's address
+space stay within `memory_mb` (RLIMIT_AS is per process: unlike a cgroup it does not add up
+several processes).
 
 When the host process is root, `bwrap` itself is started as uid 1000 (so the sandbox is
 uid 1000 on the host too: RLIMIT_NPROC applies and root-only host files stay unreadable);
@@ -38,6 +45,7 @@ import weakref
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
@@ -67,13 +75,32 @@ def bwrap_binary() -> str:
     return path
 
 
+class MemorySplit(NamedTuple):
+    """How one command's `Limits.memory_mb` is shared out, in bytes."""
+
+    tmp: int  # size of the /tmp tmpfs
+    shm: int  # size of the /dev/shm tmpfs
+    process: int  # RLIMIT_AS of each process
+
+
+def memory_split(limits: Limits) -> MemorySplit:
+    """The tmpfs sizes and RLIMIT_AS of a command under `limits` (see the module docstring):
+    they add up to `memory_mb`, so files in /tmp and /dev/shm count against it."""
+    total = limits.memory_mb * MB
+    shm = total // 8
+    tmp = 3 * total // 8
+    if limits.disk_mb is not None:
+        tmp = min(tmp, limits.disk_mb * MB)
+    return MemorySplit(tmp=tmp, shm=shm, process=total - tmp - shm)
+
+
 def bwrap_argv(workspace: Path, limits: Limits, *, ro_binds: Iterable[str] = (),
                env: dict[str, str] | None = None, status_fd: int | None = None,
                root: SysRoot | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The `bwrap ... --` prefix for one command in `workspace` under `limits`: the system
     from `root` (default: `system_root()`), the filter read from `seccomp_fd` if given."""
     root = root or system_root()
-    tmp_bytes = str((limits.disk_mb or 1024) * MB)
+    split = memory_split(limits)
     args = [bwrap_binary(), "--unshare-all", "--unshare-user"]
     if limits.network:
         args.append("--share-net")
@@ -87,7 +114,8 @@ def bwrap_argv(workspace: Path, limits: Limits, *, ro_binds: Iterable[str] = (),
             target = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
             args += ["--ro-bind-try", target, target]
     args += ["--proc", "/proc", "--dev", "/dev",
-             "--size", tmp_bytes, "--tmpfs", "/tmp", "--size", tmp_bytes, "--tmpfs", "/dev/shm",
+             "--size", str(split.tmp), "--tmpfs", "/tmp",
+             "--size", str(split.shm), "--tmpfs", "/dev/shm",
              "--bind", str(workspace), WORKSPACE]
     # Extra read-only binds go after the tmpfs mounts, so a bind under /tmp (a checkout or
     # venv there) is not hidden by the sandbox's private /tmp.
@@ -182,7 +210,8 @@ class BwrapSandbox:
         self._root = system_root(commands)
         binds = self._binds
         self._prefix = limit_argv(
-            self.limits, visible=lambda p: self._root.visible(p) or any(
+            self.limits, memory_bytes=memory_split(self.limits).process,
+            visible=lambda p: self._root.visible(p) or any(
                 os.path.realpath(p).startswith(b.rstrip("/") + "/") for b in binds))
         self._ws = Workspace(Path(source) if source is not None else None,
                              owner=SANDBOX_UID, base_dir=base_dir)

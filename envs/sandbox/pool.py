@@ -51,10 +51,12 @@ class SandboxPool:
         self._resetting = 0
         self._closed = False
         self._queue: queue.SimpleQueue[Sandbox | None] | None = None
+        self._worker: threading.Thread | None = None
         if background_reset:
             self._queue = queue.SimpleQueue()
-            threading.Thread(target=self._reset_worker, name="sandbox-pool-reset",
-                             daemon=True).start()
+            self._worker = threading.Thread(target=self._reset_worker, name="sandbox-pool-reset",
+                                            daemon=True)
+            self._worker.start()
         for _ in range(size if prewarm is None else min(prewarm, size)):
             with self._cond:
                 self._count += 1
@@ -179,15 +181,20 @@ class SandboxPool:
             return len(self._busy)
 
     def close(self) -> None:
-        """Close the idle sandboxes now and busy ones when they are released."""
+        """Close the idle sandboxes and those being reset, and stop the reset worker; busy
+        ones are closed when they are released. Returns once the worker has stopped, so no
+        workspace folder of a sandbox it held is left behind."""
         with self._cond:
             self._closed = True
             free, self._free = self._free, []
             for sb in free:
                 self._drop(sb)
             self._cond.notify_all()
-        if self._queue is not None:
+        worker = self._worker
+        if self._queue is not None and worker is not None:
             self._queue.put(None)  # the worker closes what it still holds, then stops
+            if worker is not threading.current_thread():
+                worker.join()
 
     def __enter__(self) -> SandboxPool:
         return self

@@ -49,13 +49,15 @@ _PY_WRAPPER = (
 
 
 def limit_argv(limits: Limits, *, visible: Callable[[str], bool] = lambda p: True,
-               python: str | None = None) -> list[str]:
+               python: str | None = None, memory_bytes: int | None = None) -> list[str]:
     """The wrapper that applies `limits` to the command placed after it.
 
     `visible(path)` says whether a host binary can be run where the command runs (inside a
-    sandbox only the bound system folders are); `python` is the fallback interpreter.
+    sandbox only the bound system folders are); `python` is the fallback interpreter;
+    `memory_bytes` is RLIMIT_AS when not all of `limits.memory_mb` (the bwrap sandbox keeps
+    part of it for its tmpfs mounts).
     """
-    as_ = limits.memory_mb * MB
+    as_ = limits.memory_mb * MB if memory_bytes is None else memory_bytes
     fsize = limits.file_size_mb * MB
     prlimit = shutil.which("prlimit")
     if prlimit and visible(prlimit):
