@@ -70,7 +70,7 @@ def run_size(trajectories: int, out: Path, timeout_s: float, trials: int = TRIAL
                 break
             except json.JSONDecodeError:
                 continue
-    made = (summary.get("trajectories") or 0) + (summary.get("reference_trajectories") or 0) or None
+    made = (summary.get("policy_trajectories") or 0) + (summary.get("reference_trajectories") or 0) or None
     return {"trajectories_asked": trajectories, "tasks_asked": tasks, "tasks": summary.get("tasks"), "rc": rc,
             "trajectories": made, "wall_s": round(wall, 1),
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),

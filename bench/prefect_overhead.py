@@ -84,7 +84,7 @@ def main() -> None:
                 t = time.perf_counter()
                 summary = plain(cfg, out) if mode == "plain" else flows.run_flow(cfg.model_dump(mode="json"), str(out))
                 times[mode].append(time.perf_counter() - t)
-                counts[mode] = summary["trajectories"]
+                counts[mode] = summary["policy_trajectories"]
                 print(f"{mode:>5} run {r}: {times[mode][-1]:.1f} s, {summary['trajectories']} trajectories", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

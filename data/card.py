@@ -187,6 +187,33 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+HEADLINE_LABELS = {
+    "model": "model",
+    "policy_trajectories": "policy trajectories",
+    "policy_passed": "policy trajectories passed",
+    "policy_pass_rate": "policy pass rate (deciding verdict)",
+    "mean_score": "mean score (deciding verdict)",
+    "reference_trajectories": "reference trajectories (gold replays)",
+    "infra_failed": "policy trajectories lost to infrastructure failures",
+    "sft_rows": "sft rows released",
+    "sft_reference_rows": "sft rows that are reference dialogues",
+    "sft_reference_share": "reference share of sft rows",
+    "rl_rows": "rl rows released",
+}
+
+
+def headline_markdown(headline: dict[str, Any], version: str) -> str:
+    """The card's headline block: the release version, model, pass rate, reference share,
+    released rows and warnings (`pipelines.figures.headline`), the same figures the run's
+    summary and report state."""
+    rows = [["release version", version]] + [[HEADLINE_LABELS.get(k, k), v] for k, v in headline.items()
+                                             if k != "warnings" and v is not None]
+    out = ["**Headline**", "", _table(["figure", "value"], rows)]
+    for w in headline.get("warnings", []):
+        out += ["", f"> ⚠ **Warning:** {w}"]
+    return "\n".join(out)
+
+
 def run_sections(run: dict[str, Any]) -> str:
     """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
     funnel with drop reasons, the train/test split, pass@k and pass^k per world, verifiers and their self-audit,

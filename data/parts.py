@@ -13,10 +13,17 @@ that every worker of a cluster reaches (the part is uploaded first, its sidecar 
 marker: object stores have no rename). Either way a shard killed mid-write leaves no part
 that counts: `find` treats a part without a readable sidecar, or whose row count differs
 from the sidecar's, as absent.
+
+Every part carries its SHA-256 in its sidecar. `find` recomputes it, so a part altered on
+disk after it was written (a flipped byte, a truncated copy) is a miss and its shard is
+computed again, never read; a reader given a `PartRef` checks it too (`verify`) and raises
+`CorruptPartError` on a mismatch. A part written by a failed shard (`meta["incomplete"]`,
+e.g. trajectories that ended on a model-server error) is never a hit either.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -34,15 +41,20 @@ from data.schema import CODECS, table_from_rows
 ROW_GROUP_ROWS = 1_000
 
 
+class CorruptPartError(RuntimeError):
+    """A part's bytes are not the ones its sidecar's checksum names."""
+
+
 @dataclass(frozen=True)
 class PartRef:
-    """One shard's part: its file, row count and figures (`meta`, small and JSON-typed), and
-    whether it was already there (a resumed or repeated shard)."""
+    """One shard's part: its file, row count and figures (`meta`, small and JSON-typed),
+    whether it was already there (a resumed or repeated shard), and its SHA-256."""
 
     path: str
     rows: int
     meta: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
+    sha256: str = ""
 
 
 def is_url(path: Path | str) -> bool:
@@ -81,17 +93,42 @@ def _read_text(path: str) -> str:
     return Path(path).read_text()
 
 
+def sha256_of(path: str) -> str:
+    """The SHA-256 of a part's bytes (local or at a URL)."""
+    h = hashlib.sha256()
+    if is_url(path):
+        fs, p = _fs(path)
+        f = fs.open(p, "rb")
+    else:
+        f = open(path, "rb")  # noqa: SIM115  (closed below)
+    with f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def find(root: Path | str, stage: str, key: str) -> PartRef | None:
-    """The part of `key` if it is complete (file and sidecar readable), else None."""
+    """The part of `key` if it is complete and intact (file and sidecar readable, the file's
+    checksum the sidecar's, not marked incomplete), else None: its shard is computed again."""
     path = part_path(root, stage, key)
     try:
         side = json.loads(_read_text(_sidecar(path)))
+        digest = sha256_of(path)
         rows = open_part(path).metadata.num_rows
     except (OSError, ValueError):
         return None
-    if side.get("rows") != rows:
+    meta = side.get("meta") or {}
+    if side.get("rows") != rows or side.get("sha256") != digest or meta.get("incomplete"):
         return None
-    return PartRef(path, rows, side.get("meta") or {}, cached=True)
+    return PartRef(path, rows, meta, cached=True, sha256=digest)
+
+
+def verify(ref: PartRef) -> None:
+    """Raise `CorruptPartError` unless the part's bytes still have the checksum it was
+    written with (a ref without one, from an older writer, is not checked)."""
+    if ref.sha256 and (found := sha256_of(ref.path)) != ref.sha256:
+        raise CorruptPartError(f"part {ref.path} was altered after it was written "
+                               f"(sha256 {found[:12]}…, written {ref.sha256[:12]}…); rerun to recompute it")
 
 
 def remove(ref: PartRef) -> None:
@@ -129,8 +166,10 @@ def write(root: Path | str, stage: str, key: str, schema: pa.Schema, tables: Ite
             fs.rm(_sidecar(p))  # the marker goes first: a rewrite half-done is absent
         with fs.open(p, "wb") as f:
             rows = _write_tables(f, schema, tables)
-        fs.pipe_file(_sidecar(p), json.dumps({"rows": rows, "meta": meta or {}}, default=str).encode())
-        return PartRef(path, rows, meta or {})
+        digest = sha256_of(path)
+        fs.pipe_file(_sidecar(p), json.dumps({"rows": rows, "sha256": digest, "meta": meta or {}},
+                                             default=str).encode())
+        return PartRef(path, rows, meta or {}, sha256=digest)
     local = Path(path)
     local.parent.mkdir(parents=True, exist_ok=True)
     tmp = local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -138,11 +177,12 @@ def write(root: Path | str, stage: str, key: str, schema: pa.Schema, tables: Ite
         rows = _write_tables(tmp, schema, tables)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        write_json_atomic(_sidecar(path), {"rows": rows, "meta": meta or {}})
+        digest = sha256_of(str(tmp))
+        write_json_atomic(_sidecar(path), {"rows": rows, "sha256": digest, "meta": meta or {}})
         os.replace(tmp, local)
     finally:
         tmp.unlink(missing_ok=True)
-    return PartRef(path, rows, meta or {})
+    return PartRef(path, rows, meta or {}, sha256=digest)
 
 
 def write_rows(root: Path | str, stage: str, key: str, schema: pa.Schema, rows: Sequence[dict[str, Any]],
@@ -160,9 +200,13 @@ def write_records(root: Path | str, stage: str, key: str, kind: str, records: Se
     return write_rows(root, stage, key, schema, [to_row(r) for r in records], meta)
 
 
-def iter_batches(path: Path | str, columns: Sequence[str] | None = None,
+def iter_batches(path: PartRef | Path | str, columns: Sequence[str] | None = None,
                  batch_rows: int = ROW_GROUP_ROWS) -> Iterator[pa.Table]:
-    """A part's rows as tables of at most `batch_rows` rows."""
+    """A part's rows as tables of at most `batch_rows` rows (a `PartRef`'s checksum checked
+    first)."""
+    if isinstance(path, PartRef):
+        verify(path)
+        path = path.path
     pf = open_part(str(path))
     for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None):
         yield pa.Table.from_batches([batch])
@@ -170,9 +214,8 @@ def iter_batches(path: Path | str, columns: Sequence[str] | None = None,
 
 def read_records(ref: PartRef | Path | str, kind: str) -> list[Any]:
     """The typed records of a part."""
-    path = ref.path if isinstance(ref, PartRef) else ref
     _, _, from_row = CODECS[kind]
-    return [from_row(r) for t in iter_batches(path) for r in t.to_pylist()]
+    return [from_row(r) for t in iter_batches(ref) for r in t.to_pylist()]
 
 
 def sum_stats(items: Iterable[dict[str, Any]], max_list: int = 10) -> dict[str, Any]:

@@ -308,6 +308,15 @@ class Trajectory(Record):
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
     reference: bool = False  # a gold trajectory that replays the task's verified reference path
 
+    @property
+    def infra_failed(self) -> bool:
+        """Whether the episode ended on infrastructure, not on anything the agent did: the
+        model backend failed after its retries (`model_error`: connection, HTTP error,
+        timeout, unknown model), or the user simulator's model did. Such a trajectory is
+        never data: it is not cached as done, judged, curated or counted as a failure."""
+        return self.termination == "model_error" or (
+            self.termination == "user_error" and self.metadata.get("user_error_reason") == "model_error")
+
     def model_post_init(self, context: Any, /) -> None:
         # Every trajectory of a world carries the same tool schemas: hold one copy of each
         # (a third of a trajectory's memory). Treat `tools` as read-only; replace, never edit.

@@ -43,6 +43,8 @@ class ReportFigures:
     rewards: list[float] = field(default_factory=list)  # one score per policy trajectory
     graph_svgs: dict[str, str] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)  # further figures, shown as a table
+    headline: dict[str, Any] = field(default_factory=dict)  # the run's headline figures, shown first
+    warnings: list[str] = field(default_factory=list)  # what a reader must know first
 
     def __post_init__(self) -> None:
         for stage, n in self.funnel:
@@ -244,6 +246,7 @@ def _plots(fig_data: ReportFigures) -> list[tuple[str, str]]:
                 if table:
                     ks = sorted(table)
                     ax.plot(ks, [table[k] for k in ks], style, label=label)
+            ax.set_xticks(sorted(set(fig_data.pass_at_k) | set(fig_data.pass_hat_k)))  # k is a count
             ax.set_xlabel("k")
             ax.set_ylim(0, 1.05)
             ax.legend()
@@ -331,8 +334,15 @@ def render_report(figures: ReportFigures) -> str:
         f"<td class=num>{_cell(figures.pass_hat_k.get(k))}</td></tr>"
         for k in pk
     )
+    head = []
+    if figures.headline:
+        head.append(_table(list(figures.headline.items()), ("headline", "value")))
+    if figures.warnings:
+        head.append("<ul class=warnings>" + "".join(f"<li>⚠ {html.escape(w)}</li>" for w in figures.warnings)
+                    + "</ul>")
     sections = [
         f"<h1>{title}</h1><p class=sub>{sub}</p>",
+        *head,
         "<h2>Funnel</h2>",
         _table(figures.funnel, ("stage", "count")),
         parts[0],

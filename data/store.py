@@ -216,15 +216,19 @@ class DatasetWriter:
         self._files.append(FileEntry(path=rel, sha256=sha256_file(path), rows=part.rows, bytes=path.stat().st_size))
         crashpoint("store.write.after_file")
 
-    def adopt(self, source: Path | str, prefix: str = "part") -> FileEntry:
+    def adopt(self, source: Any, prefix: str = "part") -> FileEntry:
         """Add a finished Parquet file (a shard's part, `data.parts`) to the dataset as its
-        next shard file: hard-linked where the file system allows (no copy: a part and the
-        dataset file are one inode, and neither is ever rewritten), else copied (downloaded
-        from a URL). Its schema must be the dataset's."""
+        next shard file: copied (downloaded from a URL), never hard-linked, so a committed
+        version shares no storage with the parts, which are a mutable cache. A `PartRef`'s
+        checksum is checked on the copy: a part altered since it was written raises
+        `DatasetError` and enters no dataset. Its schema must be the dataset's."""
         if self._committed:
             raise DatasetError("writer already committed")
-        from data.parts import is_url, open_part
+        from data.parts import PartRef, is_url, open_part
 
+        expected = ""
+        if isinstance(source, PartRef):
+            source, expected = source.path, source.sha256
         found = open_part(str(source)).schema_arrow
         if not found.remove_metadata().equals(self.schema.remove_metadata()):
             raise DatasetError(f"{source}: its schema is not the dataset's ({self.name})")
@@ -236,11 +240,13 @@ class DatasetWriter:
             fs, path = fsspec.core.url_to_fs(str(source))
             fs.get_file(path, str(target))
         else:
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copyfile(source, target)
-        entry = FileEntry(path=rel, sha256=sha256_file(target), rows=pq.ParquetFile(target).metadata.num_rows,
+            shutil.copyfile(source, target)
+        digest = sha256_file(target)
+        if expected and digest != expected:
+            target.unlink(missing_ok=True)
+            raise DatasetError(f"{source}: altered since it was written (sha256 {digest[:12]}…, "
+                               f"written {expected[:12]}…); rerun to recompute it")
+        entry = FileEntry(path=rel, sha256=digest, rows=pq.ParquetFile(target).metadata.num_rows,
                           bytes=target.stat().st_size)
         self._files.append(entry)
         return entry
@@ -250,14 +256,35 @@ class DatasetWriter:
         """The shards written so far."""
         return list(self._files)
 
+    def same_as_latest(self) -> Path | None:
+        """The newest committed version of this dataset if it holds exactly the files written
+        here (same kind, schema and file checksums, in order), else None."""
+        prev = latest(self.root, self.name)
+        if prev is None:
+            return None
+        try:
+            manifest = read_manifest(prev, verify=True)
+        except DatasetError:  # a damaged version is never reused
+            return None
+        same = (manifest.kind == self.kind and manifest.schema_version == self.schema_version
+                and manifest.arrow_schema == str(self.schema)
+                and [(f.path, f.sha256) for f in manifest.files] == [(f.path, f.sha256) for f in self._files])
+        return prev if same else None
+
     def commit(
         self, lineage: Lineage, card: str = "", stats: dict[str, Any] | None = None,
-        extra_files: dict[str, str] | None = None,
+        extra_files: dict[str, str] | None = None, reuse_identical: bool = False,
     ) -> Path:
         """Write manifest and card (and `extra_files`, e.g. a report, by relative name), mark
-        `_SUCCESS`, and rename the folder into place."""
+        `_SUCCESS`, and rename the folder into place. With `reuse_identical`, when the newest
+        committed version holds the same files (`same_as_latest`), nothing is written and
+        that version is returned: an unchanged or resumed rerun adds no version."""
         if not self._files:  # an empty dataset still has a (zero-row) file with its schema
             self.write_table(empty_table(self.schema))
+        if reuse_identical and (same := self.same_as_latest()) is not None:
+            self.abort()
+            self._committed = True
+            return same
         manifest = Manifest(
             name=self.name,
             version=self.version,
@@ -374,8 +401,10 @@ def write_records(
     stats: dict[str, Any] | None = None,
     version: str | None = None,
     shard_rows: int = 50_000,
+    reuse_identical: bool = False,
 ) -> Path:
-    """Write typed records (`kind` in tasks/trajectories/verdicts) as one dataset version."""
+    """Write typed records (`kind` in tasks/trajectories/verdicts) as one dataset version
+    (`reuse_identical`: see `DatasetWriter.commit`)."""
     schema, to_row, _ = CODECS[kind]
     records = list(records)
     schema_version = records[0].schema_version if records else 1
@@ -384,7 +413,7 @@ def write_records(
             chunk = records[i : i + shard_rows]
             if chunk:
                 w.write_rows([to_row(r) for r in chunk])
-        return w.commit(lineage, card=card, stats=stats)
+        return w.commit(lineage, card=card, stats=stats, reuse_identical=reuse_identical)
 
 
 def read_records(path: Path | str, kind: str | None = None) -> list[Any]:
@@ -413,6 +442,20 @@ def versions(root: Path | str, name: str) -> list[str]:
     if not base.is_dir():
         return []
     return sorted(p.name for p in base.iterdir() if not p.name.startswith(".") and (p / SUCCESS).exists())
+
+
+def prune(root: Path | str, name: str, keep: int, protect: Iterable[Path | str] = ()) -> list[Path]:
+    """Remove the committed versions of a dataset older than its newest `keep`, except those in
+    `protect`; returns what was removed."""
+    kept = {Path(p).resolve() for p in protect}
+    removed = []
+    for version in versions(root, name)[:-keep] if keep > 0 else []:
+        path = Path(root) / name / version
+        if path.resolve() in kept:
+            continue
+        shutil.rmtree(path)
+        removed.append(path)
+    return removed
 
 
 def latest(root: Path | str, name: str) -> Path | None:

@@ -3,11 +3,19 @@ loadable from YAML. Its hash is the lineage's `config_hash`."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from curation.base import CURATORS
 from data.records import content_hash
@@ -40,20 +48,20 @@ class SelfPlayLoopConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rounds: int = 1
+    rounds: int = Field(1, ge=0)
     generator_model: str = "embedded"  # starting generator (model folder or "embedded")
     solver_model: str = "embedded"  # starting solver
-    generator_prompts: int = 2  # specs per generator GRPO step batch
-    k_reward: int = 2  # solver samples per generator completion for r_diff (paper: 8)
-    k_filter: int = 2  # solver re-solves per candidate in the filter (paper: 10)
-    min_agreement: float = 0.2
-    n_candidates: int = 4  # candidates the trained generator writes per round
-    generator_max_tokens: int = 256
-    solver_max_tokens: int = 96
+    generator_prompts: int = Field(2, ge=1)  # specs per generator GRPO step batch
+    k_reward: int = Field(2, ge=1)  # solver samples per generator completion for r_diff (paper: 8)
+    k_filter: int = Field(2, ge=1)  # solver re-solves per candidate in the filter (paper: 10)
+    min_agreement: float = Field(0.2, ge=0, le=1)
+    n_candidates: int = Field(4, ge=1)  # candidates the trained generator writes per round
+    generator_max_tokens: int = Field(256, ge=1)
+    solver_max_tokens: int = Field(96, ge=1)
     # When the trained generator yields fewer valid tasks than this, the scripted
     # generator tops the round up (labelled `generator: scripted` on each task) so the
     # solver still trains; set to 0 to train the solver on generated tasks only.
-    min_solver_tasks: int = 2
+    min_solver_tasks: int = Field(2, ge=0)
     # Worlds the round writes tasks for (empty: `synthesis.world`); candidates are split
     # evenly over them and `per_world_quota` caps each world's share of the release.
     worlds: list[str] = Field(default_factory=list)
@@ -89,13 +97,13 @@ class RunnerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["thread", "dask", "ray"] = "thread"
-    max_workers: int = 2  # thread pool size
+    max_workers: int = Field(2, ge=1)  # thread pool size
     address: str | None = None  # dask scheduler ("tcp://host:8786") or ray address ("ray://host:10001")
-    n_workers: int = 2  # local Dask cluster processes when no address is given
-    threads_per_worker: int = 1
+    n_workers: int = Field(2, ge=1)  # local Dask cluster processes when no address is given
+    threads_per_worker: int = Field(1, ge=1)
     # A stage fails loudly when no shard finishes for this long (a hung server, a stuck
     # sandbox) instead of waiting for ever; None disables the watchdog.
-    stall_timeout_s: float | None = 1800.0
+    stall_timeout_s: float | None = Field(1800.0, gt=0)
 
 
 class AuditConfig(BaseModel):
@@ -106,8 +114,8 @@ class AuditConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    max_failure_rate: float = 0.1
-    max_per_kind: int = 3  # mutants per mutation kind per task
+    max_failure_rate: float = Field(0.1, ge=0, le=1)
+    max_per_kind: int = Field(3, ge=0)  # mutants per mutation kind per task
 
 
 class HygieneConfig(BaseModel):
@@ -117,13 +125,13 @@ class HygieneConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    dedup_threshold: float = 0.85
+    dedup_threshold: float = Field(0.85, ge=0, le=1)
     # Releases here are full snapshots, so by default a row is not dropped for being in an
     # earlier release; turn this on for incremental releases.
     dedup_against_earlier: bool = False
     # Evaluation sets to keep out: name -> JSONL file of {"text": ..., "tool_calls": "..."}
     eval_sets: dict[str, str] = Field(default_factory=dict)
-    drop_n: int | None = 13  # drop rows sharing an n-gram this long with an eval set (None: report only)
+    drop_n: int | None = Field(13, ge=1)  # drop rows sharing an n-gram this long with an eval set (None: report only)
     # Judge every row that scrubbing changed again, on the scrubbed text (sft: the trajectory with the
     # task's primary verifier; rl: the scrubbed task's gold with the row's verifier); drop those that fail.
     replay: bool = True
@@ -152,6 +160,32 @@ class ReleaseConfig(BaseModel):
     force_new_version: bool = False
 
 
+class FailureConfig(BaseModel):
+    """When infrastructure failures fail the run. A trajectory that ended on one (the model
+    server unreachable, an HTTP error after retries, a timeout, a wrong model name: the
+    `model_error` termination, or a user simulator whose model failed) is recorded as such,
+    never cached as done, and never data. The run checks the endpoint before rolling out
+    (`preflight`), and exits non-zero and publishes nothing when any shard's policy
+    trajectories all failed so, or more than `max_infra_failure_rate` of them did, unless
+    `allow_partial` (`trajforge run --allow-partial`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_infra_failure_rate: float = Field(0.05, ge=0.0, le=1.0)
+    allow_partial: bool = False
+    preflight: bool = True
+
+
+class RetentionConfig(BaseModel):
+    """How many versions of each intermediate dataset (`datasets/tasks`, `trajectories`,
+    `verdicts`, `curated_*`) are kept; older ones are removed after a run, except those the
+    release `LATEST.json` names in its lineage. None keeps every version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_versions: int | None = Field(10, ge=1)
+
+
 class VLLMLaunchConfig(BaseModel):
     """Start vLLM for the rollout stage (GPU machines): `replicas` servers of `server` on
     consecutive ports, one per `gpus_per_replica` GPUs; the rollout's model becomes an
@@ -160,9 +194,9 @@ class VLLMLaunchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     server: VLLMServerConfig
-    replicas: int = 1
-    gpus_per_replica: int = 1
-    startup_timeout_s: float = 900.0
+    replicas: int = Field(1, ge=1)
+    gpus_per_replica: int = Field(1, ge=1)
+    startup_timeout_s: float = Field(900.0, gt=0)
 
 
 class RunConfig(BaseModel):
@@ -177,7 +211,7 @@ class RunConfig(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
     vllm: VLLMLaunchConfig | None = None  # launch vLLM servers for the rollout stage
-    reference_trials: int = 1  # gold trajectories per task from the verified reference path
+    reference_trials: int = Field(1, ge=0)  # gold trajectories per task from the verified reference path
     # Every configured verifier judges the tasks it applies to; the task's primary one
     # (verifiers.base.primary_verifier) decides curation.
     # The composite (the task's reward basis: outcome, communication, process) decides; the
@@ -191,7 +225,7 @@ class RunConfig(BaseModel):
     curation: str = "outcome"
     curation_options: dict[str, Any] = Field(default_factory=dict)  # e.g. topology: {sft_per_task: 2}
     report: bool = True  # write report.html (funnel, pass rates, topology graphs) into each release
-    shard_size: int = 4  # tasks per Prefect task
+    shard_size: int = Field(4, ge=1)  # tasks per Prefect task
     # Shard results are cached by a key of their inputs (pipelines.keys): an identical
     # rerun, or a killed run started again, recomputes only shards whose inputs changed.
     cache: bool = True
@@ -207,9 +241,33 @@ class RunConfig(BaseModel):
     publish_to: str | None = None
     card: CardConfig = Field(default_factory=CardConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
+    failures: FailureConfig = Field(default_factory=FailureConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        """Worlds, synthesis methods, model backends, verifiers and the curation strategy are
+        looked up in their registries before anything else is validated, so a misspelled name
+        is one error naming the setting and the known names (not a KeyError from deep inside)."""
+        if isinstance(data, dict):
+            for where, what, name, known in _named_plugins(data):
+                if name not in known:
+                    raise ValueError(unknown_name(where, what, name, known))
+        return data
+
+    @model_validator(mode="after")
+    def _counts_of_tasks(self) -> RunConfig:
+        for where, s in [("synthesis", self.synthesis),
+                         *((f"synthesis_mix[{i}]", m) for i, m in enumerate(self.synthesis_mix))]:
+            if s.n_tasks < 1:
+                raise ValueError(f"{where}.n_tasks must be at least 1, got {s.n_tasks}")
+            if not 0 <= s.test_fraction <= 1:
+                raise ValueError(f"{where}.test_fraction must be between 0 and 1, got {s.test_fraction}")
+        return self
 
     @model_validator(mode="after")
     def _plugins_and_their_options(self) -> RunConfig:
@@ -239,10 +297,11 @@ class RunConfig(BaseModel):
         return content_hash(self.model_dump(mode="json"))
 
     def content_hash(self) -> str:
-        """The hash of every setting but the release options (`release`) and where parts are
-        kept (`parts_url`): the part of the config a release's fingerprint goes by. Any other
-        change, even one that does not change a row (runner, cache), counts as new content."""
-        return content_hash(self.model_dump(mode="json", exclude={"release", "parts_url"}))
+        """The hash of every setting but the release options (`release`), where parts are
+        kept (`parts_url`) and how many dataset versions are kept (`retention`): the part of
+        the config a release's fingerprint goes by. Any other change, even one that does not
+        change a row (runner, cache), counts as new content."""
+        return content_hash(self.model_dump(mode="json", exclude={"release", "parts_url", "retention"}))
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -253,23 +312,127 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class ConfigError(ValueError):
+    """A run config that cannot be used, said in one line that names the setting."""
+
+
+def unknown_name(where: str, what: str, name: object, known: list[str]) -> str:
+    """`<where>: unknown <what> 'x' (known: a, b, c)`, with a close match suggested."""
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{where}: unknown {what} {name!r} (known: {', '.join(known)}){hint}"
+
+
+def _named_plugins(data: dict[str, Any]) -> list[tuple[str, str, Any, list[str]]]:
+    """(setting, what it names, name, known names) for every registry name a raw config
+    holds. The registries are the ones the sections' own validators load anyway."""
+    from envs.registry import list_worlds
+    from rollout.backends import BACKENDS
+    from synthesis.base import METHODS, canonical_method
+
+    found: list[tuple[str, str, Any, list[str]]] = []
+    sources = [("synthesis", data.get("synthesis"))]
+    sources += [(f"synthesis_mix[{i}]", m) for i, m in enumerate(data.get("synthesis_mix") or [])]
+    for where, s in sources:
+        if isinstance(s, dict):
+            if "world" in s:
+                found.append((f"{where}.world", "world", s["world"], list_worlds()))
+            if "method" in s:
+                name = s["method"]
+                found.append((f"{where}.method", "synthesis method",
+                              canonical_method(name) if isinstance(name, str) else name, METHODS.names()))
+    rollout = data.get("rollout") if isinstance(data.get("rollout"), dict) else {}
+    user = rollout.get("user") if isinstance(rollout.get("user"), dict) else {}
+    for where, model in (("rollout.model", rollout.get("model")), ("rollout.user.model", user.get("model")),
+                         ("judge", data.get("judge"))):
+        if isinstance(model, dict) and "kind" in model:
+            found.append((f"{where}.kind", "model kind", model["kind"], BACKENDS.names()))
+    verifiers = data.get("verifiers")
+    if isinstance(verifiers, list):
+        found += [(f"verifiers[{i}]", "verifier", v, VERIFIERS.names()) for i, v in enumerate(verifiers)]
+    if "curation" in data:
+        found.append(("curation", "curation strategy", data["curation"], CURATORS.names()))
+    return found
+
+
+def describe(exc: ValidationError) -> str:
+    """A validation error in one line: each problem as `setting: what is wrong`, an unknown
+    key with the section's known keys."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
+        msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ").replace(
+            "Input should be", "must be")
+        if err["type"] == "extra_forbidden":
+            known = _section_keys(err["loc"][:-1])
+            close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+            msg = "unknown setting" + (f"; did you mean {'.'.join([*map(str, err['loc'][:-1]), close[0]])!r}?"
+                                       if close else f" (known: {', '.join(known)})" if known else "")
+        elif "input" in err and err["type"] not in ("value_error", "assertion_error", "missing"):
+            msg += f", got {err['input']!r}"
+        problems.append(f"{loc}: {msg}" if loc and not msg.startswith(loc) else msg)
+    return " ".join("; ".join(problems).split())
+
+
+def _section_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the config section at `loc` (empty when it is not a model)."""
+    model: Any = RunConfig
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) and hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        model = next((a for a in (field.annotation, *getattr(field.annotation, "__args__", ()))
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if model is None:
+            return []
+    return sorted(model.model_fields)
+
+
+def read_config_file(path: Path | str) -> dict[str, Any]:
+    """The mapping a YAML config file holds; `ConfigError` for a missing, unreadable or
+    malformed file, with the line and column of a YAML syntax error."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"config file {path} is not valid YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must hold a mapping at the top level, not {type(data).__name__}")
+    return data
+
+
 def load_config(path: Path | str | None, overrides: dict[str, Any] | None = None) -> RunConfig:
     """Read a YAML config (or the defaults) and apply dotted overrides like {"rollout.trials": 4}.
 
     Both are merged onto the full default config, so setting one field of a section keeps
     the section's other defaults (including defaults that differ from the section class's
-    own, e.g. `self_play.generator.max_steps`).
+    own, e.g. `self_play.generator.max_steps`). Any problem is a `ConfigError` (a
+    `ValueError`) whose message is one line naming the setting.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        text = Path(path).read_text()
-        data = yaml.safe_load(text) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: a config file must hold a mapping at the top level")
+    data: dict[str, Any] = read_config_file(path) if path is not None else {}
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")
-        for p in parents:
+        for i, p in enumerate(parents):
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"cannot set {dotted}: {'.'.join(parents[:i + 1])} is not a section")
         node[leaf] = value
-    return RunConfig.model_validate(_merge(RunConfig().model_dump(mode="json"), data))
+    try:
+        return RunConfig.model_validate(_merge(RunConfig().model_dump(mode="json"), data))
+    except ValidationError as exc:
+        where = f"{path}: " if path is not None else ""
+        raise ConfigError(f"{where}{describe(exc)}") from exc
+    except KeyError as exc:  # a registry lookup the name checks above do not cover
+        raise ConfigError(str(exc.args[0]) if exc.args else repr(exc)) from exc

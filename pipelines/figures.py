@@ -111,7 +111,8 @@ def rewards_list(fig: Mapping[str, Any]) -> list[float]:
 
 
 def report_html(fig: Mapping[str, Any], n_tasks: int, graph_svgs: Mapping[str, str],
-                title: str = "trajforge run report") -> str:
+                title: str = "trajforge run report", head: Mapping[str, Any] | None = None,
+                version: str = "") -> str:
     """The static HTML run report of a run's merged figures."""
     from curation.quality import quality_figures
     from data.report import ReportFigures, pass_at_k, pass_hat_k, render_report
@@ -133,13 +134,15 @@ def report_html(fig: Mapping[str, Any], n_tasks: int, graph_svgs: Mapping[str, s
         title=title, funnel=funnel, drops=dict(fig.get("drops", {})),
         pass_rate_by_world={w: (p, n) for w, (p, n) in sorted(per_world.items())},
         pass_at_k=pass_at_k(counts, ks), pass_hat_k=pass_hat_k(counts, ks), rewards=rewards_list(fig),
-        graph_svgs=dict(graph_svgs),
+        graph_svgs=dict(graph_svgs), version=version,
+        headline={k: v for k, v in (head or {}).items() if k != "warnings"},
+        warnings=list((head or {}).get("warnings", [])),
         stats={**fig.get("curator", {}), **flat_quality(quality_figures(fig.get("quality", {})))})
     return render_report(figures)
 
 
 def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], synth_stats: dict[str, Any],
-                curated_stats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                curated_stats: dict[str, dict[str, Any]], infra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The figures a release card states: the yield funnel with drop reasons, pass@k and pass^k
     per world, verifiers (names, versions, self-audit), hygiene, model, sampling, token usage.
     `tasks` is read twice, a task at a time (the run's `PackedTasks` parse each as it goes)."""
@@ -192,7 +195,7 @@ def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], s
     from synthesis.splits import split_figures
 
     split = {**split_figures(tasks), "configured_test_fraction": cfg.synthesis.test_fraction}
-    return {"funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
+    return {"headline": headline(cfg, fig, curated_stats, infra), "funnel": funnel, "pass_by_world": by_world, "split": split, "realism": task_realism(tasks),
             "verifiers": versions, "verifier_audit": audit,
             "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(fig.get("tool_errors", {}).items())),
             "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
@@ -234,19 +237,73 @@ def task_realism(tasks: Iterable[Task]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def summary(n_tasks: int, fig: Mapping[str, Any], releases: dict[str, Path], published: Any = None) -> dict[str, Any]:
-    """The run's figures; with `published` (`stages.Published`), whether the release was
-    `published` as a new version or `unchanged` (the one `LATEST.json` already named)."""
-    s = fig.get("summary", {})
-    n = s.get("verdicts", 0)
+# Stands for the release version in a report written before the release is published.
+RELEASE_VERSION = "@@trajforge-release-version@@"
+
+
+def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapping[str, Any]],
+             infra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The figures a reader sees first, in the CLI summary, the Prefect artifact, the card and
+    the report alike: the model; the policy's pass rate by each trajectory's deciding verdict
+    (its task's primary verifier: the one curation goes by); released rows (after hygiene)
+    and the share of sft rows that are reference dialogues; and warnings. `released`:
+    each release kind's curated stats with its `rows`; `infra`: `stages.check_infra_failures`."""
+    per_task = fig.get("tasks", {})
+    judged = sum(c["trials"] for c in per_task.values())
+    passed = sum(c["passed"] for c in per_task.values())
+    scores = fig.get("rewards", {})
+    score_n = sum(scores.values())
+    sft = int(released.get("sft", {}).get("rows") or 0)
+    rl = int(released.get("rl", {}).get("rows") or 0)
+    ref = int(released.get("sft", {}).get("reference_rows") or 0)
+    failed = int((infra or {}).get("infra_failed", 0))
+    model = cfg.rollout.model
+    out: dict[str, Any] = {
+        "model": f"{model.kind}:{model.name}" if model.name else model.kind,
+        "policy_trajectories": fig.get("policy", 0),
+        "policy_passed": passed,
+        "policy_pass_rate": round(passed / judged, 4) if judged else 0.0,
+        "mean_score": round(sum(float(k) * n for k, n in scores.items()) / score_n, 4) if score_n else 0.0,
+        "reference_trajectories": fig.get("trajectories", 0) - fig.get("policy", 0),
+        "infra_failed": failed,
+        "sft_rows": sft,
+        "sft_reference_rows": ref,
+        "sft_reference_share": round(ref / sft, 4) if sft else 0.0,
+        "rl_rows": rl,
+    }
+    warnings: list[str] = []
+    if judged and not passed:
+        warnings.append(f"0 of {judged} policy trajectories passed"
+                        + (": every sft row is a reference dialogue" if sft and ref == sft else ""))
+    elif sft and ref == sft:
+        warnings.append("every sft row is a reference dialogue: no policy rollout was selected")
+    if judged < fig.get("policy", 0):
+        warnings.append(f"{fig.get('policy', 0) - judged} policy trajectories have no deciding verdict and are "
+                        "not in the pass rate")
+    if failed:
+        warnings.append(f"{failed} of {int((infra or {}).get('policy', 0))} policy trajectories ended on "
+                        "infrastructure failures and were left out (--allow-partial)")
+    for name, n in (("sft", sft), ("rl", rl)):
+        if not n:
+            warnings.append(f"the {name} release has no rows")
+    out["warnings"] = warnings
+    return out
+
+
+def summary(n_tasks: int, head: Mapping[str, Any], releases: dict[str, Path], published: Any = None,
+            model_calls: int | None = None) -> dict[str, Any]:
+    """The run's summary: the `headline` figures as they are, the tasks, the model calls this
+    run made (a reference replay or a cached shard makes none), and with `published`
+    (`stages.Published`) whether the release was `published` as a new version or `unchanged`
+    (the one `LATEST.json` already named)."""
+    keys = ("policy_trajectories", "policy_passed", "policy_pass_rate", "mean_score", "reference_trajectories",
+            "infra_failed", "sft_rows", "sft_reference_rows", "sft_reference_share", "rl_rows")
     return {
         "tasks": n_tasks,
-        "trajectories": fig.get("policy", 0),
-        "reference_trajectories": fig.get("trajectories", 0) - fig.get("policy", 0),
-        "policy_pass_rate": round(s.get("passed", 0) / n, 4) if n else 0.0,
-        "mean_score": round(s.get("score", 0.0) / n, 4) if n else 0.0,
-        "sft_rows": fig.get("sft", 0),
-        "rl_rows": fig.get("rl", 0),
+        **{k: head.get(k) for k in keys},
+        "model": head.get("model"),
+        **({"model_calls": model_calls} if model_calls is not None else {}),
+        "warnings": list(head.get("warnings", [])),
         "releases": {k: str(v) for k, v in releases.items()},
         **({"release": "unchanged" if published.unchanged else "published", "release_version": published.version}
            if published else {}),

@@ -20,6 +20,11 @@ def prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    # the flow's and tasks' INFO logs (one line a shard) reach the server's run pages, while
+    # the console shows warnings only
+    os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 prefect_defaults()
@@ -32,7 +37,7 @@ from prefect.runtime import flow_run  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from data import store  # noqa: E402
+from data import parts, store  # noqa: E402
 from data.parts import PartRef  # noqa: E402
 from data.records import PackedTasks, Trajectory  # noqa: E402
 from pipelines import figures, progress, sharded, stages  # noqa: E402
@@ -85,19 +90,19 @@ def execute(flow_fn: Any, config: dict[str, Any] | RunConfig, *args: Any, **kwar
 
 # -- Prefect tasks: one shard of work each ----------------------------------------------
 
-@task(name="synthesize", cache_policy=NO_CACHE)
+@task(name="synthesize", task_run_name="synthesize", cache_policy=NO_CACHE)
 def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
     return stages.synthesize(cfg, out, run_id, cache=stages.shard_cache(cfg, out))
 
 
-@task(name="rollout-shard", cache_policy=NO_CACHE)
+@task(name="rollout-shard", task_run_name="rollout-shard-{index}", cache_policy=NO_CACHE)
 def rollout_task(shard: PackedTasks, cfg: RunConfig, out: Path, index: int) -> PartRef:
     ref = sharded.rollout_part(list(shard), cfg, out)
     get_run_logger().info("rollout shard=%d tasks=%d trajectories=%d cached=%s", index, len(shard), ref.rows, ref.cached)
     return ref
 
 
-@task(name="verify-shard", cache_policy=NO_CACHE)
+@task(name="verify-shard", task_run_name="verify-shard-{index}", cache_policy=NO_CACHE)
 def verify_task(shard: PackedTasks, rollout: PartRef, cfg: RunConfig, out: Path, index: int) -> PartRef:
     ref = sharded.verify_part(list(shard), rollout, cfg, out)
     get_run_logger().info("verify shard=%d trajectories=%d verdicts=%d cached=%s", index, rollout.rows, ref.rows,
@@ -105,7 +110,7 @@ def verify_task(shard: PackedTasks, rollout: PartRef, cfg: RunConfig, out: Path,
     return ref
 
 
-@task(name="curate-shard", cache_policy=NO_CACHE)
+@task(name="curate-shard", task_run_name="curate-shard-{index}", cache_policy=NO_CACHE)
 def curate_shard_task(shard: PackedTasks, rollout: PartRef, verify: PartRef, cfg: RunConfig, out: Path,
                       index: int) -> dict[str, PartRef]:
     refs = sharded.curate_part(list(shard), rollout, verify, cfg, out)
@@ -117,17 +122,17 @@ def curate_shard_task(shard: PackedTasks, rollout: PartRef, verify: PartRef, cfg
 # and a failed stage fails where it failed). They take part references and the run's merged
 # figures, never records: they run in the flow's process in bounded memory.
 
-@task(name="write-trajectories", cache_policy=NO_CACHE)
+@task(name="write-trajectories", task_run_name="write-trajectories", cache_policy=NO_CACHE)
 def write_trajectories_task(refs: list[PartRef], cfg: RunConfig, out: Path, parents: list[Path], run_id: str) -> Path:
     return sharded.write_dataset(refs, "trajectories", cfg, out, parents, run_id)
 
 
-@task(name="write-verdicts", cache_policy=NO_CACHE)
+@task(name="write-verdicts", task_run_name="write-verdicts", cache_policy=NO_CACHE)
 def write_verdicts_task(refs: list[PartRef], cfg: RunConfig, out: Path, parents: list[Path], run_id: str) -> Path:
     return sharded.write_dataset(refs, "verdicts", cfg, out, parents, run_id)
 
 
-@task(name="curate", cache_policy=NO_CACHE)
+@task(name="curate", task_run_name="curate", cache_policy=NO_CACHE)
 def curate_task(cfg: RunConfig, curated: list[dict[str, PartRef]]) -> dict[str, Any]:
     """The run's curation figures: the shards' merged, with the rl budget applied."""
     fig = sharded.merged_figures(cfg, curated)
@@ -135,30 +140,30 @@ def curate_task(cfg: RunConfig, curated: list[dict[str, PartRef]]) -> dict[str, 
     return fig
 
 
-@task(name="hygiene-and-curated-datasets", cache_policy=NO_CACHE)
+@task(name="hygiene-and-curated-datasets", task_run_name="hygiene-and-curated-datasets", cache_policy=NO_CACHE)
 def write_curated_task(cfg: RunConfig, out: Path, curated: list[dict[str, PartRef]], fig: dict[str, Any],
                        parents: list[Path], run_id: str) -> dict[str, Path]:
     """Apply the rl budget, deduplicate, decontaminate, and write the curated datasets."""
     return sharded.write_curated(cfg, out, curated, fig, parents, run_id)
 
 
-@task(name="report", cache_policy=NO_CACHE)
+@task(name="report", task_run_name="report", cache_policy=NO_CACHE)
 def report_task(cfg: RunConfig, fig: dict[str, Any], task_shards: list[PackedTasks], rollouts: list[PartRef],
-                verifies: list[PartRef]) -> str:
+                verifies: list[PartRef], head: dict[str, Any]) -> str:
     svgs = sharded.graph_svgs(cfg, fig, task_shards, rollouts, verifies)
-    return figures.report_html(fig, sum(len(s) for s in task_shards), svgs)
+    return figures.report_html(fig, sum(len(s) for s in task_shards), svgs, head=head,
+                               version=figures.RELEASE_VERSION)
 
 
-@task(name="figures", cache_policy=NO_CACHE)
+@task(name="figures", task_run_name="figures", cache_policy=NO_CACHE)
 def figures_task(cfg: RunConfig, tasks: PackedTasks, fig: dict[str, Any], tasks_path: Path,
-                 curated: dict[str, Path]) -> dict[str, Any]:
-    """The figures the release cards state."""
-    manifests = {k: store.read_manifest(p) for k, p in curated.items()}
+                 curated: dict[str, Path], infra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The figures the release cards state, the headline first (the summary's figures)."""
     return figures.run_figures(cfg, tasks, fig, store.read_manifest(tasks_path).stats,
-                               {k: {**m.stats, "rows": m.rows} for k, m in manifests.items()})
+                               stages.released_stats(curated), infra)
 
 
-@task(name="release", cache_policy=NO_CACHE)
+@task(name="release", task_run_name="release", cache_policy=NO_CACHE)
 def release_task(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str, report_html: str | None,
                  figures: dict[str, Any]) -> stages.Published:
     """Publish the release set, or nothing when its content is the one `LATEST.json` names."""
@@ -202,6 +207,7 @@ def _rollout(cfg: RunConfig, task_shards: list[PackedTasks], out: Path, counts: 
     refs = gather(futures, "rollout", cfg.runner.stall_timeout_s)
     counts["rollout"] = {"shards": len(refs), "cached": sum(r.cached for r in refs)}
     counts["model_calls"] = sum(r.meta.get("model_calls", 0) for r in refs if not r.cached)
+    counts["infra"] = stages.check_infra_failures(cfg, parts.sum_stats(r.meta for r in refs))
     return refs
 
 
@@ -247,25 +253,26 @@ RUNNER = ThreadPoolTaskRunner(max_workers=2)
 
 # -- stage flows ------------------------------------------------------------------------
 
-@flow(name="synthesize", task_runner=RUNNER)
+@flow(name="synthesize", flow_run_name="{config[name]}-synthesize", task_runner=RUNNER)
 def synth_flow(config: dict[str, Any], out: str) -> str:
     return str(synthesize_task(_cfg(config), Path(out), _run_id()))
 
 
-@flow(name="rollout", task_runner=RUNNER)
+@flow(name="rollout", flow_run_name="{config[name]}-rollout", task_runner=RUNNER)
 def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None) -> str:
     cfg, root = _cfg(config), Path(out)
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
     counts: dict[str, Any] = {}
     try:
         with stages.served_rollout(cfg) as rcfg:
+            stages.preflight(rcfg)
             refs = _rollout(rcfg, _task_shards(cfg, tp), root, counts)
     finally:
         close_shared_models()
     return str(sharded.write_dataset(refs, "trajectories", cfg, root, [tp], _run_id()))
 
 
-@flow(name="verify", task_runner=RUNNER)
+@flow(name="verify", flow_run_name="{config[name]}-verify", task_runner=RUNNER)
 def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
                 trajectories_path: str | None = None) -> str:
     cfg, root = _cfg(config), Path(out)
@@ -283,7 +290,7 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     return str(stages.write_verdicts(verdicts, cfg, root, [tp, rp], _run_id()))
 
 
-@flow(name="reverify", task_runner=RUNNER)
+@flow(name="reverify", flow_run_name="{config[name]}-reverify", task_runner=RUNNER)
 def reverify_flow(config: dict[str, Any], out: str, trajectories_path: str | None, verifier: str,
                   against: str | None = None, tasks_path: str | None = None,
                   verdicts_path: str | None = None, upgrade_tasks: bool = False) -> dict[str, Any]:
@@ -296,7 +303,7 @@ def reverify_flow(config: dict[str, Any], out: str, trajectories_path: str | Non
     return {"verdicts": str(path), "totals": diff.totals(), "table": diff.table()}
 
 
-@flow(name="curate", task_runner=RUNNER)
+@flow(name="curate", flow_run_name="{config[name]}-curate", task_runner=RUNNER)
 def curate_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
                 trajectories_path: str | None = None, verdicts_path: str | None = None) -> dict[str, str]:
     cfg, root = _cfg(config), Path(out)
@@ -309,7 +316,7 @@ def curate_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     return {k: str(v) for k, v in paths.items()}
 
 
-@flow(name="release", task_runner=RUNNER)
+@flow(name="release", flow_run_name="{config[name]}-release", task_runner=RUNNER)
 def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | None = None) -> dict[str, str]:
     cfg, root = _cfg(config), Path(out)
     sources = {k: Path(v) for k, v in curated.items()} if curated else {
@@ -353,7 +360,7 @@ def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "te
 
 # -- end to end ---------------------------------------------------------------------------
 
-@flow(name="trajforge-run", task_runner=RUNNER)
+@flow(name="trajforge-run", flow_run_name="{config[name]}", task_runner=RUNNER)
 def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     """Synthesize → rollout → verify → curate → release, all in one flow run, every stage a
     task run (shards of rollout, verification and curation one each). Shards pass part
@@ -366,11 +373,15 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     for folder in (stages.datasets_dir(root), stages.releases_dir(root)):
         store.remove_stale_staging(folder)
     counts: dict[str, Any] = {}
+    if cfg.vllm is None:  # a server started for the run is checked once it is up
+        stages.preflight(cfg)
     tp = synthesize_task(cfg, root, run_id)
     task_shards = _task_shards(cfg, tp)
     n_tasks = sum(len(s) for s in task_shards)
     try:
         with stages.served_rollout(cfg) as rcfg:
+            if cfg.vllm is not None:
+                stages.preflight(rcfg)
             rollouts = _rollout(rcfg, task_shards, root, counts)
     finally:
         close_shared_models()
@@ -381,11 +392,15 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     curated_parts = _curate(cfg, task_shards, rollouts, verifies, root)
     fig = curate_task(cfg, q(curated_parts))
     curated = write_curated_task(cfg, root, q(curated_parts), q(fig), [tp, rp, vp], run_id)
-    html = report_task(cfg, q(fig), q(task_shards), q(rollouts), q(verifies)) if cfg.report else None
-    run_figures = figures_task(cfg, q(PackedTasks.concat(task_shards)), q(fig), tp, curated)
+    run_figures = figures_task(cfg, q(PackedTasks.concat(task_shards)), q(fig), tp, curated, counts.get("infra"))
+    html = (report_task(cfg, q(fig), q(task_shards), q(rollouts), q(verifies), q(run_figures["headline"]))
+            if cfg.report else None)
     published = release_task(cfg, root, curated, run_id, html, q(run_figures))
-    summary = figures.summary(n_tasks, fig, published.paths, published)
+    summary = figures.summary(n_tasks, run_figures["headline"], published.paths, published,
+                              model_calls=counts.get("model_calls", 0))
     summary["cache"] = counts
+    if removed := stages.apply_retention(cfg, root):
+        summary["retention_removed"] = removed
     _artifact("trajforge-yield", "Yield of this run, stage by stage",
               [{"stage": k, "count": v} for k, v in summary.items() if isinstance(v, int | float)])
     return summary

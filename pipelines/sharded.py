@@ -17,7 +17,7 @@ verdict:
   parts `curate-sft/<key>` and `curate-rl/<key>`.
 
 The `trajectories` and `verdicts` datasets are the sets of their parts (`write_dataset`,
-which hard-links them); the curated datasets are the curate parts deduplicated and
+which copies them: a committed version shares no storage with the parts, a cache); the curated datasets are the curate parts deduplicated and
 decontaminated batch by batch (`write_curated`), so memory stays bounded by a shard and the
 dedup index, whatever the run's size.
 """
@@ -69,8 +69,9 @@ def rollout_part(tasks: list[Task], cfg: RunConfig, out: Path) -> PartRef:
 
 
 def verify_part(tasks: list[Task], rollout: PartRef, cfg: RunConfig, out: Path) -> PartRef:
-    """The verdicts of a rollout part, by every configured verifier, as a part."""
-    trajectories = parts.read_records(rollout, "trajectories")
+    """The verdicts of a rollout part, by every configured verifier, as a part. Trajectories
+    that ended on infrastructure failures are not judged: they are no one's behaviour."""
+    trajectories = [t for t in parts.read_records(rollout, "trajectories") if not t.infra_failed]
     by_id = {t.id: t for t in tasks}
     root, key = parts_dir(cfg, out), keys.verify_key(cfg, by_id, trajectories)
     if cfg.cache and (ref := parts.find(root, "verify", key)) is not None:
@@ -96,7 +97,7 @@ def curate_part(tasks: list[Task], rollout: PartRef, verify: PartRef, cfg: RunCo
     found = {name: parts.find(root, f"curate-{name}", key) for name in stages.RELEASES}
     if all(found.values()):
         return {k: v for k, v in found.items() if v is not None}
-    trajectories = parts.read_records(rollout, "trajectories")
+    trajectories = [t for t in parts.read_records(rollout, "trajectories") if not t.infra_failed]
     verdicts = parts.read_records(verify, "verdicts")
     options = dict(cfg.curation_options)
     if options.get("rl_budget") is not None:
@@ -120,8 +121,9 @@ def write_dataset(refs: Sequence[PartRef], kind: str, cfg: RunConfig, out: Path,
     parts become its files, in shard order, and their `meta` adds up to its stats."""
     with store.DatasetWriter(stages.datasets_dir(out), kind, kind, CODECS[kind][0], SCHEMA_VERSIONS[kind]) as w:
         for ref in refs:
-            w.adopt(ref.path)
-        return w.commit(stages.lineage(cfg, parents, run_id), stats=parts.sum_stats(r.meta for r in refs))
+            w.adopt(ref)
+        return w.commit(stages.lineage(cfg, parents, run_id), stats=parts.sum_stats(r.meta for r in refs),
+                        reuse_identical=True)
 
 
 def merged_figures(cfg: RunConfig, curated: Sequence[dict[str, PartRef]]) -> dict[str, Any]:
@@ -157,7 +159,7 @@ def apply_rl_budget(cfg: RunConfig, curated: Sequence[dict[str, PartRef]]) -> se
     values: list[float] = []
     for i, c in enumerate(curated):
         row = 0
-        for batch in parts.iter_batches(c["rl"].path, columns=["_rl_key"]):
+        for batch in parts.iter_batches(c["rl"], columns=["_rl_key"]):
             for k in batch.column("_rl_key").to_pylist():
                 where.append((i, row))
                 values.append(float("-inf") if k is None else float(k))
@@ -172,7 +174,7 @@ def _rows(name: str, curated: Sequence[dict[str, PartRef]], keep: set[tuple[int,
 
     for i, c in enumerate(curated):
         row = 0
-        for batch in parts.iter_batches(c[name].path):
+        for batch in parts.iter_batches(c[name]):
             rows = batch.to_pylist()
             if name == "rl" and keep is not None:
                 picked = []

@@ -22,7 +22,7 @@ from curation.release import rl_rows, sft_rows
 from data import parts, store
 from data.atomic import write_json_atomic
 from data.cache import ShardCache
-from data.card import card_header, render_card, run_sections
+from data.card import card_header, headline_markdown, render_card, run_sections
 from data.crash import crashpoint
 from data.records import Task, Trajectory, Verdict, content_hash
 from data.schema import (
@@ -108,7 +108,7 @@ def synthesize(cfg: RunConfig, out: Path, run_id: str = "", cache: ShardCache | 
     if not tasks:
         raise RuntimeError(f"every synthesized task failed the verifier self-audit: {stats['verifier_audit']}")
     lin = lineage(cfg, [], run_id)
-    return store.write_records(datasets_dir(out), "tasks", "tasks", tasks, lin, stats=stats)
+    return store.write_records(datasets_dir(out), "tasks", "tasks", tasks, lin, stats=stats, reuse_identical=True)
 
 
 def audit_tasks(cfg: RunConfig, tasks: list[Task]) -> tuple[list[Task], dict[str, Any]]:
@@ -151,22 +151,29 @@ def rollout_shard_cached(tasks: list[Task], cfg: RunConfig, cache: ShardCache,
     `key`: the shard's `keys.rollout_key`, when the caller has it."""
     key = key or keys.rollout_key(cfg, tasks)
     hit = cache.get("rollout", key, "trajectories")
-    if hit is not None:
+    if hit is not None and not any(t.infra_failed for t in hit):
         return hit, True
     trajectories = rollout_shard(tasks, cfg)
-    cache.put("rollout", key, "trajectories", trajectories)
+    if not any(t.infra_failed for t in trajectories):  # a failed shard is rolled out again next run
+        cache.put("rollout", key, "trajectories", trajectories)
     crashpoint("rollout.shard_done")
     return trajectories, False
+
+
+# A reference replay plays the task's verified path to its end, whatever `agent.max_turns`
+# allows the policy: this bounds only a replay that never ends.
+REFERENCE_MAX_TURNS = 1_000
 
 
 def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
     """The policy's trials for a shard of tasks, plus gold reference trajectories."""
     trajectories = collect(tasks, cfg.rollout)
     if cfg.reference_trials:
-        # the gold path needs neither an LLM user nor an exploration strategy
+        # the gold path needs neither an LLM user nor an exploration strategy, nor a turn limit
         ref_cfg = cfg.rollout.model_copy(update={
             "trials": cfg.reference_trials, "user": UserConfig(),
-            "agent": cfg.rollout.agent.model_copy(update={"strategy": StrategyConfig()})})
+            "agent": cfg.rollout.agent.model_copy(update={"strategy": StrategyConfig(),
+                                                          "max_turns": REFERENCE_MAX_TURNS})})
         gold = collect(tasks, ref_cfg, model_for=lambda task: ScriptedPolicy(task, name="reference"))
         for t in gold:
             t.reference = True
@@ -175,20 +182,70 @@ def rollout_shard(tasks: list[Task], cfg: RunConfig) -> list[Trajectory]:
 
 
 def trajectory_stats(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
-    """The `trajectories` dataset's stats of some trajectories (they add up over shards)."""
+    """The `trajectories` dataset's stats of some trajectories (they add up over shards).
+    `model_calls` and tokens are the policy's (a reference replay calls no model);
+    `infra_failed` counts policy trajectories that ended on infrastructure, and
+    `all_infra_failed` says whether every policy trajectory of these did (a shard's
+    figure: over shards it reads "some shard fully failed"); `incomplete` marks a part that
+    must not be reused (`data.parts.find`)."""
+    policy = [t for t in trajectories if not t.reference]
+    failed = [t for t in policy if t.infra_failed]
     return {"trajectories": len(trajectories),
+            "policy": len(policy),
             "terminations": dict(Counter(t.termination for t in trajectories)),
             "error_counts": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
             "model_error_reasons": dict(Counter(t.metadata.get("model_error_reason", "backend")
                                                 for t in trajectories if t.termination == "model_error")),
-            "model_calls": sum(t.usage.model_calls for t in trajectories),
-            "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)}
+            "infra_failed": len(failed),
+            "all_infra_failed": bool(policy) and len(failed) == len(policy),
+            "incomplete": bool(failed),
+            "infra_errors": sorted({str(t.metadata.get("model_error") or t.metadata.get("user_error"))[:200]
+                                    for t in failed})[:3],
+            "model_calls": sum(t.usage.model_calls for t in policy),
+            "completion_tokens": sum(t.usage.completion_tokens for t in policy)}
+
+
+class InfraFailureError(RuntimeError):
+    """Too many trajectories ended on infrastructure failures: the run publishes nothing."""
+
+
+def check_infra_failures(cfg: RunConfig, stats: dict[str, Any]) -> dict[str, Any]:
+    """The run's infrastructure-failure figures from its rollout stats (summed over shards),
+    raising `InfraFailureError` when any shard's policy trajectories all failed, or more than
+    `failures.max_infra_failure_rate` of them did, unless `failures.allow_partial`."""
+    policy, failed = int(stats.get("policy", 0)), int(stats.get("infra_failed", 0))
+    rate = failed / policy if policy else 0.0
+    figures = {"infra_failed": failed, "policy": policy, "infra_failure_rate": round(rate, 4),
+               "reasons": dict(stats.get("model_error_reasons", {}))}
+    too_many = bool(stats.get("all_infra_failed")) or rate > cfg.failures.max_infra_failure_rate
+    if failed and too_many and not cfg.failures.allow_partial:
+        why = ", ".join(f"{k}: {v}" for k, v in sorted(figures["reasons"].items())) or "user simulator"
+        first = next(iter(stats.get("infra_errors") or []), "")
+        raise InfraFailureError(
+            f"{failed} of {policy} policy trajectories ended on infrastructure failures ({why})"
+            f"{'; e.g. ' + first if first else ''}. Nothing was published or cached as done; fix the model "
+            "server and rerun (--allow-partial publishes what succeeded)")
+    return figures
+
+
+def preflight(cfg: RunConfig) -> None:
+    """Check every remote model the run will call (agent, LLM user, judge) before it starts
+    (`rollout.preflight.check_model`); raises `PreflightError` with one line."""
+    if not cfg.failures.preflight:
+        return
+    from rollout.preflight import check_model
+
+    check_model(cfg.rollout.model, "rollout.model")
+    if cfg.rollout.user.kind == "llm" and cfg.rollout.user.model is not None:
+        check_model(cfg.rollout.user.model, "rollout.user.model")
+    if cfg.judge is not None:
+        check_model(cfg.judge, "judge")
 
 
 def write_trajectories(trajectories: list[Trajectory], cfg: RunConfig, out: Path, parents: Sequence[Path],
                        run_id: str = "") -> Path:
     return store.write_records(datasets_dir(out), "trajectories", "trajectories", trajectories,
-                               lineage(cfg, parents, run_id), stats=trajectory_stats(trajectories))
+                               lineage(cfg, parents, run_id), stats=trajectory_stats(trajectories), reuse_identical=True)
 
 
 def verdict_stats(verdicts: Sequence[Verdict]) -> dict[str, Any]:
@@ -234,7 +291,7 @@ def verify_shard(tasks: dict[str, Task], trajectories: list[Trajectory], verifie
 
 def write_verdicts(verdicts: list[Verdict], cfg: RunConfig, out: Path, parents: Sequence[Path], run_id: str = "") -> Path:
     return store.write_records(datasets_dir(out), "verdicts", "verdicts", verdicts,
-                               lineage(cfg, parents, run_id), stats=verdict_stats(verdicts))
+                               lineage(cfg, parents, run_id), stats=verdict_stats(verdicts), reuse_identical=True)
 
 
 def find_verdicts_for(out: Path, trajectories_path: Path) -> Path | None:
@@ -344,11 +401,30 @@ def release_rows(selection: Selection, tasks: list[Task],
 
 
 SUMMARIES = {
-    "sft": "Verified multi-turn tool-use trajectories in TRL's conversational format (`messages` + `tools`), "
-           "selected by trajforge's curation from rollouts that passed final-state verification.",
+    "sft": "Verified multi-turn tool-use conversations in TRL's conversational format (`messages` + `tools`), "
+           "selected by trajforge's curation: {composition}",
     "rl": "Tasks for reinforcement learning: the opening prompt, the tools, and the full task record "
           "(initial state recipe, target state hash and diff) that a reward function replays against.",
 }
+
+
+def release_summary(name: str, stats: dict[str, Any], rows: int) -> str:
+    """The card's opening sentence, saying what the rows are made of (an sft release may be
+    all reference dialogues: the tasks' verified paths played as conversations)."""
+    if name != "sft":
+        return SUMMARIES[name]
+    ref = int(stats.get("reference_rows", 0))
+    if rows == 0:
+        composition = "no row passed (the release is empty)."
+    elif ref == rows:
+        composition = (f"all {rows} rows are reference dialogues (each task's verified path played as a "
+                       "conversation); no policy rollout was selected.")
+    elif ref == 0:
+        composition = f"all {rows} rows are policy rollouts that passed verification."
+    else:
+        composition = (f"{rows - ref} rows are policy rollouts that passed verification and {ref} are reference "
+                       "dialogues (each task's verified path played as a conversation).")
+    return SUMMARIES["sft"].format(composition=composition)
 
 
 # Columns a shard's curated rows carry until the finished dataset is written: each sft row's
@@ -411,6 +487,7 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
 
     hygiene = ReleaseHygiene(cfg, out, name) if cfg.hygiene.enabled else None
     splits: Counter[str] = Counter()
+    reference_rows = 0
     quality: list[dict[str, Any]] = []
     test_items = TrainVsTest()
     schema = SCHEMAS[name]
@@ -420,6 +497,7 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
                 kept = hygiene.filter(batch) if hygiene else list(batch)
                 for r in kept:
                     splits[r["split"]] += 1
+                    reference_rows += bool(r.get("reference"))
                     if (q := r.pop("_quality", None)) is not None:
                         quality.append(json.loads(q) if isinstance(q, str) else q)
                         if len(quality) >= 1000:
@@ -435,10 +513,35 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
         stats = {**selection_stats, "drops": {k: v for k, v in drops.items() if k.startswith(name + ":")},
                  "splits": dict(splits), "hygiene": card}
         if name == "sft":
+            stats["reference_rows"] = reference_rows
             stats["data_quality"] = quality_figures(sum_stats(quality))
             if (rp := card.get("replay", {})).get("checked"):
                 stats["data_quality"]["scrubbed_rows_pass_rate"] = round(rp["passed"] / rp["checked"], 4)
-        return w.commit(lineage(cfg, parents, run_id), stats=stats)
+        return w.commit(lineage(cfg, parents, run_id), stats=stats, reuse_identical=True)
+
+
+INTERMEDIATE = ("tasks", "trajectories", "verdicts", *(f"curated_{n}" for n in RELEASES))
+
+
+def apply_retention(cfg: RunConfig, out: Path) -> dict[str, int]:
+    """Remove intermediate dataset versions beyond `retention.keep_versions` (newest kept),
+    never one the release `LATEST.json` names descends from; returns how many per dataset."""
+    keep = cfg.retention.keep_versions
+    if keep is None:
+        return {}
+    protect: set[Path] = set()
+    todo = [Path(p) for p in (store.read_pointer(releases_dir(out)) or {}).get("releases", {}).values()]
+    while todo:  # the pointer's releases and their lineage, transitively
+        path = todo.pop()
+        if path in protect or not (path / store.MANIFEST).exists():
+            continue
+        protect.add(path)
+        try:
+            todo += [Path(p) for p in store.read_manifest(path, verify=False).lineage.parents]
+        except store.DatasetError:
+            continue
+    removed = {name: len(store.prune(datasets_dir(out), name, keep, protect)) for name in INTERMEDIATE}
+    return {k: v for k, v in removed.items() if v}
 
 
 def latest_release(out: Path, name: str) -> Path | None:
@@ -661,11 +764,17 @@ def release_fingerprint(cfg: RunConfig, manifests: dict[str, store.Manifest]) ->
 
 
 def _complete(root: Path, pointer: dict[str, Any], names: Sequence[str]) -> bool:
-    """Whether every dataset of `names` is committed (`_SUCCESS`) under the pointer's version,
-    and the pointer names no other."""
+    """Whether every dataset of `names` is committed under the pointer's version with every
+    file its manifest lists, intact (checksums checked), and the pointer names no other."""
     version = pointer.get("version")
-    return bool(version) and set(pointer.get("releases", {})) == set(names) and all(
-        (root / n / version / store.SUCCESS).exists() for n in names)
+    if not version or set(pointer.get("releases", {})) != set(names):
+        return False
+    for n in names:
+        try:
+            store.read_manifest(root / n / version, verify=True)
+        except store.DatasetError:
+            return False
+    return True
 
 
 def release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id: str = "",
@@ -729,10 +838,14 @@ def publish_release(cfg: RunConfig, out: Path, curated: dict[str, Path], run_id:
                                  pretty_name=cfg.card.pretty_name or f"{cfg.name} {name}",
                                  tags=["trajforge", "agents", "tool-use", *sorted(written.worlds)],
                                  num_bytes=written.nbytes, download_size=sum(f.bytes for f in w.files))
-            card = render_card(name, version, SUMMARIES[name], SCHEMAS[name], sum(written.rows.values()),
+            n_rows = sum(written.rows.values())
+            opening = release_summary(name, manifest.stats, n_rows)
+            if run and run.get("headline"):
+                opening += "\n\n" + headline_markdown(run["headline"], version)
+            card = render_card(name, version, opening, SCHEMAS[name], n_rows,
                                lin.model_dump(), stats,
                                sections=extra_sections + (run_sections(run) if run else ""), header=header)
-            extra = {"report.html": report_html} if report_html else None
+            extra = {"report.html": report_html.replace(figures.RELEASE_VERSION, version)} if report_html else None
             paths[name] = w.commit(lin, card=card, stats=stats, extra_files=extra)
         crashpoint("release.dataset_done")
     store.write_pointer(root, {
@@ -827,14 +940,15 @@ def _training_sections(kind: str, batches: Any, code_version: str,
 
 
 def report_html(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
-                selection: Selection, title: str = "trajforge run report") -> str:
-    """The static HTML run report: funnel, drop reasons, pass rates per world, pass@k and
-    pass^k, reward histogram, and the quotient graphs of the most branched tasks."""
+                selection: Selection, title: str = "trajforge run report",
+                released: dict[str, dict[str, Any]] | None = None) -> str:
+    """The static HTML run report: the headline, funnel, drop reasons, pass rates per world,
+    pass@k and pass^k, reward histogram, and the quotient graphs of the most branched tasks."""
     from curation.graphs import graph_svgs_for
 
     fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)
     svgs = graph_svgs_for(trajectories, deciding_verdicts(cfg, tasks, verdicts), n=figures.GRAPHS)
-    return figures.report_html(fig, len(tasks), svgs, title=title)
+    return figures.report_html(fig, len(tasks), svgs, title=title, head=figures.headline(cfg, fig, released or {}))
 
 
 def report_for_release(release_path: Path, cfg: RunConfig | None = None) -> str:
@@ -852,7 +966,8 @@ def report_for_release(release_path: Path, cfg: RunConfig | None = None) -> str:
     tasks, trajectories, verdicts = (store.read_records(found[k]) for k in ("tasks", "trajectories", "verdicts"))
     selection = Selection(stats=dict(manifest.stats))
     selection.drops.update({k: v for k, v in manifest.stats.get("drops", {}).items()})
-    html = report_html(cfg, tasks, trajectories, verdicts, selection, title=f"trajforge report {manifest.version}")
+    html = report_html(cfg, tasks, trajectories, verdicts, selection, title=f"trajforge report {manifest.version}",
+                       released=released_stats({manifest.kind: Path(release_path)}))
     return html
 
 
@@ -863,14 +978,24 @@ def run_figures(cfg: RunConfig, tasks: list[Task], trajectories: list[Trajectory
     return figures.run_figures(cfg, tasks, fig, synth_stats, curated_stats)
 
 
+def released_stats(paths: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Each dataset's stats with its committed `rows` (what `figures.headline` reads)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, path in paths.items():
+        manifest = store.read_manifest(path, verify=False)
+        out[name] = {**manifest.stats, "rows": manifest.rows}
+    return out
+
+
 def summary(tasks: list[Task], trajectories: list[Trajectory], verdicts: list[Verdict],
-            releases: dict[str, Path], selection: Selection, published: Published | None = None) -> dict[str, Any]:
-    """The run's figures; with `published`, whether the release was `published` as a new
-    version or `unchanged` (the one `LATEST.json` already named), and its version."""
-    policy = sum(not t.reference for t in trajectories)
-    fig = {"trajectories": len(trajectories), "policy": policy, "sft": len(selection.sft), "rl": len(selection.rl),
-           "summary": figures.verdict_summary(trajectories, verdicts)}
-    return figures.summary(len(tasks), fig, releases, published)
+            releases: dict[str, Path], selection: Selection, published: Published | None = None,
+            cfg: RunConfig | None = None) -> dict[str, Any]:
+    """The run's summary (`figures.summary`) of records in memory: the headline figures of
+    the trajectories' deciding verdicts and the released rows; with `published`, whether
+    the release was `published` as a new version or `unchanged`, and its version."""
+    cfg = cfg or RunConfig()
+    fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)
+    return figures.summary(len(tasks), figures.headline(cfg, fig, released_stats(releases)), releases, published)
 
 
 def dumps(obj: Any) -> str:

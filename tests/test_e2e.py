@@ -19,7 +19,7 @@ def test_run_flow_with_embedded_model(tmp_path: Path) -> None:
                              "synthesis_mix": [{"method": "terminal", "world": "terminal", "n_tasks": 1, "seed": 2}]})
     assert cfg.rollout.model.kind == "embedded"
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
-    assert summary["tasks"] == 3 and summary["trajectories"] == 6
+    assert summary["tasks"] == 3 and summary["policy_trajectories"] == 6
     tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
     terminal = {t.id for t in tasks if t.world == "terminal"}
     verdicts = store.read_records(store.latest(tmp_path / "datasets", "verdicts"))

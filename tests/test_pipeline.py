@@ -28,7 +28,7 @@ def flows():
 def test_end_to_end_flow_releases_sft_and_rl(tmp_path: Path, flows) -> None:
     cfg = load_config(None, TINY)
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
-    assert summary["tasks"] == 5 and summary["trajectories"] == 15 and summary["reference_trajectories"] == 5
+    assert summary["tasks"] == 5 and summary["policy_trajectories"] == 15 and summary["reference_trajectories"] == 5
     assert 0 < summary["policy_pass_rate"] < 1
     sft, rl = Path(summary["releases"]["sft"]), Path(summary["releases"]["rl"])
     assert sft.parent == tmp_path / "releases" / "sft" and sft.name == rl.name

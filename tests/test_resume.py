@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -77,6 +78,9 @@ def test_identical_rerun_makes_no_model_calls(tmp_path: Path, flows, count_calls
     for name in ("sft", "rl"):
         assert store.versions(tmp_path / "releases", name) == [first["release_version"]]
     assert store.read_pointer(tmp_path / "releases")["version"] == first["release_version"]
+    # issue 34: an unchanged rerun adds no version of any intermediate dataset
+    for name in stages.INTERMEDIATE:
+        assert len(store.versions(tmp_path / "datasets", name)) == 1, name
 
 
 def test_changed_inputs_recompute_exactly_the_affected_shards(tmp_path: Path, flows, count_calls: Counter,
@@ -152,15 +156,26 @@ def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, pref
     writing the records, merging the curation, the report, the figures and the release, each a completed
     task run of the one `trajforge-run` flow run."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as client:
         (run,) = [r for r in client.read_flow_runs(limit=200) if r.parameters.get("out") == str(uninterrupted_out)]
         task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
                                           limit=200)
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200)
     assert run.state is not None and run.state.is_completed()
-    names = Counter(tr.name.rsplit("-", 1)[0] for tr in task_runs)
+    assert run.name == RunConfig().name, "the flow run is named after the config"
+    # issue 34: the shards' INFO lines reach the server, and task runs are named stage-shard
+    messages = [entry.message for entry in logs]
+    assert any(m.startswith("rollout shard=0 ") for m in messages), messages[:10]
+    assert {tr.name for tr in task_runs} >= {"rollout-shard-0", "verify-shard-1", "write-trajectories", "release"}
+    names = Counter(re.sub(r"-\d+$", "", tr.name) for tr in task_runs)
     shards = -(-TINY["synthesis.n_tasks"] // TINY["shard_size"])
     assert names == {"synthesize": 1, "rollout-shard": shards, "write-trajectories": 1, "verify-shard": shards,
                      "write-verdicts": 1, "curate-shard": shards, "curate": 1, "hygiene-and-curated-datasets": 1, "report": 1,
@@ -225,9 +240,9 @@ def test_same_content_publishes_nothing_new(tmp_path: Path, curated) -> None:
     first = stages.publish_release(cfg, tmp_path, paths, run_id="first")
     assert not first.unchanged
     pointer = (tmp_path / "releases" / store.POINTER).read_text()
-    # curated again from the same selection: new curated versions, the same bytes
+    # curated again from the same selection: the same bytes, so the same curated versions
     again = stages.write_curated(cfg, src, selection, tasks, [])
-    assert again != paths
+    assert again == paths
     second = stages.publish_release(cfg, tmp_path, again, run_id="second")
     assert second.unchanged and second.paths == first.paths and second.fingerprint == first.fingerprint
     assert _versions(tmp_path) == {"sft": [first.version], "rl": [first.version]}
@@ -261,6 +276,46 @@ def test_a_changed_row_or_setting_publishes_a_new_version(tmp_path: Path, curate
     assert pointer["version"] == by_config.version and pointer["parent"] == by_row.version
     released = store.read_table(by_row.paths["sft"]).column("selection_reason").to_pylist()
     assert sorted(map(str, released)) == sorted(map(str, reasons))  # rows in split order
+
+
+@pytest.mark.parametrize("damage", ["delete", "tamper"])
+def test_unchanged_verifies_the_release_it_keeps(tmp_path: Path, curated, damage: str) -> None:
+    """Issue 34: a data file of the release LATEST.json names deleted or altered; the next
+    publish of the same content republishes instead of reporting it `unchanged`."""
+    cfg, _, _, _, paths = curated
+    first = stages.publish_release(cfg, tmp_path, paths)
+    data = next((first.paths["sft"] / "data").glob("*.parquet"))
+    if damage == "delete":
+        data.unlink()
+    else:
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        data.write_bytes(bytes(raw))
+    second = stages.publish_release(cfg, tmp_path, paths)
+    assert not second.unchanged and second.version != first.version
+    for path in second.paths.values():
+        store.read_manifest(path, verify=True)
+    assert store.read_pointer(tmp_path / "releases")["version"] == second.version
+
+
+def test_retention_keeps_the_newest_and_what_the_release_descends_from(tmp_path: Path, curated) -> None:
+    cfg, _, _, _, paths = curated
+    root = tmp_path / "datasets"
+    made = []
+    for i in range(4):
+        with store.DatasetWriter(root, "trajectories", "trajectories", stages.CODECS["trajectories"][0], 3,
+                                 version=f"2026010{i}T000000000Z") as w:
+            made.append(w.commit(store.Lineage()))
+    # the release names the oldest trajectories version in its lineage (through a curated one)
+    with store.DatasetWriter(root, "curated_sft", "sft", SFT_SCHEMA, RELEASE_SCHEMA_VERSION) as w:
+        curated_path = w.commit(store.Lineage(parents=[str(made[0])]))
+    stages.publish_release(cfg, tmp_path, {"sft": curated_path, "rl": paths["rl"]})
+    removed = stages.apply_retention(cfg.model_copy(update={"retention": cfg.retention.model_copy(
+        update={"keep_versions": 2})}), tmp_path)
+    assert removed == {"trajectories": 1}
+    assert store.versions(root, "trajectories") == [made[0].name, made[2].name, made[3].name]
+    assert stages.apply_retention(cfg.model_copy(update={"retention": cfg.retention.model_copy(
+        update={"keep_versions": None})}), tmp_path) == {}
 
 
 def test_force_new_version_publishes_the_same_content_again(tmp_path: Path, curated) -> None:

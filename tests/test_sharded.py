@@ -1,5 +1,5 @@
 """Shard parts and the run shard by shard (`data.parts`, `pipelines.sharded`,
-`pipelines.figures`): parts are atomic and adopted without copies, and curating, cleaning and
+`pipelines.figures`): parts are atomic, checksummed and copied into datasets, and curating, cleaning and
 counting shard by shard gives what the same stages give over the whole run in memory."""
 
 from __future__ import annotations
@@ -47,16 +47,35 @@ def test_a_part_is_complete_or_absent(tmp_path: Path, run) -> None:
     assert parts.find(tmp_path, "rollout", "cd" * 16) is None
 
 
-def test_a_dataset_adopts_its_parts_without_copying(run) -> None:
+def test_a_dataset_copies_its_parts_and_shares_no_storage(run) -> None:
     cfg, out, _, rollouts, verifies = run
     path = sharded.write_dataset(rollouts, "trajectories", cfg, out, [])
     manifest = store.read_manifest(path)
     assert manifest.rows == sum(r.rows for r in rollouts) == manifest.stats["trajectories"]
     assert [t.id for t in store.read_records(path)] == [t.id for t in _records(rollouts, "trajectories")]
-    assert os.stat(path / manifest.files[0].path).st_ino == os.stat(rollouts[0].path).st_ino  # a hard link
+    assert os.stat(path / manifest.files[0].path).st_ino != os.stat(rollouts[0].path).st_ino  # a copy, not a link
     with store.DatasetWriter(stages.datasets_dir(out), "trajectories", "trajectories",
                              stages.CODECS["trajectories"][0], 3) as w, pytest.raises(store.DatasetError, match="schema"):
         w.adopt(verifies[0].path)
+
+
+def test_a_part_altered_after_writing_is_a_miss_and_never_read(tmp_path: Path, run) -> None:
+    """Issue 34: 64 flipped bytes inside a rollout part changed tool output in published rows.
+    Now `find` recomputes the checksum (a miss: the shard is computed again), a reader given
+    the ref refuses it, and a dataset never adopts it."""
+    trajectories = _records(run[3], "trajectories")
+    ref = parts.write_records(tmp_path, "rollout", "ef" * 16, "trajectories", trajectories, {"n": len(trajectories)})
+    assert ref.sha256 and parts.find(tmp_path, "rollout", "ef" * 16) is not None
+    data = bytearray(Path(ref.path).read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 64] = bytes(b ^ 0xFF for b in data[mid:mid + 64])
+    Path(ref.path).write_bytes(bytes(data))
+    assert parts.find(tmp_path, "rollout", "ef" * 16) is None
+    with pytest.raises(parts.CorruptPartError, match="altered"):
+        parts.read_records(ref, "trajectories")
+    with store.DatasetWriter(tmp_path / "ds", "trajectories", "trajectories",
+                             stages.CODECS["trajectories"][0], 3) as w, pytest.raises(store.DatasetError, match="altered"):
+        w.adopt(ref)
 
 
 def test_sum_stats_adds_counts_and_keeps_names() -> None:
@@ -110,7 +129,8 @@ def test_curating_shard_by_shard_releases_what_curating_all_does(tmp_path: Path,
     assert not list((out / "parts").glob("curate-*/*/*.parquet")), "the curate parts are removed once written"
     # the figures, counted shard by shard, are those of the whole run
     assert fig["tasks"] == figures.shard_figures(cfg, tasks, trajectories, verdicts, selection)["tasks"]
-    assert figures.summary(len(tasks), fig, {}) == stages.summary(tasks, trajectories, verdicts, {}, selection)
+    assert figures.summary(len(tasks), figures.headline(cfg, fig, {}), {}) == stages.summary(
+        tasks, trajectories, verdicts, {}, selection, cfg=cfg)
 
 
 def test_parts_at_a_url_make_the_same_datasets(tmp_path: Path, run) -> None:

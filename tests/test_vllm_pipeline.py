@@ -44,7 +44,7 @@ def test_run_launches_vllm_replicas_for_rollouts(tmp_path: Path) -> None:
 
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path / "out"))
     trajectories = store.read_records(store.latest(tmp_path / "out" / "datasets", "trajectories"))
-    assert len(trajectories) == summary["trajectories"] == 4
+    assert len(trajectories) == summary["policy_trajectories"] == 4
     assert {t.model for t in trajectories} == {"openai:policy"}
     assert all(t.usage.model_calls > 0 and t.termination != "model_error" for t in trajectories)
     assert not _listening(port) and not _listening(port + 1), "the vLLM servers were not stopped"
