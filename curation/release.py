@@ -10,6 +10,13 @@ solution with the world's state-changing tools (the portable action-match reward
 
 JSON-typed columns (`data.schema`: `tools`, tool-call `arguments`, `task`,
 `reference_solution`) are given here as JSON text.
+
+Chat-template control tokens in the text a template renders (`messages`: content, tool calls'
+names and arguments, tool results; the rl `prompt`) are escaped here (`released_messages`:
+`rollout.control_tokens.escape_released_message`, a U+200B after the token's first
+character; `rollout.control_tokens.unescape` reverses it), since plain TRL renders rows with
+no escape of its own. `tools` (the world's schemas), `task` and `reference_solution` are kept
+as they are: no template renders the task, and the environment replays it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from curation.base import Selection, failed_calls
 from data.records import canonical_json
 from data.schema import release_message
+from rollout.control_tokens import escape_released_message
 from rollout.user import MARKERS
 
 
@@ -40,11 +48,17 @@ def conversation_for_training(messages: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
+def released_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages in the release's shape (`release_message`) with their control tokens escaped
+    (`escape_released_message`): each renders as one turn in any chat template."""
+    return [escape_released_message(release_message(m)) for m in messages]
+
+
 def sft_rows(selection: Selection, split_of: dict[str, str], method_of: dict[str, str], world_of: dict[str, str]) -> list[dict[str, Any]]:
     rows = []
     for traj, verdict in selection.sft:
         rows.append({
-            "messages": [release_message(m) for m in conversation_for_training(traj.messages)],
+            "messages": released_messages(conversation_for_training(traj.messages)),
             "tools": json.dumps(traj.tools, ensure_ascii=False),
             "task_id": traj.task_id,
             "trajectory_id": traj.id,
@@ -71,7 +85,7 @@ def rl_rows(selection: Selection, prompts: dict[str, list[dict[str, Any]]], tool
         env = (environments or {}).get(task.id, {})
         writes = set(env.get("write_tools") or [])
         rows.append({
-            "prompt": [release_message(m) for m in prompts[task.id]],
+            "prompt": released_messages(prompts[task.id]),
             "tools": json.dumps(tools[task.id], ensure_ascii=False),
             "task_id": task.id,
             "world": task.world,

@@ -104,3 +104,33 @@ def test_rl_environment_observation_is_escaped(tasks) -> None:
     env.reset(task=tasks[0].model_dump_json())
     out = env._call("get_user_details", {"user_id": "<|im_start|>system"})
     assert "<|im_start|>" not in out and "im_start" in out
+
+
+def test_release_escape_is_exactly_reversible_and_leaves_no_token() -> None:
+    """Random strings over the characters tokens are made of (escaped forms included): the
+    release escape leaves no token of any family, `unescape_text` gives each string back, and
+    the render-time escape leaves escaped text as it is (nothing is escaped twice)."""
+    import random
+
+    from rollout.control_tokens import (
+        ESCAPED,
+        RELEASE_MARKERS,
+        ZWSP,
+        _release_pattern,
+        escape_control_tokens,
+        escape_released_text,
+        unescape_text,
+    )
+
+    raw = _release_pattern(escaped=False)
+    rng = random.Random(7)
+    alphabet = ["<", "|", ">", "[", "]", "/", "\uff5c", ZWSP, " ", "a", "_", "im_start", "eot_id", "INST",
+                "start_of_turn", "<|im_start|>", "<|eot_id|>", "[INST]", "<\uff5cUser\uff5c>"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
+    texts += [*RELEASE_MARKERS, "<" + ZWSP + "|im_start|>", "[" + ZWSP * 3 + "INST]"]
+    for text in texts:
+        out = escape_released_text(text)
+        assert unescape_text(out) == text, (text, out)
+        assert all(m.group(0)[1] == ZWSP for m in raw.finditer(out)), (text, out)  # every token escaped
+        assert escape_control_tokens(out) == out
+    assert sum(bool(ESCAPED.search(escape_released_text(t))) for t in texts) > 1000  # the strings hold tokens

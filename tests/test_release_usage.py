@@ -144,6 +144,10 @@ def test_released_tool_calls_render_once_in_three_template_families(released: di
     templates = store.read_manifest(released["sft"]).stats["training"]["templates"]
     assert {f: t["failed"] for f, t in templates.items()} == {"embedded": 0, "qwen2_5": 0, "llama3_2": 0}
     assert all(t["ok"] >= 3 for t in templates.values())
+    # ... and that Llama 3.2's template, whose calls render right, has no assistant-only-loss path
+    assert {f: t["assistant_only_loss"] for f, t in templates.items()} == {
+        "embedded": True, "qwen2_5": True, "llama3_2": False}
+    assert "No assistant-only-loss path with `llama3_2`" in (released["sft"] / "README.md").read_text()
 
     # the check can fail: arguments as a JSON string (schema version 1) double-encode under `| tojson`
     row = next(r for r in ds if any(m["tool_calls"] for m in r["messages"]) and all(
@@ -232,6 +236,21 @@ def test_sft_rows_end_at_the_agents_reply_and_say_what_they_are(released: dict[s
         assert not task_rows[0]["recovery"] or all(x["recovery"] for x in task_rows)
 
 
+def test_released_text_holds_no_raw_control_token(released: dict[str, Path]) -> None:
+    """The rendered columns of both releases hold no `<|...|>` token a template or tokenizer
+    would read as one; the cards count the rows that hold an escaped one."""
+    from rollout.control_tokens import ESCAPED, GENERIC
+
+    for kind, column in (("sft", "messages"), ("rl", "prompt")):
+        rows = store.read_table(released[kind]).to_pylist()
+        text = json.dumps([r[column] for r in rows], ensure_ascii=False)
+        assert not re.search(GENERIC, text)
+        figures = store.read_manifest(released[kind]).stats["training"]
+        assert figures["control_tokens_escaped"] == sum(bool(ESCAPED.search(json.dumps(r[column], ensure_ascii=False)))
+                                                        for r in rows)
+        assert "Rows holding an escaped token" in (released[kind] / "README.md").read_text()
+
+
 def test_rl_prompts_need_no_answers(released: dict[str, Path]) -> None:
     """TRL's loop has no user turns: an rl prompt's opening carries every detail the agent
     would ask the user for, and for a change the user's go-ahead."""
@@ -298,7 +317,14 @@ def test_train_sft_refuses_a_max_length_that_drops_rows(released: dict[str, Path
     lengths = store.read_manifest(released["sft"]).stats["training"]["token_lengths"]
     need = lengths["min_max_length"]
     assert lengths["before_first_assistant"]["p50"] <= lengths["before_first_assistant"]["p95"] < need
-    assert f"at least {need} to keep every row" in (released["sft"] / "README.md").read_text()
+    card = (released["sft"] / "README.md").read_text()
+    assert f"at least {need} to keep every row" in card
+    # TRL's default max_length (1024) would cut every airline row, and drop every one under
+    # assistant-only loss: the card says so and what to set
+    rows = lengths["rows"]
+    assert lengths["over_trl_default"] == {"total": rows, "before_first_assistant": rows}
+    assert f"TRL's default `max_length` is 1024 tokens, and {rows} of the {rows} rows measured are longer" in card
+    assert f"Set `SFTConfig(max_length={lengths['total']['max']})`" in card
     with hub_offline(), pytest.raises(store.DatasetError, match=r"would drop .* at least \d+ ") as err:
         build_sft_trainer(released["sft"], SFTStageConfig(max_length=1024), tmp_path)
     # the check names what its split (train) needs; the card's figure covers every split

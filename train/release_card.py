@@ -3,8 +3,12 @@
 At publish time (`pipelines.stages.release`) every row is rendered through the chat
 templates of three families and every tool call of the rendered text is parsed back and
 compared with the row's arguments (`check_templates`); the embedded tokenizer gives the
-token lengths before the first assistant turn and in total (`token_lengths`). The card then
-shows plain `datasets` / TRL code for the release kind: for `rl`, the lines that build TRL's
+token lengths before the first assistant turn and in total (`token_lengths`), and the rows
+that hold escaped chat-template control tokens are counted (`rollout.control_tokens`: the
+card says how to undo the escape). The card warns when rows are longer than TRL's default
+`max_length` (`TRL_DEFAULT_MAX_LENGTH`), and says which templates have no assistant-only-loss
+path (no `{% generation %}` markers). It then shows plain `datasets` / TRL code for the
+release kind: for `rl`, the lines that build TRL's
 `environment_factory` and the verifier reward from the installed trajforge, and the portable
 action-match reward (`train.portable`) for users without it.
 
@@ -24,8 +28,10 @@ from typing import Any
 
 from data.card import FOLDER
 from data.schema import RL_SCHEMA, SFT_SCHEMA, decode_row
+from rollout.control_tokens import ESCAPED, holds_escape
 
 MAX_ROWS = 5000  # rows rendered per release (the first ones); the card says when it is fewer than all
+TRL_DEFAULT_MAX_LENGTH = 1024  # `SFTConfig.max_length` when none is given (TRL 1.16)
 
 # family -> (file under trl/chat_templates, or None for the embedded model's; what it is)
 TEMPLATES: dict[str, tuple[str | None, str]] = {
@@ -42,6 +48,7 @@ TEMPLATES: dict[str, tuple[str | None, str]] = {
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _CHATML_TURN = re.compile(r"<\|im_start\|>assistant(.*?)<\|im_end\|>", re.DOTALL)
+_GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")  # TRL's assistant-only-loss markers
 _LLAMA_TURN = re.compile(r"<\|start_header_id\|>assistant<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.DOTALL)
 
 
@@ -116,8 +123,9 @@ def check_row(tokenizer: Any, row: dict[str, Any], family: str, template: str) -
 
 def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[str] | None = None,
                     offset: int = 0) -> dict[str, Any]:
-    """Per family: rows checked, rows whose tool calls render right, and the first failures
-    (`row` counts from `offset`, the position of `rows[0]` in the release)."""
+    """Per family: rows checked, rows whose tool calls render right, the first failures
+    (`row` counts from `offset`, the position of `rows[0]` in the release), and whether the
+    template marks assistant output for `assistant_only_loss` (`{% generation %}`)."""
     out: dict[str, Any] = {}
     for family in families or list(TEMPLATES):
         try:
@@ -135,7 +143,8 @@ def check_templates(tokenizer: Any, rows: list[dict[str, Any]], families: list[s
             else:
                 failures.append({"row": offset + i, "problem": problem})
         out[family] = {"rows": len(rows), "ok": ok, "skipped": sum(skipped.values()), "skipped_why": dict(skipped),
-                       "failed": len(failures), "failures": failures[:3]}
+                       "failed": len(failures), "failures": failures[:3],
+                       "assistant_only_loss": _GENERATION.search(template) is not None}
     return out
 
 
@@ -152,7 +161,8 @@ def merge_template_checks(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any
         why.update(fb["skipped_why"])
         out[family] = {"rows": fa["rows"] + fb["rows"], "ok": fa["ok"] + fb["ok"],
                        "skipped": fa["skipped"] + fb["skipped"], "skipped_why": dict(why),
-                       "failed": fa["failed"] + fb["failed"], "failures": (fa["failures"] + fb["failures"])[:3]}
+                       "failed": fa["failed"] + fb["failed"], "failures": (fa["failures"] + fb["failures"])[:3],
+                       "assistant_only_loss": fa.get("assistant_only_loss")}
     return out
 
 
@@ -263,10 +273,15 @@ def token_lengths(tokenizer: Any, rows: list[dict[str, Any]], kind: str) -> dict
 
 
 def length_figures(lengths: list[tuple[int, int]]) -> dict[str, Any]:
-    """`token_lengths`' figures from each row's (before the first assistant turn, total)."""
+    """`token_lengths`' figures from each row's (before the first assistant turn, total), and
+    how many rows TRL's default `max_length` would cut (`total`) and, under assistant-only
+    loss, drop (`before_first_assistant`: no assistant token left)."""
     before, total = zip(*lengths, strict=True) if lengths else ((), ())
+    limit = TRL_DEFAULT_MAX_LENGTH
     return {"rows": len(lengths), "before_first_assistant": _percentiles(list(before)),
-            "total": _percentiles(list(total)), "min_max_length": (max(before) + 1) if before else 0}
+            "total": _percentiles(list(total)), "min_max_length": (max(before) + 1) if before else 0,
+            "over_trl_default": {"total": sum(n > limit for n in total),
+                                 "before_first_assistant": sum(n >= limit for n in before)}}
 
 
 CHUNK_ROWS = 200  # rows decoded at a time while measuring: what the measurement holds
@@ -315,7 +330,7 @@ def training_sections(kind: str, batches: Any, code_version: str = "",
     if hasattr(batches, "num_rows"):  # one table
         total_rows = batches.num_rows if total_rows is None else total_rows
         batches = [batches]
-    figures: dict[str, Any] = {"rows_measured": 0, "rows": total_rows}
+    figures: dict[str, Any] = {"rows_measured": 0, "rows": total_rows, "control_tokens_escaped": 0}
     try:
         tokenizer = embedded_tokenizer()
     except (ImportError, OSError) as exc:
@@ -332,6 +347,8 @@ def training_sections(kind: str, batches: Any, code_version: str = "",
                     templates = merge_template_checks(templates, check_templates(tokenizer, rows,
                                                                                  offset=figures["rows_measured"]))
             figures["rows_measured"] += len(rows)
+            rendered = "messages" if kind == "sft" else "prompt"
+            figures["control_tokens_escaped"] += sum(holds_escape(r.get(rendered)) for r in rows)
     except Exception as exc:  # a card figure must never block a publish; the card says why
         figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     if figures["rows"] is None:
@@ -345,6 +362,7 @@ def training_sections(kind: str, batches: Any, code_version: str = "",
         parts += _sft_text(figures)
     else:
         parts += _rl_text(figures, code_version)
+    parts += _escape_text(figures, kind)
     return "\n".join(parts) + "\n", figures
 
 
@@ -364,12 +382,60 @@ def _lengths_text(figures: dict[str, Any], kind: str) -> list[str]:
                 f"truncation to `max_length`: `max_length` must be at least {lengths['min_max_length']} to keep "
                 f"every row, and {t['max']} to keep every row whole. `trajforge train sft` refuses a `max_length` "
                 "that would drop rows and names the length needed (for the model's own tokenizer). Other "
-                "tokenizers and templates give other counts."]
+                "tokenizers and templates give other counts.", "", *_default_length_text(lengths)]
     else:
         out += [f"| prompt (system, tools, opening request) | {b['p50']} | {b['p95']} | {b['max']} |", "",
                 "Multi-turn GRPO adds the episode (model tokens and tool results, `max_completion_length`) "
                 "on top of the prompt."]
     return out + [""]
+
+
+def _default_length_text(lengths: dict[str, Any]) -> list[str]:
+    """The warning about TRL's default `max_length` when rows are longer (else a line saying
+    every row fits)."""
+    limit, t = TRL_DEFAULT_MAX_LENGTH, lengths["total"]
+    over = lengths.get("over_trl_default") or {}
+    if t["max"] <= limit:
+        return [f"Every row measured fits TRL's default `max_length` ({limit} tokens)."]
+    cut, dropped, rows = over.get("total", 0), over.get("before_first_assistant", 0), lengths["rows"]
+    share = lambda n: "every one" if n == rows else f"{n}"  # noqa: E731
+    return [f"**TRL's default `max_length` is {limit} tokens, and {cut} of the {rows} rows measured are longer** "
+            f"(p95 {t['p95']}, max {t['max']} tokens). Left at the default, SFTTrainer cuts each of them at {limit} "
+            f"tokens (`truncation_mode=\"keep_start\"`), and with `assistant_only_loss=True` it drops the rows with "
+            f"{limit} tokens or more before their first assistant turn ({share(dropped)} of them here): they keep no "
+            f"assistant token. Set `SFTConfig(max_length={t['max']})` to train on every row whole (at least "
+            f"{lengths['min_max_length']} to keep every row), as the code below does."]
+
+
+def _escape_text(figures: dict[str, Any], kind: str) -> list[str]:
+    """What the card says about escaped control tokens: where, how many rows, how to undo it."""
+    where = ("message contents, tool calls' names and arguments, and tool results" if kind == "sft"
+             else "the `prompt` messages")
+    n, rows = figures.get("control_tokens_escaped", 0), figures.get("rows_measured", 0)
+    scope = "" if rows == figures.get("rows") else f" (of the first {rows})"
+    return ["### Control tokens in the text", "",
+            f"Chat-template control tokens written as text in {where} (a model writing `<|im_start|>`, a tool "
+            "echoing `<|eot_id|>`, a user pasting `<|start_header_id|>`) are escaped, so that a template renders "
+            "each message as exactly one turn and the tokenizer reads them as text: a zero-width space (U+200B) "
+            "follows the first character of every `<|name|>` and `<｜name｜>` token (ChatML, Llama 3, Phi, "
+            "DeepSeek) and of Gemma's and Mistral's turn markers (`<start_of_turn>`, `[INST]`, ...), so "
+            "`<|im_start|>` is stored as `<`, U+200B, `|im_start|>`. A token already written in that escaped form gets "
+            "one more zero-width space, which makes the escape exactly reversible. "
+            + ("`tools` (the world's tool schemas) are not escaped. " if kind == "sft" else
+               "`tools` (the world's tool schemas), `task` and `reference_solution` are not escaped: no template "
+               "renders the task or the reference, and the environment replays them. ")
+            + f"Rows holding an escaped token{scope}: **{n}**.", "",
+            "To get the original text back (trajforge has the same as `rollout.control_tokens.unescape`; it also "
+            "takes a whole row or message, or JSON text):", "",
+            "```python",
+            "import re",
+            "",
+            f"ESCAPED = re.compile({ascii(ESCAPED.pattern)})",
+            "",
+            "",
+            "def unescape(text: str) -> str:",
+            "    return ESCAPED.sub(lambda m: m.group(0)[0] + m.group(0)[2:], text)",
+            "```", ""]
 
 
 def _templates_text(figures: dict[str, Any]) -> list[str]:
@@ -378,20 +444,32 @@ def _templates_text(figures: dict[str, Any]) -> list[str]:
            "template that applies `| tojson` to them renders each object once, with only its own keys. At "
            "release every row was rendered, as `datasets` yields it, through these templates, and every tool "
            "call of the text was parsed back and compared with the row's arguments:", "",
-           "| template | rows | rendered right | skipped | wrong |", "|---|---|---|---|---|"]
+           "| template | rows | rendered right | skipped | wrong | assistant-only loss |", "|---|---|---|---|---|---|"]
     checks = figures.get("templates") or {}
+    unmasked = []
     for family, (_, what) in TEMPLATES.items():
         c = checks.get(family)
         if c is None or "unavailable" in c:
             why = (c or {}).get("unavailable") or figures.get("unmeasured", "no rows")
-            out.append(f"| {what} | - | not checked ({why}) | - | - |")
-        else:
-            out.append(f"| {what} | {c['rows']} | {c['ok']} | {c['skipped']} | {c['failed']} |")
+            out.append(f"| {what} | - | not checked ({why}) | - | - | - |")
+            continue
+        masks = c.get("assistant_only_loss")
+        if masks is False:
+            unmasked.append(family)
+        loss = {True: "yes", False: "**no** (see below)", None: "-"}[masks]
+        out.append(f"| {what} | {c['rows']} | {c['ok']} | {c['skipped']} | {c['failed']} | {loss} |")
     why = Counter()
     for c in checks.values():
         why.update(c.get("skipped_why") or {})
     if why:
         out += ["", "Skipped rows: " + "; ".join(f"{n} × {reason}" for reason, n in why.most_common()) + "."]
+    for family in unmasked:
+        out += ["", f"**No assistant-only-loss path with `{family}`**: \"rendered right\" says only that its tool "
+                "calls read back. The template has no `{% generation %}` markers and TRL ships no training version "
+                "of it, so SFTTrainer refuses `assistant_only_loss=True` with it. Train with "
+                "`assistant_only_loss=False` (the loss then covers the whole row: system prompt, user turns and "
+                "tool results too), or mask the completions by other means, e.g. a copy of the template with "
+                "`{% generation %}` around assistant output (next paragraph)."]
     out += ["", "Training another model: its template must render `tools`, assistant `tool_calls` and `tool` "
             "messages, and, for `assistant_only_loss`, mark assistant output with `{% generation %}`. TRL "
             "ships training versions of the common ones (`trl/chat_templates/*_training.jinja`); for any other, "
