@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from curation.base import get_curator
-from curation.topology import TopoConfig, TopologyCurator, _weighted_sample
+from curation.topology import TopoConfig, TopologyCurator, sampling_keys, top_keys
 from data.records import Sampling, Task, Trajectory, Verdict
 from envs.registry import get_world
 from rollout.collector import RolloutConfig, collect
@@ -114,6 +114,13 @@ def group_variance(
     )
 
 
+def sample(weights: np.ndarray, ids: list[str], budget: int, seed: int) -> list[str]:
+    """`budget` of `ids` drawn without replacement ∝ `weights` with the curator's own sampler
+    (`sampling_keys` from each id and `seed`, the largest keys kept), so the bench's topo draw
+    at seed s is the pick of `TopologyCurator(TopoConfig(rl_budget=budget, seed=s))`."""
+    return [ids[i] for i in top_keys(sampling_keys(weights, ids, seed), budget)]
+
+
 def rl_figures(
     tasks: list[Task],
     trajs: list[Trajectory],
@@ -141,8 +148,8 @@ def rl_figures(
     rng = np.random.default_rng(0)
     topo_s, pr_s, band_s, topo_sc, pr_sc = [], [], [], [], []
     for d in range(draws):
-        t_ids = [eligible[i] for i in _weighted_sample(ebr_sh, budget, seed=d)]
-        b_ids = [eligible[i] for i in _weighted_sample(band, budget, seed=10_000 + d)]
+        t_ids = sample(ebr_sh, eligible, budget, seed=d)
+        b_ids = sample(band, eligible, budget, seed=10_000 + d)
         o_ids = [outcome[i] for i in rng.permutation(len(outcome))[:budget]]
         topo_s.append(share(t_ids))
         band_s.append(share(b_ids))
@@ -151,9 +158,7 @@ def rl_figures(
         pr_sc.append(share(o_ids, fresh_nonzero_score))
     # the curator's own budgeted pick (seed 0) must agree with the sampler used above
     own = TopologyCurator(TopoConfig(rl_budget=budget)).select(tasks, trajs, verdicts)
-    assert sorted(p.task.id for p in own.rl) == sorted(
-        eligible[i] for i in _weighted_sample(ebr_sh, budget, 0)
-    )
+    assert sorted(p.task.id for p in own.rl) == sorted(sample(ebr_sh, eligible, budget, seed=0))
     return {
         "budget": budget,
         "eligible_mixed": len(eligible),

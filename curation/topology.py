@@ -401,18 +401,6 @@ class TopoResult:
     sft_reasons: dict[str, str]  # trajectory id -> why it was picked
 
 
-def _weighted_sample(weights: np.ndarray, budget: int, seed: int) -> np.ndarray:
-    """Indices of `budget` items drawn without replacement with probability ∝ weight
-    (Efraimidis–Spirakis keys; zero weights come last, in random order)."""
-    rng = np.random.default_rng(seed)
-    u = rng.random(len(weights))
-    with np.errstate(divide="ignore"):
-        keys = np.where(weights > 0, np.log(u) / np.where(weights > 0, weights, 1.0), -np.inf)
-    tie = rng.random(len(weights))
-    order = np.lexsort((-tie, -keys))
-    return order[:budget]
-
-
 def sampling_keys(weights: np.ndarray, ids: list[str], seed: int) -> np.ndarray:
     """Efraimidis–Spirakis keys log(u)/w with u drawn from each item's id and `seed`, not from
     its position: the `budget` largest keys are a sample without replacement ∝ weight, and

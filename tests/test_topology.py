@@ -15,10 +15,11 @@ from curation.graphs import graph_svgs_for, pick_tasks_to_draw, task_graph_svg, 
 from curation.topology import (
     TopoConfig,
     TopologyCurator,
-    _weighted_sample,
     build_index,
+    sampling_keys,
     task_graph_nodes,
     task_topology,
+    top_keys,
     trajectory_scores,
 )
 from data.records import StateRef, Step, Task, ToolCall, Trajectory, UserScenario, Verdict
@@ -252,11 +253,16 @@ def test_the_reference_wins_among_duplicates_and_over_noisy_rows() -> None:
 
 
 def test_rl_budget_samples_in_proportion_to_ebr_sh() -> None:
+    # the curator's sampler: keys from each item's id and the seed, the largest kept
     counts = np.zeros(3)
     for seed in range(4000):
-        counts[_weighted_sample(np.array([1.0, 0.0, 3.0]), 1, seed)[0]] += 1
+        keys = sampling_keys(np.array([1.0, 0.0, 3.0]), ["a", "b", "c"], seed)
+        counts[top_keys(keys, 1)[0]] += 1
     assert counts[1] == 0
     assert counts[2] / counts.sum() == pytest.approx(0.75, abs=0.03)
+    # an item's key does not depend on its position (shards keep the largest keys over all)
+    keys = sampling_keys(np.array([1.0, 2.0]), ["a", "c"], 5)
+    assert keys[1] == sampling_keys(np.array([0.5, 2.0, 1.0]), ["x", "c", "a"], 5)[1]
     # budgeted selection drops the rest with a counted reason
     trajs, passed = task_a()
     e = [_traj("E", i, [ERR_U2, OK_U1, MSG] if i % 2 else [OK_U1, MSG]) for i in range(4)]
