@@ -3,7 +3,8 @@
 For every registered SQLite world (workspace worlds such as "terminal" are skipped), plus
 the library domain compiled by the Architect from its recorded replies:
 
-- yield: verified tasks / attempted boundary states (logic-driven synthesis);
+- yield: verified tasks / attempted boundary states (logic-driven synthesis), and the
+  dropped states by reason (`drop_reasons`);
 - rule-crossing share: tasks whose reference path crosses a compiled rule
   (`task.metadata["rules_crossed"]`), and rule coverage (rules crossed by some task /
   compiled rules);
@@ -26,6 +27,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -90,14 +92,14 @@ def synth(world: World, n_tasks: int, seeds: list[int], baseline: bool) -> dict[
     if baseline:
         world.__dict__["design"] = _NoPatches(original)
     try:
-        tasks, attempted, drops = [], 0, 0
+        tasks, attempted, drops = [], 0, Counter()
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         for seed in seeds:
             res = get_method("logic_driven")(SynthesisConfig(world=world.name, n_tasks=n_tasks, seed=seed), world)
             tasks += res.tasks
             attempted += res.stats["attempted"]
-            drops += sum(res.drops.values())
+            drops.update(res.drops)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
     finally:
@@ -105,7 +107,8 @@ def synth(world: World, n_tasks: int, seeds: list[int], baseline: bool) -> dict[
     compiled = world.compiled_rules()
     crossed = {r for t in tasks for r in t.metadata.get("rules_crossed", [])}
     return {
-        "tasks": len(tasks), "attempted": attempted, "drops": drops,
+        "tasks": len(tasks), "attempted": attempted, "drops": sum(drops.values()),
+        "drop_reasons": dict(sorted(drops.items())),
         "yield": round(len(tasks) / attempted, 3) if attempted else 0.0,
         "rule_crossing_share": round(sum(bool(t.metadata.get("rules_crossed")) for t in tasks) / len(tasks), 3)
         if tasks else 0.0,

@@ -124,9 +124,12 @@ def _conversation(name: str, folder: str) -> Conversation:
     unknown = sorted(set(clauses) - set(CLAUSES))
     if unknown:
         raise ValueError(f"world {name!r} declares unknown clauses {unknown}; known: {sorted(CLAUSES)}")
-    return Conversation(world=name, identity=g("IDENTITY", None) or default_identity(name), clauses=clauses,
+    identity = g("IDENTITY", None) or default_identity(name)
+    # without ASK_IDENTITY the agent asks for the world's first identity key set ("your member id")
+    ask = "Could you give me your " + " and ".join(k.replace("_", " ") for k in (identity.keys or [["user_id"]])[0]) + "?"
+    return Conversation(world=name, identity=identity, clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
-                        ask_identity=list(g("ASK_IDENTITY", ["Could you give me your user id?"])), module=module,
+                        ask_identity=list(g("ASK_IDENTITY", [ask])), module=module,
                         user_facing_ids=g("USER_FACING_IDS", None))
 
 

@@ -29,8 +29,9 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import sql as kit
+from envs.conversation import ACCOUNT_KEYS
 from envs.design import Goal, Variant
-from envs.state import CellChange
+from envs.state import CellChange, primary_key
 from envs.tools import ToolError
 
 WRITE_TARGET = re.compile(r"^\s*(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+\"?(\w+)",
@@ -83,6 +84,23 @@ def run_tool(db: sqlite3.Connection, spec: dict[str, Any], args: dict[str, Any],
     if spec.get("returns"):
         return kit.rows(db, spec["returns"], args)
     return {"ok": True, "rows_changed": changed}
+
+
+def _account_ids(conn: sqlite3.Connection, table: str, key: str) -> dict[str, str]:
+    """The account ids (`ACCOUNT_KEYS` columns, e.g. ``member_id``) of the record `key` (a
+    change's JSON primary-key values) of `table` in `conn`: whose record it is, which its
+    user knows and identifies with."""
+    pk = primary_key(conn, table)
+    values = json.loads(key)
+    if len(values) != len(pk):
+        return {}
+    where = " AND ".join(f'"{c}" IS ?' for c in pk)
+    cur = conn.execute(f'SELECT * FROM "{table}" WHERE {where}', values)
+    row = cur.fetchone()
+    if row is None:
+        return {}
+    cols = [d[0] for d in cur.description]
+    return {c: str(v) for c, v in zip(cols, row, strict=True) if c in ACCOUNT_KEYS and v is not None}
 
 
 class SpecDesign:
@@ -168,10 +186,12 @@ class SpecDesign:
                 parts.append(f"have a new {table} record for " + ", ".join(f"{c} {v}" for c, v in sorted(ids.items())))
             elif op == "update":
                 known[f"{table} record"] = record
+                known.update(_account_ids(before, table, key))
                 parts.append(f"have {table} record {record} show " +
                              ", ".join(f"{c} {ch.after}" for c, ch in sorted(cols.items())))
             else:
                 known[f"{table} record"] = record
+                known.update(_account_ids(before, table, key))
                 parts.append(f"have {table} record {record} removed")
         if not parts:
             if not variant.allow_no_change:

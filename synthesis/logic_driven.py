@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data.records import StateRef, Task, ToolCall, UserScenario
 from envs import state as st
+from envs.conversation import conversation, identity_lookup
 from envs.rules import trace_rules
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
@@ -160,7 +161,8 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                         result.drops["replay_mismatch"] += 1
                         continue
                     target_hash, changes = reached_again
-            reference = [*world.design.lookup_calls(variant.focus), *goal_state.path]
+            reference = identified(world, [*world.design.lookup_calls(variant.focus), *goal_state.path],
+                                   goal.known_info)
             touched = sorted({c for c in rejections if c.startswith("R")} | set(variant.rules))
             task = Task(
                 world=world.name,
@@ -255,6 +257,22 @@ def kind_order(world: World, drawn: Counter, tasks: list[Task]) -> list[str] | N
             first.append(kind)
             wanted -= set(declared[kind])
     return first + [k for k in by_draws if k not in first]
+
+
+def identified(world: World, reference: list[ToolCall], known: dict[str, Any]) -> list[ToolCall]:
+    """`reference` with the user's identity lookup (`identity_lookup` on their `known` info)
+    in front when none of its calls is one: a design whose lookups name only the records in
+    question (a compiled spec world's, for a loan renewal) would otherwise write before the
+    user is identified, which the policy verifier fails. Unchanged when it has one, as every
+    hand-built world's `lookup_calls` does, or when the user knows no identity key set."""
+    conv = conversation(world)
+    if any(c.name in conv.identity.lookups for c in reference):
+        return reference
+    for keys in conv.identity.keys:
+        call = identity_lookup(conv, keys, known)
+        if call is not None:
+            return [call, *reference]
+    return reference
 
 
 def refused_request(world: World, ref: StateRef, variant: Any) -> tuple[ToolCall | None, str | None]:
