@@ -20,9 +20,11 @@ llama.cpp server, `transformers serve`, OpenAI itself), built for many concurren
 - **Token-exact records** when asked for and served: `logprobs`/`top_logprobs` (OpenAI),
   vLLM's `return_token_ids` (`prompt_token_ids`, `choices[0].token_ids`) and
   `prompt_logprobs`; they come back on `ChatResponse`.
-- Native `tool_calls` are decoded; without them `<tool_call>` blocks, fenced and bare JSON
-  in the text are parsed (`rollout.parsing`), with `finish_reason` telling a call cut off at
-  `max_tokens` (`truncated`) from a broken one.
+- Native `tool_calls` are decoded (a call reusing an earlier entry's id is
+  `duplicate_call_id`, not run); without them the text is parsed (`rollout.parsing`): calls
+  come only from call syntax, `<tool_call>` blocks or an output that is nothing but JSON
+  calls, with `finish_reason` telling a call cut off at `max_tokens` (`truncated`) from a
+  broken one. JSON calls in prose, forged tool responses and odd tags are classified.
 
 The transport is `rollout.http` (the SDK costs ~8 ms of CPU per request; see that module).
 """

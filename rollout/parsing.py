@@ -5,12 +5,41 @@ the one our chat templates ask for::
 
     <tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>
 
-`parse_tool_calls` takes any number of such blocks (the last one may be unterminated, as
-happens when generation stops at `max_tokens` or on the end-of-turn token). When a text
-holds no `<tool_call>` block at all it falls back to fenced ```json blocks and bare JSON
-objects that carry "name" and "arguments" keys. Every block that is meant as a call but
-cannot be used comes back as a `MalformedCall` with an error class:
+**The rule: a call comes only from call syntax.** Outside reasoning blocks, a call is read
+from exactly two things:
 
+1. a `<tool_call>...</tool_call>` block, the tag spelt exactly so (lower case, no spaces);
+   any number of them, the last one may be unterminated (generation stopped at
+   `max_tokens` or on the end-of-turn token);
+2. when the output has no such block, an output that is *nothing but calls*: apart from
+   whitespace and reasoning blocks it consists only of JSON call objects (objects with
+   "name" and "arguments", or lists of them) and fenced ``` / ```json blocks each holding
+   one; a stray `}` or `]` at the very end is forgiven, as in a block.
+
+Nothing else is run. A call-shaped JSON object anywhere else (in prose, in a final answer,
+in a fenced block next to text) is `call_in_prose`; a model-written tool response, tags of
+another spelling and stray closing tags get their own classes (below). Native `tool_calls`
+(`decode_native_tool_calls`) are calls by construction, each with its own id.
+
+What leaves the text: `<tool_call>` blocks, tags of another spelling with their blocks,
+stray closing tags, and a forged tool response with everything after it (all kept, clipped,
+in a `MalformedCall`'s raw when not run). JSON in prose and calls in other syntaxes are
+prose: they stay in the text and are reported as well.
+
+Every attempt at a call that cannot be used comes back as a `MalformedCall` with an error
+class (a broken call keeps the class of what is broken wherever it stands; the location
+classes are for calls that would otherwise have run):
+
+- `call_in_prose`: a well-formed JSON call object (bare or fenced) in an output that is not
+  only calls, or next to `<tool_call>` blocks;
+- `forged_tool_response`: the output writes a tool's answer (`<tool_response>`,
+  `</tool_response>`, `<tool_result>`, `<function_results>`, `<tool_output>`, any case)
+  outside a closed `<tool_call>` block; nothing from that tag on is read or run (calls
+  before it are);
+- `bad_tag`: a tool-call tag spelt otherwise (`<TOOL_CALL>`, `<Tool_Call>`, `< tool_call >`,
+  `<tool-call>`; the block it opens is not read) or a closing tag that closes no block;
+- `duplicate_call_id`: a native call whose id an earlier entry of the same message already
+  has (its tool message could not be told apart); the first keeps the id;
 - `bad_json`: the block is not strict JSON (or nested too deeply to parse); NaN, Infinity
   and numbers that overflow to them are not JSON, nor is an "arguments" string that does
   not parse;
@@ -57,6 +86,7 @@ native `arguments: S`). Only what is not a call at all differs: `bad_json` in th
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -71,7 +101,15 @@ from envs.tools import clip
 from rollout.model import MalformedCall
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.DOTALL)
-_STRAY_CLOSE = re.compile(r"</tool_call>")
+# Any other spelling of the tag (case, spaces, `-`), and closing tags: `bad_tag` outside blocks.
+_ANY_TAG = re.compile(r"<\s*/?\s*tool[_-]?call\s*>", re.IGNORECASE)
+_ODD_BLOCK = re.compile(
+    r"(<\s*tool[_-]?call\s*>)(.*?)(?:<\s*/\s*tool[_-]?call\s*>|(?=<\s*tool[_-]?call\s*>)|\Z)",
+    re.DOTALL | re.IGNORECASE)
+_CLOSE_TAG = re.compile(r"<\s*/\s*tool[_-]?call\s*>", re.IGNORECASE)
+# A tool's answer written by the model (`forged_tool_response`).
+_FORGED = re.compile(r"<\s*/?\s*(?:tool|function)_?(?:response|result|output)s?\b[^<>]{0,200}>", re.IGNORECASE)
+_GAP = re.compile("(?:\\s|\ue000[0-9a-f]{8}:\\d+\ue001)*")  # whitespace and masked reasoning
 _FENCE = re.compile(r"```[ \t]*(json)?\s*(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _INNER_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_START = re.compile(r"\{\s*\"(?:name|function)\"\s*:")
@@ -140,8 +178,8 @@ _PY_CALL = re.compile(
     r"(?<![\w.])(?P<ns>(?:functions|tools|default_api|api)\.)?(?P<name>[A-Za-z_]\w*)\s*\(\s*"
     r"(?P<arg>\)|[A-Za-z_]\w*\s*=(?!=)|\{)")
 _YAML_CALL = re.compile(
-    r"^[ \t]*-?[ \t]*[\"']?(?:name|tool|tool_name|function|function_name|action)[\"']?[ \t]*:[ \t]*"
-    r"[\"']?(?P<name>[A-Za-z_][\w.-]*)[\"']?[ \t]*\r?\n(?:[^\n]*\n){0,3}?[ \t]*-?[ \t]*[\"']?"
+    r"^[ \t]*(?:-[ \t]*)?[\"']?(?:name|tool|tool_name|function|function_name|action)[\"']?[ \t]*:[ \t]*"
+    r"[\"']?(?P<name>[A-Za-z_][\w.-]*)[\"']?[ \t]*\r?\n(?:[^\n]*\n){0,3}?[ \t]*(?:-[ \t]*)?[\"']?"
     r"(?:arguments|parameters|args|input|action_input|tool_input)[\"']?[ \t]*:",
     re.MULTILINE | re.IGNORECASE)
 
@@ -151,7 +189,8 @@ def parse_tool_calls(
 ) -> tuple[str, list[ToolCall], list[MalformedCall]]:
     """Split model output into (remaining text, parsed calls, malformed calls).
 
-    Calls are numbered `call_0`, `call_1`, ... in order of appearance within `text`.
+    Only call syntax is read (see the module doc): `<tool_call>` blocks, or an output that
+    is nothing but calls. Calls are numbered `call_0`, `call_1`, ... in order of appearance.
     `finish_reason="length"` (generation hit `max_tokens`) turns a call cut off at the end
     into `truncated` rather than `bad_json`. Reasoning blocks stay in the text, unparsed.
     `tool_names` (the request's tools) lets the `unsupported_syntax` rule recognise
@@ -159,7 +198,7 @@ def parse_tool_calls(
     """
     if len(text) > MAX_OUTPUT_CHARS:
         head = text[:MAX_OUTPUT_CHARS]
-        if "<tool_call>" in text or _CALL_START.search(text):
+        if "<tool_call>" in text or _CALL_START.search(text) or _ANY_TAG.search(text):
             bad = MalformedCall(
                 error="too_large",
                 detail=f"output of {len(text)} characters exceeds {MAX_OUTPUT_CHARS}",
@@ -170,17 +209,164 @@ def parse_tool_calls(
     masked, restore = _mask_reasoning(text)
     items: list[_Item] = []
     cut = finish_reason == "length"
-    if "<tool_call>" in masked:
-        rest = _BLOCK.sub(lambda m: _collect(items, m, cut), masked)
-        rest = _STRAY_CLOSE.sub("", rest)
+    only = None if "<tool_call>" in masked else _only_calls(masked, cut)
+    if only is not None:
+        rest, items = only
     else:
-        rest = _FENCE.sub(lambda m: _fenced(items, m, cut), masked)
-        rest = _bare_objects(items, rest, cut)
-    items += _foreign_calls(rest, set(tool_names or ()))
+        rest, forged = _split_forged(masked)
+        if "<tool_call>" in rest:
+            rest = _BLOCK.sub(lambda m: _collect(items, m, cut), rest)
+        rest, loose = _loose(rest, cut, set(tool_names or ()))
+        items += loose
+        if forged is not None:
+            items.append(forged)
     calls, malformed = _number(_repeats(items))
     for m in malformed:
         m.raw, m.detail = restore(m.raw), restore(m.detail)
     return _clean_text(restore(_tidy(rest))), calls, malformed
+
+
+def _only_calls(text: str, cut: bool) -> tuple[str, list[_Item]] | None:
+    """The calls of an output (reasoning masked, no `<tool_call>` tag) that holds nothing but
+    calls: bare JSON call objects (or lists of them) and fenced blocks of them, apart from
+    whitespace and reasoning; with the text left when they are taken out. None otherwise."""
+    units: list[tuple[int, int, list[_Item]]] = []
+    pos, n = 0, len(text)
+    while (pos := _skip_gap(text, pos)) < n:
+        if text.startswith("```", pos):
+            m = _FENCE.match(text, pos)
+            if m is None:
+                return None
+            try:
+                value = _loads(m.group(2).strip())
+            except _JSON_ERRORS:
+                return None
+            found = _fence_items(m, cut) if _is_calls(value) else None
+            if found is None:
+                return None
+            units.append((pos, m.end(), found))
+            pos = m.end()
+        elif text[pos] in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, pos)
+            except _JSON_ERRORS:
+                return None
+            if not _is_calls(value):
+                return None
+            values = value if isinstance(value, list) else [value]
+            raw = text[pos:end]
+            tail = text[end:].strip()
+            if tail and set(tail) <= {"}", "]"}:  # stray closing braces at the end, as in a block
+                end = n
+            units.append((pos, end, [_classify(v, raw if len(values) == 1 else _raw_of(v)) for v in values]))
+            pos = end
+        else:
+            return None
+    if not units:
+        return None
+    return _cut(text, [(s, e) for s, e, _ in units]), [item for _, _, found in units for item in found]
+
+
+def _skip_gap(text: str, pos: int) -> int:
+    """The first position from `pos` on that is neither whitespace nor masked reasoning."""
+    m = _GAP.match(text, pos)
+    return m.end() if m is not None else pos
+
+
+def _is_calls(value: Any) -> bool:
+    """A call object, or a non-empty list of them."""
+    if isinstance(value, list):
+        return bool(value) and all(_looks_like_call(v) for v in value)
+    return _looks_like_call(value)
+
+
+def _split_forged(text: str) -> tuple[str, MalformedCall | None]:
+    """`text` up to the first tool-response tag outside closed `<tool_call>` blocks, and a
+    `forged_tool_response` holding the rest (None if there is no such tag)."""
+    closed = [(m.start(), m.end()) for m in _BLOCK.finditer(text) if m.group(0).endswith("</tool_call>")] \
+        if "<tool_call>" in text else []
+    for f in _FORGED.finditer(text):
+        if any(s <= f.start() < e for s, e in closed):
+            continue
+        tag = clip(f.group(0), 60)
+        return text[:f.start()], _malformed(
+            "forged_tool_response",
+            f"{tag}: tool responses come from the environment, not from the model; nothing from "
+            "this tag on was read or run",
+            text[f.start():])
+    return text, None
+
+
+def _loose(text: str, cut: bool, tool_names: set[str]) -> tuple[str, list[_Item]]:
+    """Classify what is outside `<tool_call>` blocks (none of it runs) and return the text
+    with the tool-call tags taken out: odd-case or spaced tags with their blocks and stray
+    closing tags (`bad_tag`), JSON calls in prose and fenced blocks (`call_in_prose`, or
+    the class of what is broken in them) and calls in other syntaxes (`unsupported_syntax`,
+    which take in whatever lies inside them). Items come in order of appearance."""
+    found: list[tuple[int, int, _Item]] = []
+    drop: list[tuple[int, int]] = []
+    for m in _ODD_BLOCK.finditer(text):
+        tag = clip(m.group(1), 40)
+        found.append((m.start(), m.end(), _malformed(
+            "bad_tag",
+            f"{tag!r} is not <tool_call>: calls are read only from <tool_call>...</tool_call> "
+            "written exactly so (lower case, no spaces); nothing in this block was run",
+            m.group(0))))
+        drop.append((m.start(), m.end()))
+    blank = _blank(text, drop)
+    prose = _prose_calls(blank, cut)
+    blank = _blank(blank, [(s, e) for s, e, _ in prose])
+    foreign = _foreign_calls(blank, tool_names, text)
+    spans = [(s, e) for s, e, _ in foreign]
+    found += [(s, e, item) for s, e, items in prose if not _inside(s, spans) for item in items]
+    for m in _CLOSE_TAG.finditer(blank):
+        if _inside(m.start(), spans):
+            continue
+        found.append((m.start(), m.end(), _malformed(
+            "bad_tag",
+            f"{clip(m.group(0), 40)!r} closes no <tool_call> block; calls are read only from "
+            "<tool_call>...</tool_call>",
+            m.group(0))))
+        drop.append((m.start(), m.end()))
+    found += foreign
+    found.sort(key=lambda f: f[0])
+    return _cut(text, drop), [item for _, _, item in found]
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether `pos` lies in one of `spans` (sorted, not overlapping)."""
+    i = bisect.bisect_right(spans, (pos, math.inf)) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with the characters of `spans` turned into spaces (newlines kept), so that
+    later passes neither see them nor shift positions."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    last = 0
+    for s, e in sorted(spans):
+        if s < last:
+            s = last
+        parts.append(text[last:s])
+        parts.append(re.sub(r"[^\n]", " ", text[s:e]))
+        last = max(last, e)
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` without `spans`."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    last = 0
+    for s, e in sorted(spans):
+        parts.append(text[last:max(s, last)])
+        last = max(last, e)
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _mask_reasoning(text: str) -> tuple[str, Any]:
@@ -218,8 +404,11 @@ def _mask_reasoning(text: str) -> tuple[str, Any]:
     return "".join(parts), restore
 
 
-def _foreign_calls(text: str, tool_names: set[str]) -> list[_Item]:
-    """`unsupported_syntax` for each call written in another syntax (see the module doc)."""
+def _foreign_calls(text: str, tool_names: set[str], source: str | None = None) -> list[tuple[int, int, _Item]]:
+    """`unsupported_syntax` for each call written in another syntax (see the module doc),
+    with its span. `source` (default `text`): the text the raw is taken from, when `text` is
+    a copy of it with parts blanked out."""
+    source = text if source is None else source
     found: list[tuple[int, int, str, str]] = []  # start, end, name, kind
     for m in _XML_CALL.finditer(text):
         end_tag = _XML_END.search(text, m.end())
@@ -244,17 +433,17 @@ def _foreign_calls(text: str, tool_names: set[str]) -> list[_Item]:
             continue
         end = text.find("\n\n", m.end())
         found.append((m.start(), len(text) if end == -1 else end, name, "YAML"))
-    items: list[_Item] = []
+    items: list[tuple[int, int, _Item]] = []
     last_end = -1
     for start, end, name, kind in sorted(found):
         if start < last_end:
             continue  # inside a call already reported
         last_end = end
-        items.append(_malformed(
+        items.append((start, end, _malformed(
             "unsupported_syntax",
             f"{clip(name, _NAME_CHARS)}: a call written as {kind} is not read; write "
             '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
-            text[start:end]))
+            source[start:end])))
     return items
 
 
@@ -451,8 +640,10 @@ def _looks_like_call(value: Any) -> bool:
     return isinstance(value.get("function"), dict) and _looks_like_call(value["function"])
 
 
-def _fenced(items: list[_Item], m: re.Match[str], cut: bool = False) -> str:
-    """A fenced code block: a call if it holds a call object, else left as text."""
+def _fence_items(m: re.Match[str], cut: bool = False) -> list[_Item] | None:
+    """The calls of a fenced code block (a call object or a list of them; a broken one in a
+    ```json block is `bad_json`, or `truncated` when cut at max_tokens), or None when the
+    block is not a call."""
     body = m.group(2).strip()
     try:
         value = _loads(body)
@@ -460,23 +651,44 @@ def _fenced(items: list[_Item], m: re.Match[str], cut: bool = False) -> str:
         if m.group(1) and _CALL_START.match(body) and '"arguments"' in body:
             unterminated = not m.group(0).rstrip().endswith("```") or m.group(0) == "```"
             error = "truncated" if cut and unterminated and not isinstance(e, _NotStrict) else "bad_json"
-            items.append(_malformed(error, f"tool call: {_why(e)}", m.group(0)))
-            return ""
-        return m.group(0)
+            return [_malformed(error, f"tool call: {_why(e)}", m.group(0))]
+        return None
     if _looks_like_call(value):
-        items.append(_classify(value, m.group(0)))
-        return ""
+        return [_classify(value, m.group(0))]
     if isinstance(value, list) and value and all(_looks_like_call(v) for v in value):
-        items.extend(_classify(v, _raw_of(v)) for v in value)
-        return ""
-    return m.group(0)
+        return [_classify(v, _raw_of(v)) for v in value]
+    return None
 
 
-def _bare_objects(items: list[_Item], text: str, cut: bool = False) -> str:
-    """Bare JSON call objects in running text; a truncated one counts as `bad_json`
-    (`truncated` when generation stopped at max_tokens)."""
-    out: list[str] = []
-    pos = 0
+def _in_prose(item: _Item, raw: str) -> _Item:
+    """A call found in prose is never run: a usable one becomes `call_in_prose`."""
+    if isinstance(item, MalformedCall):
+        return item
+    return _malformed(
+        "call_in_prose",
+        f"{clip(item.name, _NAME_CHARS)}: a call inside other text is not run; write it as "
+        '<tool_call>{"name": ..., "arguments": {...}}</tool_call> (or make the call the whole output)',
+        raw)
+
+
+def _prose_calls(text: str, cut: bool) -> list[tuple[int, int, list[_Item]]]:
+    """JSON call objects (fenced or bare) in text that is not only calls, with their spans:
+    each is classified, and one that could run is `call_in_prose`."""
+    found: list[tuple[int, int, list[_Item]]] = []
+    for m in _FENCE.finditer(text):
+        items = _fence_items(m, cut)
+        if items is not None:
+            found.append((m.start(), m.end(), [_in_prose(i, m.group(0)) for i in items]))
+    found += _bare_objects(_blank(text, [(s, e) for s, e, _ in found]), cut)
+    found.sort(key=lambda f: f[0])
+    return found
+
+
+def _bare_objects(text: str, cut: bool = False) -> list[tuple[int, int, list[_Item]]]:
+    """Bare JSON call objects in running text, with their spans (one that could run is
+    `call_in_prose`); a truncated one counts as `bad_json` (`truncated` when generation
+    stopped at max_tokens)."""
+    found: list[tuple[int, int, list[_Item]]] = []
     last_arguments = text.rfind('"arguments"')
     tries = 0
     i = text.find("{")
@@ -488,20 +700,15 @@ def _bare_objects(items: list[_Item], text: str, cut: bool = False) -> str:
             value, end = _DECODER.raw_decode(text, i)
         except _JSON_ERRORS as e:
             if _CALL_START.match(text, i) and last_arguments > i:
-                out.append(text[pos:i])
                 error = "truncated" if cut and not isinstance(e, _NotStrict) else "bad_json"
-                items.append(_malformed(error, f"tool call: {_why(e)}", text[i:]))
-                pos = len(text)
+                found.append((i, len(text), [_malformed(error, f"tool call: {_why(e)}", text[i:])]))
                 break
             i = text.find("{", i + 1)
             continue
         if _looks_like_call(value):
-            out.append(text[pos:i])
-            items.append(_classify(value, text[i:end]))
-            pos = end
+            found.append((i, end, [_in_prose(_classify(value, text[i:end]), text[i:end])]))
         i = text.find("{", end)  # objects nested in a decoded one are not calls
-    out.append(text[pos:])
-    return "".join(out)
+    return found
 
 
 def _tidy(text: str) -> str:
@@ -514,17 +721,29 @@ def decode_native_tool_calls(
 ) -> tuple[list[ToolCall], list[MalformedCall]]:
     """Decode OpenAI `message.tool_calls` entries (or flat `{"name", "arguments"}` ones) into
     `ToolCall`s and `MalformedCall`s with the same classifier as calls written in text.
-    Native ids are kept; exact repeats become `repeated_call`."""
+    Native ids are kept; a usable call whose id an earlier entry of the message already has
+    is `duplicate_call_id` (its tool message could not be told apart), and exact repeats
+    are `repeated_call`."""
     calls: list[ToolCall] = []
     malformed: list[MalformedCall] = []
     seen: dict[str, int] = {}
+    ids: dict[str, int] = {}
     cut = finish_reason == "length"
-    for entry in native:
+    for n, entry in enumerate(native):
         call_id = entry.get("id") if isinstance(entry, dict) else None
-        item = _classify(entry, _raw_of(entry), native=True, cut=cut,
-                         call_id=call_id if isinstance(call_id, str) else None)
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        item = _classify(entry, _raw_of(entry), native=True, cut=cut, call_id=call_id)
+        first = ids.setdefault(call_id, n) if call_id is not None else n
         if isinstance(item, MalformedCall):
             malformed.append(item)
+            continue
+        if first != n:
+            malformed.append(MalformedCall(
+                error="duplicate_call_id",
+                detail=f"{clip(item.name, _NAME_CHARS)}: id {clip(call_id or '', _NAME_CHARS)!r} is already "
+                       f"the id of entry {first} of this message's tool_calls; not run",
+                raw=_clean_text(_raw_of(entry)),
+            ))
             continue
         key = item.key()
         if key in seen:

@@ -1,7 +1,9 @@
 """Every output of the malformed-output corpus is parsed without crashing, in bounded time,
 and classified as the corpus says (classes known by construction in make_malformed_corpus).
 Whatever is echoed back (details, raw text) stays short, and outputs whose calls sit in
-reasoning blocks parse no call and keep the block in the text."""
+reasoning blocks parse no call and keep the block in the text. Calls come only from call
+syntax: outside a `<tool_call>` block (or an output of nothing but calls) a call-shaped
+object is never parsed as a call, whatever the corpus entry says about its classes."""
 
 from __future__ import annotations
 
@@ -60,6 +62,12 @@ def test_fixture_is_current_and_large_enough() -> None:
         "flood",
         "non_finite",
         "consistency",
+        # calls come only from call syntax
+        "call_in_prose",
+        "forged_tool_response",
+        "bad_tag",
+        "duplicate_call_id",
+        "only_calls",
     ]:
         assert categories[needed] >= 5, needed
     assert all(i["expected"] or "calls" in i for i in items)
@@ -81,6 +89,9 @@ def test_every_output_is_classified_as_expected() -> None:
             wrong.append(f"{item['id']}: got {parsed.error_classes}, expected {item['expected']}")
         if "calls" in item and len(parsed.calls) != item["calls"]:
             wrong.append(f"{item['id']}: {len(parsed.calls)} calls parsed, expected {item['calls']}")
+        if item["category"] in ("call_in_prose", "bad_tag", "forged_tool_response") and any(
+                c.name == "cancel_order" for c in parsed.calls):
+            wrong.append(f"{item['id']}: a call outside call syntax was parsed as a call")
         if item["category"] == "reasoning" and not parsed.calls and "cancel_order" not in parsed.text:
             wrong.append(f"{item['id']}: the reasoning block is not in the text: {parsed.text[:80]!r}")
         long = [m.error for m in parsed.malformed if len(m.detail) > 2500 or len(m.raw) > 2000]
