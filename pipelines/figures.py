@@ -259,7 +259,7 @@ def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapp
     failed = int((infra or {}).get("infra_failed", 0))
     model = cfg.rollout.model
     out: dict[str, Any] = {
-        "model": f"{model.kind}:{model.name}" if model.name else model.kind,
+        "model": f"{model.kind}:{model.name}" if model.name and model.kind != "scripted" else model.kind,
         "policy_trajectories": fig.get("policy", 0),
         "policy_passed": passed,
         "policy_pass_rate": round(passed / judged, 4) if judged else 0.0,

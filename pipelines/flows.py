@@ -283,7 +283,8 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     # Shards follow task boundaries, so a change to one task's rollouts re-verifies one shard.
     groups: dict[str, list[Trajectory]] = {}
     for t in trajectories:
-        groups.setdefault(t.task_id, []).append(t)
+        if not t.infra_failed:  # an infrastructure failure is no one's behaviour: not judged
+            groups.setdefault(t.task_id, []).append(t)
     cache = stages.shard_cache(cfg, root)
     verdicts = [v for chunk in stages.shards(list(groups.values()), cfg.shard_size)
                 for v in stages.verify_shard_cached(by_id, [t for g in chunk for t in g], cfg, cache)[0]]

@@ -906,7 +906,7 @@ def _write_splits(w: store.DatasetWriter, src: Path) -> WrittenSplits:
     opened: dict[str, Any] = {}  # split -> the `w.part` context of its file
     parts: dict[str, store.PartWriter] = {}
     try:
-        for batch in store.iter_batches(src, verify=False):
+        for batch in store.iter_batches(src, verify=True):  # the curated files, checksums checked
             batch = _with_columns(batch, w.schema)
             worlds.update(x for x in pc.unique(batch.column("world")).to_pylist() if x)
             for split in pc.unique(batch.column("split")).to_pylist():

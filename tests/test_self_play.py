@@ -543,14 +543,17 @@ def test_model_generator_path_counts_drops(airline: World) -> None:
 def test_response_text_restores_lifted_calls() -> None:
     text = _text()
     rest, calls, _ = parse_tool_calls(text)
-    assert calls  # the backend lifted the gold out of the text
-    restored = response_text(ChatResponse(text=rest, tool_calls=calls))
-    gen = parse_generation(restored)
+    # JSON inside <tool_call_answer> is prose, not call syntax: nothing is lifted (issue 34)
+    assert not calls and rest == text
+    gen = parse_generation(response_text(ChatResponse(text=rest)))
     assert isinstance(gen, Generation) and gen.calls == _gen().calls
     assert response_text(ChatResponse(text="x", raw={"completion": text})) == text
+    # a server that returns the gold as native tool calls leaves the answer block empty:
+    # the calls are written back into it
     two = [*GOLD, {"name": "get_user_details", "arguments": {"user_id": "raj_ahmed_1000"}}]
-    rest, calls, _ = parse_tool_calls(_text(gold=two))
-    gen = parse_generation(response_text(ChatResponse(text=rest, tool_calls=calls)))
+    emptied = _text(gold="[]")
+    native = [ToolCall(name=c["name"], arguments=c["arguments"]) for c in two]
+    gen = parse_generation(response_text(ChatResponse(text=emptied, tool_calls=native)))
     assert isinstance(gen, Generation) and [c.name for c in gen.calls] == ["update_baggage", "get_user_details"]
 
 
