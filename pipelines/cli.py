@@ -1,17 +1,77 @@
-"""The `trajforge` command line. Every stage command runs one Prefect flow."""
+"""The `trajforge` command line. Every stage command runs one Prefect flow.
+
+A mistake in the command (a config file, a world, method, model kind or verifier name, a
+count, an `--out` folder that cannot be written, a dataset of the wrong kind) is reported
+before Prefect starts, as one `error:` line with a hint; any other failure is one `error:`
+line too, and `trajforge --debug ...` shows the traceback. SIGTERM or Ctrl-C stops a run
+within seconds (exit code 143 or 130): the shards already finished are kept on disk, and
+the same command run again resumes from them.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="trajforge: training data for LLM agents.")
+EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+GRACE_S = 2.0  # after a signal, how long the run may take to unwind before the process exits
+_DEBUG = os.environ.get("TRAJFORGE_DEBUG", "") not in ("", "0")
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs: reported as one line, never a traceback."""
+
+
+def _error(message: str) -> None:
+    """Print `error: <message>` on one line of stderr."""
+    one_line = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    typer.echo(f"{typer.style('error:', fg='red', bold=True)} {one_line}", err=True)
+    sys.stderr.flush()
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    return str(exc) or type(exc).__name__
+
+
+class _Group(TyperGroup):
+    """The command group: any exception a command lets out becomes one `error:` line and
+    exit code 1 (the traceback with `--debug`); an interruption, exit code 130 or 143."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            signum = _SIGNALS.signum or getattr(exc, "signum", signal.SIGINT)
+            if _SIGNALS.signum is None:
+                _error(_interrupted_message(signum))
+            raise typer.Exit(EXIT_CODES.get(signum, 130)) from None
+        except Exception as exc:
+            # typer's and click's own exits and usage errors (typer vendors click) are theirs to report
+            if _DEBUG or type(exc).__module__.split(".")[0] in ("typer", "click"):
+                raise
+            hint = "" if isinstance(exc, UserError) else " (`trajforge --debug ...` shows the traceback)"
+            _error(_message(exc) + hint)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
+                  help="trajforge: training data for LLM agents.", pretty_exceptions_show_locals=False)
 datasets_app = typer.Typer(no_args_is_help=True, help="Inspect and check datasets.")
 app.add_typer(datasets_app, name="datasets")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes for workspace worlds.")
@@ -23,45 +83,230 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output folder (datase
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config value: key.path=value (YAML value).")]
 
 
+@app.callback()
+def _global_options(
+    debug: Annotated[bool, typer.Option("--debug", envvar="TRAJFORGE_DEBUG",
+                                        help="Show tracebacks and Prefect's full logs on errors.")] = False,
+) -> None:
+    """trajforge: training data for LLM agents."""
+    global _DEBUG
+    _DEBUG = _DEBUG or debug
+
+
+# -- interruption ------------------------------------------------------------------------
+
+def _interrupted_message(signum: int) -> str:
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT (Ctrl-C)"
+    return f"interrupted by {name}; rerun the same command to resume (finished shards are kept)"
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) raised in the main thread, where the run unwinds from."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGTERM and SIGINT end a flow command within seconds. Both raise `Interrupted` in the
+    main thread; while a flow runs Prefect's own SIGTERM handler raises its
+    `TerminationSignal` there instead, so the signal is also watched through the wakeup fd
+    (written whichever Python handler is installed): the watcher prints the one `error:`
+    line, silences logging (the crash reports of the unwinding run), and exits the process
+    after `GRACE_S` if the run has not unwound by then (a shard still running in a worker
+    thread would otherwise hold the exit until it finished). What a shard wrote before is
+    kept: it is committed part by part, so a rerun resumes as after a kill."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = {s: signal.signal(s, self._raise) for s in EXIT_CODES}
+        previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, args=(read_fd,), name="trajforge-signals", daemon=True).start()
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous_fd)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            os.close(write_fd)  # ends the watcher
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    def _watch(self, read_fd: int) -> None:
+        try:
+            while data := os.read(read_fd, 64):
+                for signum in data:
+                    if signum in EXIT_CODES and self.signum is None:
+                        self._interrupted(signum)
+        finally:
+            os.close(read_fd)
+
+    def _interrupted(self, signum: int) -> None:
+        self.signum = signum
+        if not _DEBUG:
+            logging.disable(logging.CRITICAL)
+        _error(_interrupted_message(signum))
+        if not _DEBUG:  # the unwinding run's teardown noise is not the user's business
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+        threading.Thread(target=self._exit_after_grace, name="trajforge-exit", daemon=True).start()
+
+    def _exit_after_grace(self) -> None:
+        time.sleep(GRACE_S)
+        _stop_prefect_servers()
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(EXIT_CODES[self.signum or signal.SIGTERM])
+
+
+_SIGNALS = _Signals()
+
+
+def _stop_prefect_servers() -> None:
+    """Stop the temporary Prefect server this process started, if any (an exit that skips
+    atexit would leave it running)."""
+    server = sys.modules.get("prefect.server.api.server")
+    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+        with suppress(Exception):  # best effort on the way out
+            instance.stop()
+
+
+# -- checks before Prefect starts --------------------------------------------------------
+
 def _config(path: Path | None, sets: list[str] | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run config as JSON, checked; any problem is a `UserError` naming the setting."""
     import yaml
 
-    from pipelines.config import load_config
+    from pipelines.config import ConfigError, load_config
 
     overrides: dict[str, Any] = {}
     for item in sets or []:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
-        overrides[key.strip()] = yaml.safe_load(value)
+        if not sep or not key.strip():
+            raise UserError(f"--set expects key.path=value, got {item!r} (e.g. --set rollout.trials=4)")
+        try:
+            overrides[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise UserError(f"--set {item!r}: the value is not valid YAML ({getattr(exc, 'problem', exc)})") from None
     overrides.update({k: v for k, v in (extra or {}).items() if v is not None})
     try:
         return load_config(path, overrides).model_dump(mode="json")
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    except ConfigError as exc:
+        raise UserError(f"{exc}{_config_hint(str(exc), path)}") from exc
+
+
+def _config_hint(message: str, path: Path | None) -> str:
+    if "not found" in message and path is not None:
+        return " (--config takes a YAML run config, e.g. configs/tiny-scripted.yaml)"
+    if ".world: unknown world" in message:
+        return "; `trajforge worlds` lists them"
+    if "unknown setting" in message or "must be" in message:
+        return " (fix it in the config file or with --set key.path=value)"
+    return ""
+
+
+def _writable(out: Path, option: str = "--out") -> Path:
+    """`out`, created if missing; a `UserError` when files cannot be written there."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".trajforge-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"{option} {out}: cannot write there ({reason}); pass a writable folder with {option}") from None
+    return out
+
+
+def _dataset(path: Path | None, kinds: tuple[str, ...], option: str) -> str | None:
+    """`path` as a string after checking it holds a committed dataset of one of `kinds`."""
+    if path is None:
+        return None
+    from data import store
+
+    try:
+        kind = store.read_manifest(path, verify=False).kind
+    except store.DatasetError as exc:
+        raise UserError(f"{option} {path}: {_message(exc)}") from None
+    if kind not in kinds:
+        raise UserError(f"{option} {path} holds a {kind!r} dataset; {option} takes a {' or '.join(kinds)} dataset")
+    return str(path)
+
+
+def _inputs(out: Path, given: dict[str, Path | None], command: str) -> None:
+    """Each input dataset of a stage command: the one given (of the right kind), else the
+    latest committed one under `out`, which must exist."""
+    from data import store
+    from pipelines import stages
+
+    for name, path in given.items():
+        option = f"--{'rollouts' if command == 'reverify' and name == 'trajectories' else name}"
+        if path is not None:
+            _dataset(path, (name,), option)
+        elif store.latest(stages.datasets_dir(out), name) is None:
+            raise UserError(f"no committed '{name}' dataset under {stages.datasets_dir(out)}; run the earlier "
+                            f"stage first (e.g. `trajforge run --out {out}`) or pass {option}")
 
 
 def _flows() -> Any:
     from pipelines import flows
 
+    _quiet_prefect_tracebacks()
     return flows
 
 
+class _NoTraceback(logging.Filter):
+    """Keeps a log record's message and drops its traceback (shown with `--debug`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def _quiet_prefect_tracebacks() -> None:
+    """Prefect's console logs keep their one-line messages; their tracebacks only show with
+    `--debug` (the failure itself is the command's one `error:` line)."""
+    if _DEBUG:
+        return
+    names = ["", *(n for n in logging.Logger.manager.loggerDict if n.startswith("prefect"))]
+    for name in names:
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, logging.StreamHandler) and not any(
+                    isinstance(f, _NoTraceback) for f in handler.filters):
+                handler.addFilter(_NoTraceback())
+
+
 def _execute(flow_name: str, cfg: dict[str, Any], *args: Any) -> Any:
-    """Run a flow with the config's task runner, with progress bars on an interactive terminal."""
+    """Run a flow with the config's task runner, with progress bars on an interactive
+    terminal; SIGTERM or Ctrl-C ends it within seconds (see `_Signals`)."""
     from pipelines import progress
 
     flows = _flows()
     if sys.stderr.isatty():
         progress.enable()
     try:
-        return flows.execute(getattr(flows, flow_name), cfg, *args)
+        with _SIGNALS.installed():
+            return flows.execute(getattr(flows, flow_name), cfg, *args)
     finally:
         progress.disable()
 
 
-def _fail(exc: Exception) -> None:
-    console.print(f"[bold red]error:[/] {exc}")
+def _fail(exc: BaseException) -> None:
+    if _DEBUG:
+        raise exc
+    _error(_message(exc))
     raise typer.Exit(1)
 
 
@@ -86,6 +331,7 @@ def _release_status(unchanged: bool, version: str) -> str:
 def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
     """Run the end-to-end flow: synthesize, roll out, verify, curate, release."""
     cfg = _config(config, set_)
+    _writable(out)
     try:
         summary = _execute("run_flow", cfg, str(out))
     except (RuntimeError, FileNotFoundError, ValueError, LookupError) as exc:
@@ -105,6 +351,7 @@ def synth(
 ) -> None:
     """Synthesize tasks into DIR/datasets/tasks/<version>."""
     cfg = _config(config, set_, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n_tasks})
+    _writable(out)
     try:
         print(_execute("synth_flow", cfg, str(out)))
     except (RuntimeError, LookupError, ValueError) as exc:
@@ -116,8 +363,11 @@ def rollout(config: ConfigOpt = None, out: OutOpt = Path("out"),
             tasks: Annotated[Path | None, typer.Option(help="Tasks dataset (default: latest).")] = None,
             set_: SetOpt = None) -> None:
     """Collect trajectories for a tasks dataset."""
+    cfg = _config(config, set_)
+    _inputs(out, {"tasks": tasks}, "rollout")
+    _writable(out)
     try:
-        print(_execute("rollout_flow", _config(config, set_), str(out), str(tasks) if tasks else None))
+        print(_execute("rollout_flow", cfg, str(out), str(tasks) if tasks else None))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -128,9 +378,12 @@ def verify(config: ConfigOpt = None, out: OutOpt = Path("out"),
            trajectories: Annotated[Path | None, typer.Option(help="Trajectories dataset (default: latest).")] = None,
            set_: SetOpt = None) -> None:
     """Verify trajectories by replaying them against their tasks."""
+    cfg = _config(config, set_)
+    _inputs(out, {"tasks": tasks, "trajectories": trajectories}, "verify")
+    _writable(out)
     try:
-        print(_execute("verify_flow", _config(config, set_), str(out), str(tasks) if tasks else None,
-                                   str(trajectories) if trajectories else None))
+        print(_execute("verify_flow", cfg, str(out), str(tasks) if tasks else None,
+                       str(trajectories) if trajectories else None))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -149,9 +402,18 @@ def reverify(
     set_: SetOpt = None,
 ) -> None:
     """Re-verify stored rollouts with a new verifier version, without any model; print the flips."""
+    from verifiers.base import VERIFIERS
+
+    cfg = _config(config, set_)
+    for option, name in (("--verifier", verifier), ("--against", against)):
+        if name is not None and name not in VERIFIERS.names():
+            raise UserError(f"{option}: unknown verifier {name!r} (known: {', '.join(VERIFIERS.names())})")
+    _inputs(out, {"trajectories": rollouts}, "reverify")
+    paths = (str(rollouts) if rollouts else None, _dataset(tasks, ("tasks",), "--tasks"),
+             _dataset(verdicts, ("verdicts",), "--verdicts"))
+    _writable(out)
     try:
-        result = _execute("reverify_flow", _config(config, set_), str(out), str(rollouts) if rollouts else None,
-                          verifier, against, str(tasks) if tasks else None, str(verdicts) if verdicts else None,
+        result = _execute("reverify_flow", cfg, str(out), paths[0], verifier, against, paths[1], paths[2],
                           upgrade_tasks)
     except (RuntimeError, FileNotFoundError, LookupError, ValueError) as exc:
         _fail(exc)
@@ -162,8 +424,11 @@ def reverify(
 @app.command()
 def curate(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
     """Select SFT trajectories and RL tasks from the latest tasks, trajectories and verdicts."""
+    cfg = _config(config, set_)
+    _inputs(out, {"tasks": None, "trajectories": None, "verdicts": None}, "curate")
+    _writable(out)
     try:
-        print(json.dumps(_execute("curate_flow", _config(config, set_), str(out))))
+        print(json.dumps(_execute("curate_flow", cfg, str(out))))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
 
@@ -175,9 +440,11 @@ def release(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = 
     from data import store
     from pipelines import stages
 
+    cfg = _config(config, set_)
+    _writable(out)
     before = store.read_pointer(stages.releases_dir(out))
     try:
-        paths = _execute("release_flow", _config(config, set_), str(out))
+        paths = _execute("release_flow", cfg, str(out))
     except (RuntimeError, FileNotFoundError) as exc:
         _fail(exc)
     after = store.read_pointer(stages.releases_dir(out)) or {}
@@ -200,14 +467,17 @@ def train(
     from pipelines import stages
 
     if kind not in ("sft", "grpo"):
-        raise typer.BadParameter("kind must be sft or grpo")
+        raise UserError(f"unknown training kind {kind!r}: use `trajforge train sft` or `trajforge train grpo`")
+    cfg = _config(config, set_)
+    _dataset(dataset, ("sft",) if kind == "sft" else ("rl",), "--dataset")
+    _writable(out)
     if dataset is None:
         dataset = stages.latest_release(out, "sft" if kind == "sft" else "rl")
         if dataset is None:
             _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
     try:
-        result = _flows().train_flow(kind, str(dataset), _config(config, set_), str(run_dir), max_steps,
+        result = _flows().train_flow(kind, str(dataset), cfg, str(run_dir), max_steps,
                                      show_progress=sys.stderr.isatty())
     except (store.DatasetError, RuntimeError, ValueError) as exc:
         _fail(exc)
@@ -226,6 +496,13 @@ def eval_(
 ) -> None:
     """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers."""
     from data import store
+
+    _dataset(dataset, ("rl", "sft"), "--dataset")
+    if not model.is_dir():
+        raise UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
+    for option, count in (("--trials", trials), ("--max-turns", max_turns), ("--max-tasks", max_tasks)):
+        if count is not None and count < 1:
+            raise UserError(f"{option} must be at least 1, got {count}")
 
     try:
         result = _flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns, max_tasks)
@@ -280,8 +557,10 @@ def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
               rounds: Annotated[int | None, typer.Option(help="Number of rounds.")] = None,
               set_: SetOpt = None) -> None:
     """Run self-play rounds (Tool-R0): train generator, generate + filter, train solver."""
+    cfg = _config(config, set_, {"self_play.rounds": rounds})
+    _writable(out)
     try:
-        result = _flows().self_play_flow(_config(config, set_, {"self_play.rounds": rounds}), str(out))
+        result = _flows().self_play_flow(cfg, str(out))
     except (RuntimeError, ValueError) as exc:
         _fail(exc)
     print(json.dumps(result))
@@ -290,13 +569,24 @@ def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
 @app.command()
 def serve(
     schedules: Annotated[Path, typer.Argument(help="Schedules file (see configs/schedules.yaml).")],
-    limit: Annotated[int | None, typer.Option(help="Flow runs at once.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Flow runs at once (default: the schedules file's `limit`, else 1).")] = None,
+    late_runs: Annotated[str | None, typer.Option(
+        help="Runs that came due while serve was down or busy: collapse (run the newest once) or skip "
+             "(default: the schedules file's `late_runs`, else collapse).")] = None,
 ) -> None:
     """Serve the pipeline's deployments on their cron/interval schedules (a real Prefect server)."""
+    from pipelines.serve import load_serve_config
     from pipelines.serve import serve as serve_schedules
 
+    if late_runs not in (None, "skip", "collapse"):
+        raise UserError(f"--late-runs must be skip or collapse, got {late_runs!r}")
     try:
-        serve_schedules(schedules, limit=limit)
+        load_serve_config(schedules)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        serve_schedules(schedules, limit=limit, late_runs=late_runs)  # type: ignore[arg-type]
     except (RuntimeError, OSError, ValueError) as exc:
         _fail(exc)
 
@@ -350,6 +640,9 @@ def architect(
     from synthesis.architect import ArchitectError, compile_domain
 
     cfg = RunConfig.model_validate(_config(config, set_))
+    if not policy.is_file():
+        raise UserError(f"--policy {policy}: no such file")
+    _writable(to, "--to")
     try:
         model, _ = build_model(cfg.rollout.model)
         result = compile_domain(model, name, policy.read_text(), to)

@@ -10,25 +10,43 @@ A schedules file lists deployments::
         set: {synthesis.n_tasks: 16}  # dotted overrides (optional)
         out: out/scheduled
         cron: "0 3 * * *"             # or interval_s: 3600
+    limit: 1                          # flow runs at once (`--limit` overrides)
+    late_runs: collapse               # missed runs: collapse (run the newest once) | skip
 
 `trajforge serve FILE` connects to the server (or starts `prefect server start` on
 127.0.0.1 and waits until it is healthy), registers each deployment with its schedule and
 then runs scheduled flow runs until stopped. Every scheduled `run` publishes a new release
 version under `<out>/releases` whose pointer (`LATEST.json`) names the previous one as
 parent. Schedules only fire against a real server, never against Prefect's temporary one.
+
+Runs never pile up. At most `limit` flow runs go at once (the runner's limit), and each
+deployment runs one at a time (a deployment concurrency limit of 1 that cancels a run
+coming due while the previous one still goes: `collision_strategy: CANCEL_NEW`). Runs that
+came due while serve was down, or that waited past `2 x PREFECT_RUNNER_POLL_FREQUENCY`
+while serve was at its limit, are late: `late_runs: collapse` cancels all but the newest late run
+of each deployment (one catch-up run), `skip` cancels them all; they end `Cancelled` with
+the name `Skipped`. On stopping, runs of the deployments still `Pending` are cancelled, so
+none is left waiting for a runner that has gone.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
+from uuid import UUID
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -59,12 +77,31 @@ class ServeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     server: str | None = None  # PREFECT_API_URL; None: use the environment's, else start one
-    deployments: list[DeploymentSpec]
+    limit: int = Field(1, ge=1)  # flow runs at once, over all deployments
+    late_runs: Literal["skip", "collapse"] = "collapse"  # what becomes of runs that came due unserved
+    deployments: list[DeploymentSpec] = Field(min_length=1)
 
 
 def load_serve_config(path: Path | str) -> ServeConfig:
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    return ServeConfig.model_validate(data)
+    """The schedules file; `ValueError` in one line for a missing, malformed or invalid one."""
+    from pydantic import ValidationError
+
+    from pipelines.config import describe
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except FileNotFoundError:
+        raise ValueError(f"schedules file {path} not found") from None
+    except OSError as exc:
+        raise ValueError(f"schedules file {path} cannot be read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"schedules file {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    try:
+        return ServeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"{path}: {describe(exc)}") from None
 
 
 def _healthy(api_url: str, timeout: float = 2.0) -> bool:
@@ -131,7 +168,10 @@ class PrefectServer:
 
 def build_deployments(cfg: ServeConfig, base: Path | None = None) -> list[Any]:
     """Prefect deployments (`flow.to_deployment`) for every entry of a schedules file;
-    relative paths in it are taken from `base` (default: the working directory)."""
+    relative paths in it are taken from `base` (default: the working directory). Each runs
+    one at a time: a run coming due while the previous one goes is cancelled."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
     from pipelines import flows
     from pipelines.config import load_config
 
@@ -145,15 +185,132 @@ def build_deployments(cfg: ServeConfig, base: Path | None = None) -> list[Any]:
         schedule = {"cron": spec.cron} if spec.cron else {"interval": spec.interval_s}
         deployments.append(flow_fn.to_deployment(
             name=spec.name, parameters={"config": run_cfg.model_dump(mode="json"), "out": out},
-            description=f"trajforge {spec.flow} → {out}", tags=["trajforge", spec.flow], **schedule))
+            description=f"trajforge {spec.flow} → {out}", tags=["trajforge", spec.flow],
+            concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
+            **schedule))
     return deployments
 
 
-def serve(path: Path | str, limit: int | None = None) -> None:
-    """Serve the deployments of a schedules file until interrupted."""
-    from prefect import serve as prefect_serve
+log = logging.getLogger(__name__)
+SKIPPED = "Skipped"  # the name of the Cancelled state a late run ends in
 
+
+@contextlib.contextmanager
+def _client(api_url: str) -> Iterator[Any]:
+    """A synchronous Prefect client of the server at `api_url` (any thread)."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        yield client
+
+
+def _runs(client: Any, deployment_ids: list[UUID], state: Any, before: datetime.datetime | None = None) -> list[Any]:
+    """Flow runs of the deployments in state type `state` (expected to start before
+    `before`, if given), oldest first, every page."""
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterDeploymentId,
+        FlowRunFilterExpectedStartTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    flt = FlowRunFilter(deployment_id=FlowRunFilterDeploymentId(any_=deployment_ids),
+                        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[state])),
+                        expected_start_time=FlowRunFilterExpectedStartTime(before_=before) if before else None)
+    found: list[Any] = []
+    while True:
+        page = client.read_flow_runs(flow_run_filter=flt, sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=200,
+                                     offset=len(found))
+        found += page
+        if len(page) < 200:
+            return found
+
+
+def _cancel(client: Any, run: Any, message: str, name: str = SKIPPED) -> None:
+    from prefect.states import Cancelled
+
+    try:
+        client.set_flow_run_state(run.id, Cancelled(name=name, message=message), force=True)
+    except Exception as exc:  # the run may have moved on meanwhile; the next pass sees it again
+        log.warning("could not cancel flow run %s: %s", run.id, exc)
+
+
+def settle_late_runs(api_url: str, deployment_ids: list[UUID], policy: Literal["skip", "collapse"],
+                     late_after_s: float = 0.0) -> dict[str, int]:
+    """Apply the late-run policy to the deployments' scheduled runs that were due more than
+    `late_after_s` ago: `skip` cancels them all, `collapse` all but the newest of each
+    deployment (its one catch-up run). Returns how many were cancelled and kept."""
+    from prefect.client.schemas.objects import StateType
+
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=late_after_s)
+    cancelled = kept = 0
+    with _client(api_url) as client:
+        late = _runs(client, deployment_ids, StateType.SCHEDULED, before)
+        newest = {r.deployment_id: r.id for r in late} if policy == "collapse" else {}
+        for run in late:
+            if newest.get(run.deployment_id) == run.id:
+                kept += 1
+                continue
+            _cancel(client, run, f"came due at {run.expected_start_time} while trajforge serve was down or busy "
+                                 f"(late_runs: {policy})")
+            cancelled += 1
+    return {"cancelled": cancelled, "kept": kept}
+
+
+def cancel_pending_runs(api_url: str, deployment_ids: list[UUID], reason: str) -> int:
+    """Cancel the deployments' runs still `Pending` (submitted, never started): at startup
+    those a stopped serve left, at shutdown those this one leaves."""
+    from prefect.client.schemas.objects import StateType
+
+    with _client(api_url) as client:
+        pending = _runs(client, deployment_ids, StateType.PENDING)
+        for run in pending:
+            _cancel(client, run, reason, name="Cancelled")
+    return len(pending)
+
+
+class LateRunGuard:
+    """Applies the late-run policy every `interval_s` in a background thread while the
+    runner is at its limit (`busy()`): runs that waited past `late_after_s` are collapsed or
+    skipped instead of running one after another once it is free. A runner with a free slot
+    takes due runs itself at its next poll, so nothing is settled then."""
+
+    def __init__(self, api_url: str, deployment_ids: list[UUID], policy: Literal["skip", "collapse"],
+                 interval_s: float, late_after_s: float, busy: Callable[[], bool]) -> None:
+        self.api_url, self.deployment_ids, self.policy = api_url, deployment_ids, policy
+        self.interval_s, self.late_after_s, self.busy = interval_s, late_after_s, busy
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="trajforge-late-runs", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if not self.busy():
+                continue
+            try:
+                settle_late_runs(self.api_url, self.deployment_ids, self.policy, self.late_after_s)
+            except Exception as exc:  # a server hiccup: try again next round
+                log.warning("late-run policy not applied this round: %s", exc)
+
+    def __enter__(self) -> LateRunGuard:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def serve(path: Path | str, limit: int | None = None, late_runs: Literal["skip", "collapse"] | None = None) -> None:
+    """Serve the deployments of a schedules file until interrupted (SIGTERM or Ctrl-C):
+    register them, settle the runs missed while no serve ran, then run what comes due."""
     cfg = load_serve_config(path)
+    limit = cfg.limit if limit is None else limit
+    if limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    policy = late_runs or cfg.late_runs
     server: PrefectServer | None = None
     api_url = cfg.server or os.environ.get("PREFECT_API_URL")
     if api_url is None:
@@ -162,11 +319,30 @@ def serve(path: Path | str, limit: int | None = None) -> None:
     elif not _healthy(api_url):
         raise RuntimeError(f"no healthy Prefect server at {api_url}")
     os.environ["PREFECT_API_URL"] = api_url
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.exceptions import TerminationSignal
+    from prefect.runner import Runner
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+    deployment_ids: list[UUID] = []
     try:
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            prefect_serve(*build_deployments(cfg), limit=limit, pause_on_shutdown=False)
+            poll_s = float(get_current_settings().runner.poll_frequency)
+            runner = Runner(limit=limit, pause_on_shutdown=False)
+            deployments = build_deployments(cfg)
+            deployment_ids = [runner.add_deployment(d) for d in deployments]
+            cancel_pending_runs(api_url, deployment_ids, "left pending by a trajforge serve that stopped")
+            settled = settle_late_runs(api_url, deployment_ids, policy)
+            print(f"serving {', '.join(f'{d.flow_name}/{d.name}' for d in deployments)} on {api_url} "
+                  f"(limit {limit}, late runs: {policy}; {settled['cancelled']} missed run(s) cancelled, "
+                  f"{settled['kept']} kept)", flush=True)
+            guard = LateRunGuard(api_url, deployment_ids, policy, interval_s=poll_s, late_after_s=2 * poll_s,
+                                 busy=lambda: not runner.has_slots_available())
+            with guard, contextlib.suppress(KeyboardInterrupt, TerminationSignal):
+                asyncio.run(runner.start())
     finally:
-        if server:
-            server.stop()
+        try:
+            if deployment_ids:
+                cancel_pending_runs(api_url, deployment_ids, "trajforge serve stopped before this run started")
+        finally:
+            if server:
+                server.stop()

@@ -42,8 +42,8 @@ class RolloutConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: ModelConfig = Field(default_factory=ModelConfig)
-    trials: int = 2
-    concurrency: int = 8
+    trials: int = Field(2, ge=1)
+    concurrency: int = Field(8, ge=1)
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=128, seed=0))
     agent: AgentConfig = Field(default_factory=AgentConfig)
     user: UserConfig = Field(default_factory=UserConfig)
