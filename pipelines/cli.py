@@ -310,10 +310,24 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(1)
 
 
+def _preflight(cfg: dict[str, Any]) -> None:
+    """Check the run's remote models answer and serve their names before Prefect starts
+    (`pipelines.stages.preflight`; a vLLM server the run starts is checked once it is up)."""
+    from pipelines.config import RunConfig
+    from pipelines.stages import preflight
+
+    run_cfg = RunConfig.model_validate(cfg)
+    if run_cfg.vllm is None:
+        preflight(run_cfg)
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title="trajforge run", show_header=False)
-    for key in ("tasks", "trajectories", "reference_trajectories", "policy_pass_rate", "mean_score", "sft_rows", "rl_rows"):
+    for key in ("tasks", "model", "policy_trajectories", "policy_passed", "policy_pass_rate", "mean_score",
+                "reference_trajectories", "infra_failed", "model_calls", "sft_rows", "sft_reference_share", "rl_rows"):
         table.add_row(key, str(summary.get(key)))
+    for warning in summary.get("warnings", []):
+        table.add_row("warning", f"[yellow]{warning}[/]")
     if "release" in summary:
         table.add_row("release", _release_status(summary["release"] == "unchanged", summary["release_version"]))
     for name, path in summary.get("releases", {}).items():
@@ -328,11 +342,15 @@ def _release_status(unchanged: bool, version: str) -> str:
 
 
 @app.command()
-def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None) -> None:
+def run(config: ConfigOpt = None, out: OutOpt = Path("out"), set_: SetOpt = None,
+        allow_partial: Annotated[bool, typer.Option(
+            "--allow-partial", help="Publish what succeeded even when more than failures.max_infra_failure_rate "
+                                    "of the policy trajectories ended on infrastructure failures.")] = False) -> None:
     """Run the end-to-end flow: synthesize, roll out, verify, curate, release."""
-    cfg = _config(config, set_)
+    cfg = _config(config, set_, {"failures.allow_partial": True} if allow_partial else None)
     _writable(out)
     try:
+        _preflight(cfg)
         summary = _execute("run_flow", cfg, str(out))
     except (RuntimeError, FileNotFoundError, ValueError, LookupError) as exc:
         _fail(exc)

@@ -116,3 +116,15 @@ def test_a_mistake_fails_fast_without_prefect(tmp_path: Path) -> None:
         "error: synthesis.world: unknown world 'atlantis' (known: airline, clinic, retail, telecom, terminal); "
         "`trajforge worlds` lists them"]
     assert not list(tmp_path.iterdir()), "the run started"
+
+
+def test_a_dead_model_endpoint_is_one_line_before_prefect(tmp_path: Path) -> None:
+    """Issue 34: a dead endpoint used to exit 0 and publish; now the run stops before it starts."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    _fails(["run", "--out", str(tmp_path / "out"), "--set", "rollout.model.kind=openai",
+            "--set", f"rollout.model.base_url=http://127.0.0.1:{port}/v1", "--allow-partial"],
+           f"no model server answers at http://127.0.0.1:{port}/v1", "rollout.model.base_url")
