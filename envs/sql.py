@@ -5,6 +5,8 @@ share, so a world folder holds only its domain logic.
   `need` (a tool's NOT_FOUND error when absent), `count`;
 - SQL text: `q` quotes a value as an SQL literal (for Set Designer patches);
 - time: every world keeps its clock in `meta.now` (`NOW_SQL`); `now`, `now_dt`, `today`, `ts`;
+- schema text: `schema_script` reads a world's schema.sql, each line `-- include: NAME`
+  replaced by the kit's `envs/NAME.sql` (`-- include: ledger`: the event ledger);
 - ids: `mint_id` makes the ids a world creates from the content of the record (and how
   many records of that content exist already), so two independent writes get the same ids
   in either order and a replay reaches the same state hash whatever the order.
@@ -13,14 +15,17 @@ share, so a world folder holds only its domain logic.
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any
 
 from envs.tools import ToolError
 
 NOW_SQL = "(SELECT value FROM meta WHERE key = 'now')"
 TODAY_SQL = f"date({NOW_SQL})"
+INCLUDE_RE = re.compile(r"^-- include: (\w+)[ \t]*$", re.MULTILINE)
 
 
 def _params(args: tuple[Any, ...]) -> Any:
@@ -101,3 +106,10 @@ def mint_id(prefix: str, content: dict[str, Any], n: int = 0, length: int = 6, d
     body = "|".join([prefix, *(f"{k}={content[k]}" for k in sorted(content)), str(n)])
     h = hashlib.sha256(body.encode()).hexdigest()
     return prefix + (f"{int(h[:12], 16) % 9_000_000 + 1_000_000}" if digits else h[:length].upper())
+
+
+def schema_script(path: Path) -> str:
+    """The schema script at `path` with each line `-- include: NAME` replaced by the kit's
+    `envs/NAME.sql` (FileNotFoundError for a name the kit does not have)."""
+    kit = Path(__file__).parent
+    return INCLUDE_RE.sub(lambda m: (kit / f"{m[1]}.sql").read_text().rstrip("\n"), path.read_text())

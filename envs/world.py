@@ -24,6 +24,7 @@ from typing import Any
 from data.records import StateRef, ToolCall
 from envs import state as st
 from envs.loader import load_module
+from envs.sql import schema_script
 from envs.tools import MESSAGE_CHARS, ToolArgumentError, ToolError, ToolSpec, clip, collect_tools
 
 RULE_RE = re.compile(r"\b(R\d+_[A-Z0-9_]+)\b:?\s*(.*)")
@@ -100,7 +101,7 @@ class World:
 
     @cached_property
     def schema_sql(self) -> str:
-        return (self.folder / "schema.sql").read_text()
+        return schema_script(self.folder / "schema.sql")  # kit includes expanded
 
     @cached_property
     def tools(self) -> dict[str, ToolSpec]:

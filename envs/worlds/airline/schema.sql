@@ -152,33 +152,11 @@ BEGIN
         WHERE payment_id = NEW.payment_id AND balance IS NOT NULL;
 END;
 
--- The ledger: what happened, one row per event ------------------------------------------
--- Every booking, cancellation, flight change and baggage change appends a row, with the
--- money it moved (amount > 0: charged to the customer, < 0: refunded). A detour that ends
--- where it started (bags 2 -> 0 -> 2, a flight changed away and back) leaves its rows, so
--- it no longer reaches the target's state hash. Rows have no sequence number: `n` counts
--- the identical rows before it, so independent writes in either order give the same rows,
--- and the same event twice gives two. No tool reads or writes the ledger; triggers append
--- through the `ledger_append` view, which numbers the row.
-
-CREATE TABLE ledger (
-    ref    TEXT NOT NULL,               -- the record the event is about (a reservation id)
-    event  TEXT NOT NULL,               -- booked, cancelled, flight_changed, bags_changed
-    amount INTEGER NOT NULL DEFAULT 0,  -- money moved: > 0 charged, < 0 refunded
-    detail TEXT NOT NULL DEFAULT '',
-    n      INTEGER NOT NULL,            -- identical rows before this one
-    PRIMARY KEY (ref, event, amount, detail, n)
-);
-
-CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
-
-CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
-BEGIN
-    INSERT INTO ledger (ref, event, amount, detail, n)
-    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
-        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
-          AND detail = ifnull(NEW.detail, '');
-END;
+-- The ledger (the kit's: ref, event, amount, detail, n) ---------------------------------
+-- Every booking, cancellation, flight change and baggage change appends a row for its
+-- reservation, with the money it moved (amount > 0: charged to the customer, < 0: refunded).
+-- A detour (bags 2 -> 0 -> 2, a flight changed away and back) leaves its rows.
+-- include: ledger
 
 CREATE TRIGGER log_book AFTER INSERT ON reservations
 BEGIN

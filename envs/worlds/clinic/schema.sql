@@ -300,33 +300,12 @@ BEGIN
     UPDATE patients SET balance_due = balance_due - NEW.amount WHERE patient_id = NEW.patient_id;
 END;
 
--- The ledger: what happened, one row per event ------------------------------------------
+-- The ledger (the kit's: ref, event, amount, detail, n) ---------------------------------
 -- Every appointment booked, cancelled (or closed), rescheduled, every late-cancellation fee,
--- refill and payment appends a row, with the money it moved (amount > 0: a fee charged to
--- the patient or a payment made by them). A detour that ends where it started (cancelled and
--- booked again) leaves its rows, so it no longer reaches the target's state hash. Rows have
--- no sequence number: `n` counts the identical rows before it, so independent writes in
--- either order give the same rows, and the same event twice gives two. No tool reads or
--- writes the ledger; triggers append through the `ledger_append` view, which numbers the row.
-
-CREATE TABLE ledger (
-    ref    TEXT NOT NULL,               -- the record the event is about (an appointment, rx or patient id)
-    event  TEXT NOT NULL,               -- booked, cancelled, rescheduled, late_fee, refilled, paid, ...
-    amount INTEGER NOT NULL DEFAULT 0,  -- money: a fee charged (> 0) or a payment made (> 0)
-    detail TEXT NOT NULL DEFAULT '',
-    n      INTEGER NOT NULL,            -- identical rows before this one
-    PRIMARY KEY (ref, event, amount, detail, n)
-);
-
-CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
-
-CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
-BEGIN
-    INSERT INTO ledger (ref, event, amount, detail, n)
-    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
-        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
-          AND detail = ifnull(NEW.detail, '');
-END;
+-- refill and payment appends a row for its appointment, rx or patient, with the money it
+-- moved (amount > 0: a fee charged to the patient or a payment made by them). A detour
+-- (cancelled and booked again) leaves its rows.
+-- include: ledger
 
 CREATE TRIGGER log_book AFTER INSERT ON appointments
 BEGIN

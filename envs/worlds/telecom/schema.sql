@@ -288,35 +288,13 @@ BEGIN
     UPDATE lines SET data_used_mb = data_used_mb + NEW.mb WHERE line_id = NEW.line_id;
 END;
 
--- The ledger: what happened, one row per event ------------------------------------------------
+-- The ledger (the kit's: ref, event, amount, detail, n) ---------------------------------
 -- Every line added, plan change, add-on added or removed, roaming switch, suspension,
--- resumption (reconnections included) and termination appends a row, and so does every bill
--- issued (early termination fees included) and every payment, with its amount (bills and
--- payments: the amount billed or paid). A detour that ends where it started (an add-on added
--- and removed, roaming on and off again) leaves its rows, so it no longer reaches the
--- target's state hash. Rows have no sequence number: `n` counts the identical rows before
--- it, so independent writes in either order give the same rows, and the same event twice
--- gives two. No tool reads or writes the ledger; triggers append through the `ledger_append`
--- view, which numbers the row.
-
-CREATE TABLE ledger (
-    ref    TEXT NOT NULL,               -- the record the event is about (a line or bill id)
-    event  TEXT NOT NULL,               -- line_added, plan_changed, addon_added, roaming_on, billed, paid, ...
-    amount INTEGER NOT NULL DEFAULT 0,  -- money: billed (> 0) or paid (> 0); 0 for changes without money
-    detail TEXT NOT NULL DEFAULT '',
-    n      INTEGER NOT NULL,            -- identical rows before this one
-    PRIMARY KEY (ref, event, amount, detail, n)
-);
-
-CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
-
-CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
-BEGIN
-    INSERT INTO ledger (ref, event, amount, detail, n)
-    SELECT NEW.ref, NEW.event, ifnull(NEW.amount, 0), ifnull(NEW.detail, ''), COUNT(*) FROM ledger
-        WHERE ref = NEW.ref AND event = NEW.event AND amount = ifnull(NEW.amount, 0)
-          AND detail = ifnull(NEW.detail, '');
-END;
+-- resumption (reconnections included) and termination appends a row for its line, and so
+-- does every bill issued (early termination fees included) and every payment, with its
+-- amount (bills and payments: the amount billed or paid; 0 for changes without money).
+-- A detour (an add-on added and removed, roaming on and off again) leaves its rows.
+-- include: ledger
 
 CREATE TRIGGER log_line AFTER INSERT ON lines
 BEGIN
