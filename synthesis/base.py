@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from data.records import Task
 from data.registry import Registry
 from envs.world import World
-from synthesis.writer import WriterConfig
+from synthesis.config import WriterConfig
+from synthesis.texts import internal_id_leaks, user_facing_texts  # noqa: F401 (re-exported)
 
 
 class SynthesisConfig(BaseModel):
@@ -82,27 +83,6 @@ class SynthesisResult:
         task.split = split_for(task.id, test_fraction)
         self._ids.add(task.id)
         self.tasks.append(task)
-
-
-def user_facing_texts(task: Task) -> list[str]:
-    """Everything of a task the user simulator may say: the goal, the scenario, the known info."""
-    u = task.user
-    return [task.instruction, u.task_instructions, u.reason, u.persona, *u.unknown_info,
-            *(str(v) for v in u.known_info.values())]
-
-
-def internal_id_leaks(world: World, task: Task) -> list[str]:
-    """World-internal ids (`envs.conversation.leaked_ids`) the task's user-facing text states:
-    a task that has the user say a payment or slot code is not what a real user says."""
-    if not isinstance(world, World):  # a workspace world has no database of ids
-        return []
-    from envs.conversation import leaked_ids
-
-    env = world.env(task.initial_state)
-    try:
-        return leaked_ids(world, env.conn, user_facing_texts(task))
-    finally:
-        env.close()
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]

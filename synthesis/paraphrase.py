@@ -19,6 +19,7 @@ from typing import Any
 
 from data.records import Sampling, Task
 from rollout.model import ChatModel, ModelError
+from synthesis.texts import with_text
 
 SYSTEM = (
     "You rewrite what a customer wants to tell a support agent, in the customer's own words, "
@@ -177,8 +178,6 @@ def paraphrase_tasks(tasks: list[Task], model: ChatModel | dict[str, Any], tool_
     the template kept in `metadata["instruction_template"]`), and the outcome counts."""
     chosen, outcomes = paraphrase(model, [(t.instruction, t.user.known_info) for t in tasks], tool_names,
                                   seed=seed, **kw)
-    from synthesis.writer import with_text
-
     out: list[Task] = []
     for task, text, outcome in zip(tasks, chosen, outcomes, strict=True):
         new = with_text(task, text, outcome)  # the reference dialogue's opening follows the text

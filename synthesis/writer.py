@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from data.records import Task
+from synthesis.config import WriterConfig
+from synthesis.texts import internal_id_leaks, with_text
 
 SYSTEM = (
     "You write the instructions for a person who will play a customer contacting support. "
@@ -34,41 +34,15 @@ SYSTEM = (
 )
 
 
-class WriterConfig(BaseModel):
-    """The model that writes scenario text (`synthesis.writer`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    # A ModelConfig dict (embedded, or an OpenAI-compatible endpoint), or a ChatModel object
-    # when synthesis is called from code.
-    model: Any
-    temperature: float = Field(0.8, ge=0.0, le=2.0)
-    concurrency: int = Field(8, ge=1)
-
-
 def writer_messages(task: Task) -> list[dict[str, str]]:
     persona = task.user.persona.strip() or "a customer."
     return [{"role": "system", "content": SYSTEM.format(persona=persona)},
             {"role": "user", "content": task.instruction}]
 
 
-def with_text(task: Task, text: str, outcome: str) -> Task:
-    """`task` saying `text` (see the module docstring), with its new content id."""
-    from rollout.user import ScriptedUser
-
-    meta = {**task.metadata, "writer": outcome, "instruction_template": task.instruction}
-    new = task.model_copy(update={"instruction": text, "metadata": meta,
-                                  "user": task.user.model_copy(update={"task_instructions": text})})
-    if new.dialogue and new.dialogue[0].role == "user":
-        first = new.dialogue[0].model_copy(update={"content": ScriptedUser(new).first_message()})
-        new = new.model_copy(update={"dialogue": [first, *new.dialogue[1:]]})
-    return new.with_id()
-
-
 def write_tasks(tasks: list[Task], world: Any, cfg: WriterConfig, seed: int = 0) -> tuple[list[Task], Counter]:
     """`tasks` with model-written instructions where the checks accept them, and the counts.
     Tasks without a user scenario to speak (no reference dialogue) are left as they are."""
-    from synthesis.base import internal_id_leaks
     from synthesis.paraphrase import check_paraphrase, generate
 
     todo = [i for i, t in enumerate(tasks) if t.dialogue]
