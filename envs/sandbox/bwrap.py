@@ -40,8 +40,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
-import weakref
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -49,16 +47,10 @@ from typing import NamedTuple
 
 from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import (
-    MB,
-    classify,
-    command_argv,
-    limit_argv,
-    next_disk_floor,
-    run_limited,
-)
+from envs.sandbox.folder import FolderSandbox, checked_limits
+from envs.sandbox.process import MB, classify, limit_argv, next_disk_floor, run_limited
 from envs.sandbox.sysroot import SysRoot, system_root
-from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
+from envs.sandbox.workspace import Workspace
 
 SANDBOX_UID = 1000
 WORKSPACE = "/workspace"
@@ -185,7 +177,7 @@ def bwrap_unusable() -> str | None:
 
 
 @SANDBOXES.register("bwrap")
-class BwrapSandbox:
+class BwrapSandbox(FolderSandbox):
     """A bubblewrap sandbox (see the module docstring). Not for concurrent commands: calls
     on one sandbox are serialized; use one sandbox per thread (or a `SandboxPool`)."""
 
@@ -194,9 +186,7 @@ class BwrapSandbox:
     def __init__(self, source: Path | None = None, limits: Limits | None = None, *,
                  ro_binds: Iterable[str | Path] = (), base_dir: Path | str | None = None,
                  commands: Iterable[str] = (), seccomp: bool = True) -> None:
-        self.limits = limits or Limits()
-        if not isinstance(self.limits, Limits):
-            raise TypeError(f"limits must be a Limits, got {type(self.limits).__name__}")
+        self.limits = checked_limits(limits)
         self._binds = []
         for b in ro_binds:
             p = os.path.abspath(b)
@@ -213,25 +203,12 @@ class BwrapSandbox:
             self.limits, memory_bytes=memory_split(self.limits).process,
             visible=lambda p: self._root.visible(p) or any(
                 os.path.realpath(p).startswith(b.rstrip("/") + "/") for b in binds))
-        self._ws = Workspace(Path(source) if source is not None else None,
-                             owner=SANDBOX_UID, base_dir=base_dir)
-        self._finalizer = weakref.finalize(self, self._ws.remove)
-        self.workdir = self._ws.path
-        self._lock = threading.RLock()
-        self._closed = False
-        self._disk_floor = 0
-        self._initial = self._ws.snapshot()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxError("sandbox is closed")
+        self._open(Workspace(Path(source) if source is not None else None,
+                             owner=SANDBOX_UID, base_dir=base_dir))
 
     def run(self, cmd: str | list[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, stdin: str | None = None) -> ExecResult:
-        argv = command_argv(cmd)
-        t = self.limits.timeout_s if timeout is None else timeout
-        if not t > 0:
-            raise ValueError(f"timeout must be > 0, got {timeout!r}")
+        argv, t = self._command(cmd, timeout)
         with self._lock:
             self._check_open()
             r, w = os.pipe()
@@ -261,37 +238,3 @@ class BwrapSandbox:
             if isinstance(d.get("exit-code"), int):
                 raw.returncode = d["exit-code"]
         return classify(raw, self.limits)
-
-    def read_file(self, rel: str) -> bytes:
-        with self._lock:
-            self._check_open()
-            return self._ws.read(rel)
-
-    def write_file(self, rel: str, data: bytes | str) -> None:
-        with self._lock:
-            self._check_open()
-            self._ws.write(rel, data)
-
-    def snapshot(self) -> WorkspaceSnapshot:
-        with self._lock:
-            self._check_open()
-            return self._ws.snapshot()
-
-    def restore(self, snap: WorkspaceSnapshot) -> None:
-        with self._lock:
-            self._check_open()
-            self._ws.restore(snap)
-
-    def reset(self) -> None:
-        self.restore(self._initial)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._finalizer()
-
-    def __enter__(self) -> BwrapSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -35,15 +35,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import io
 import json
 import logging
 import os
 import select
 import socket
 import stat
-import tarfile
 import threading
 import time
 import uuid
@@ -51,160 +48,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envs.sandbox import seccomp as sc
 from envs.sandbox.base import SANDBOXES, ExecResult, Limits, SandboxError
-from envs.sandbox.process import (
-    MB,
-    OUTPUT_FLOOD_FACTOR,
-    POLL_S,
-    RawRun,
-    classify,
-    command_argv,
-    next_disk_floor,
+from envs.sandbox.container import (
+    IDLE,
+    IMAGE_ENV,
+    IO_DIR,
+    SANDBOX_USER,
+    WORKSPACE,
+    WRAPPER,
+    clean_rel,
+    container_config,
+    docker_unusable,
+    exec_argv,
+    local_folder,
+    resolve_image,
+    seccomp_profile,
+    tar_of,
+    tar_of_folder,
 )
+from envs.sandbox.folder import FolderSandbox
+from envs.sandbox.process import MB, OUTPUT_FLOOD_FACTOR, POLL_S, RawRun, classify, next_disk_floor
 from envs.sandbox.workspace import Workspace, WorkspaceSnapshot
+
+# re-exported: the container's make-up lives in `envs.sandbox.container`
+__all__ = ["GRACE_S", "IDLE", "IMAGE_ENV", "IO_DIR", "RUNNER_BOOT", "RUNNER_ENV", "SANDBOX_USER",
+           "WORKSPACE", "WRAPPER", "DockerSandbox", "container_config", "docker_unusable",
+           "exec_argv", "seccomp_profile"]
 
 log = logging.getLogger(__name__)
 
-WORKSPACE = "/workspace"
-IO_DIR = "/sandbox-io"  # a second small volume for stdin files
-SANDBOX_USER = "1000:1000"
-IMAGE_ENV = "TRAJFORGE_DOCKER_IMAGE"  # the image when none is given; else the offline one
 RUNNER_ENV = "TRAJFORGE_DOCKER_RUNNER"  # "0": one `docker exec` per command, no runner
-IDLE = ["tail", "-f", "/dev/null"]
 GRACE_S = 5.0  # past timeout + this, the container is restarted
-# Runs the command (argv after the timeout and the stdin file), then kills every other uid
-# 1000 process (not the idle root processes) and empties /tmp and /dev/shm.
-WRAPPER = ('t=$1; in=$2; shift 2; timeout -s KILL "$t" "$@" < "${in:-/dev/null}"; rc=$?; '
-           'kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; '
-           'for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do '
-           'if [ -e "$f" ] || [ -L "$f" ]; then find /tmp /dev/shm -mindepth 1 -delete 2>/dev/null; break; fi; '
-           'done; exit $rc')
-_ARCHES = {"x86_64": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
-           "aarch64": ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]}
-
-
-def docker_unusable() -> str | None:
-    """None when a Docker daemon answers, else why not."""
-    try:
-        import docker
-    except ImportError:
-        return "the `docker` Python SDK is not installed (pip install docker)"
-    try:
-        client = docker.from_env(timeout=5)
-        client.ping()
-    except Exception as e:  # noqa: BLE001 - any failure means no usable daemon
-        return f"no Docker daemon answers ({type(e).__name__}: {e})"
-    return None
-
-
-def seccomp_profile() -> dict[str, Any]:
-    """A Docker seccomp profile with the decisions of `envs.sandbox.seccomp`."""
-    rules: list[dict[str, Any]] = [
-        {"names": list(sc.DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
-        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},  # ENOSYS: use clone
-    ]
-    for bit in range(32):  # clone with any namespace flag (each rule: flags & bit == bit)
-        flag = 1 << bit
-        if sc.CLONE_NS_FLAGS & flag:
-            rules.append({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
-                          "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]})
-    profile: dict[str, Any] = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}
-    if (arch := sc.native_arch()) in _ARCHES:
-        profile["architectures"] = _ARCHES[arch]
-    return profile
-
-
-def container_config(limits: Limits, image: str, *, volume: str, io_volume: str,
-                     cpus: float = 1.0, labels: dict[str, str] | None = None,
-                     seccomp: bool = True) -> dict[str, Any]:
-    """Keyword arguments for `client.containers.run` that apply `limits`."""
-    from docker.types import Ulimit
-
-    if not cpus > 0:
-        raise ValueError(f"cpus must be > 0, got {cpus!r}")
-    fsize = limits.file_size_mb * MB
-    tmp_mb = limits.disk_mb or 1024
-    profile = json.dumps(seccomp_profile()) if seccomp else "unconfined"
-    return {
-        "image": image, "command": IDLE, "detach": True, "init": True,
-        # the idle process is root (uid 1000 commands cannot signal it), with no capability
-        "user": "0:0", "working_dir": WORKSPACE, "hostname": "sandbox",
-        "network_disabled": not limits.network, "network_mode": "host" if limits.network else "none",
-        "mem_limit": f"{limits.memory_mb}m", "memswap_limit": f"{limits.memory_mb}m",
-        "pids_limit": limits.processes, "nano_cpus": int(cpus * 1e9),
-        "read_only": True, "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges", f"seccomp={profile}"],
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={tmp_mb}m,mode=1777"}, "shm_size": f"{tmp_mb}m",
-        "volumes": {volume: {"bind": WORKSPACE, "mode": "rw"},
-                    # root's folder: the daemon writes stdin files there, commands cannot
-                    io_volume: {"bind": IO_DIR, "mode": "rw"}},
-        "ulimits": [Ulimit(name="cpu", soft=limits.cpu_s, hard=limits.cpu_s + 1),
-                    Ulimit(name="fsize", soft=fsize, hard=fsize),
-                    Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-                    Ulimit(name="core", soft=0, hard=0)],
-        "environment": {"HOME": "/tmp", "TMPDIR": "/tmp"},
-        "labels": {"trajforge.sandbox": "1", **(labels or {})},
-        "auto_remove": False,
-    }
-
-
-def exec_argv(argv: list[str], timeout: float, stdin_file: str | None = None) -> list[str]:
-    """`argv` under `timeout -s KILL`, stdin from `stdin_file` (else /dev/null), then every
-    other process of the sandbox user killed and /tmp emptied (`WRAPPER`)."""
-    secs = f"{max(timeout, 0.001):.3f}"
-    return ["sh", "-c", WRAPPER, "sh", secs, stdin_file or "", *argv]
-
-
-def _tar_of(files: dict[str, bytes], *, uid: int = 1000) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.uid, info.gid = len(data), 0o644, uid, uid
-            info.mtime = int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _tar_of_folder(source: Path) -> bytes:
-    """`source`'s contents (not the folder itself) as a tar owned by the sandbox uid."""
-
-    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 1000
-        info.uname = info.gname = ""
-        return info
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for entry in sorted(os.listdir(source)):
-            tar.add(source / entry, arcname=entry, recursive=True, filter=own)
-    return buf.getvalue()
-
-
-def _clean_rel(rel: str) -> str:
-    if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
-        raise ValueError(f"workspace path must be relative, got {rel!r}")
-    norm = os.path.normpath(rel)
-    if norm == "." or norm.startswith(".."):
-        raise ValueError(f"workspace path {rel!r} leaves the workspace")
-    return norm
-
-
-_default_images: dict[str, str] = {}
-_default_lock = threading.Lock()
-
-
-def _default_image(client: Any) -> str:
-    """The offline image's tag on `client`'s daemon (built there once; then remembered)."""
-    from envs.sandbox.image import build_image
-
-    key = str(getattr(client.api, "base_url", ""))
-    with _default_lock:
-        tag = _default_images.get(key)
-        if tag is None:
-            tag = _default_images[key] = build_image(client)
-        return tag
 
 
 def _close(sock: Any) -> None:
@@ -213,15 +87,6 @@ def _close(sock: Any) -> None:
         raw.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()
-
-
-def _local_folder(volume: Any) -> Path | None:
-    """The volume's mount point when it is a folder on this host we may manage."""
-    mount = (volume.attrs or {}).get("Mountpoint")
-    if not mount or os.geteuid() != 0:
-        return None
-    path = Path(mount)
-    return path if path.is_dir() and not path.is_symlink() else None
 
 
 RUNNER_SOURCE = (Path(__file__).with_name("docker_runner.py")).read_text()
@@ -286,7 +151,7 @@ class _Runner:
 
 
 @SANDBOXES.register("docker")
-class DockerSandbox:
+class DockerSandbox(FolderSandbox):
     """A container per sandbox; see the module docstring."""
 
     backend = "docker"
@@ -321,7 +186,7 @@ class DockerSandbox:
         self._closed = False
         self._n = 0
         self._disk_floor = 0
-        self._image = self._image_for(image, dockerfile)
+        self._image = resolve_image(self._client, image, dockerfile)
         name = f"trajforge-sbx-{uuid.uuid4().hex[:12]}"
         self._volume = self._client.volumes.create(name=name, labels={"trajforge.sandbox": "1"})
         self._io_volume = self._client.volumes.create(name=name + "-io", labels={"trajforge.sandbox": "1"})
@@ -330,8 +195,8 @@ class DockerSandbox:
             cfg = container_config(self.limits, self._image, volume=self._volume.name,
                                    io_volume=self._io_volume.name, cpus=cpus, seccomp=seccomp)
             self._container = self._client.containers.run(name=name, **cfg)
-            local = _local_folder(self._volume) if workspace != "mirror" else None
-            io_local = _local_folder(self._io_volume) if local is not None else None
+            local = local_folder(self._volume) if workspace != "mirror" else None
+            io_local = local_folder(self._io_volume) if local is not None else None
             if workspace == "volume" and (local is None or io_local is None):
                 raise SandboxError("workspace='volume' needs the daemon's volumes on this host (as root)")
             src = Path(source) if source is not None else None
@@ -351,31 +216,6 @@ class DockerSandbox:
             self.close()
             raise
 
-    # -- setup -------------------------------------------------------------------------
-
-    def _image_for(self, image: str | None, dockerfile: Path | str | None) -> str:
-        import docker
-
-        if dockerfile is not None:
-            path = Path(dockerfile)
-            if not path.is_file():
-                raise SandboxError(f"Dockerfile {str(path)!r} not found")
-            tag = "trajforge-sandbox-custom:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-            try:
-                self._client.images.get(tag)
-            except docker.errors.ImageNotFound:
-                self._client.images.build(path=str(path.parent), dockerfile=path.name, tag=tag,
-                                          rm=True)
-            return tag
-        image = image or os.environ.get(IMAGE_ENV) or None
-        if not image:
-            return _default_image(self._client)
-        try:
-            self._client.images.get(image)
-        except docker.errors.ImageNotFound:
-            self._client.images.pull(image)
-        return image
-
     def _user(self, cmd: str) -> tuple[int, bytes]:
         """A maintenance command as the sandbox user (the root in here has no capability)."""
         r = self._container.exec_run(["sh", "-c", cmd], user=SANDBOX_USER)
@@ -390,18 +230,11 @@ class DockerSandbox:
                 return int(line.split()[1])
         return 0
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxError("sandbox is closed")
-
     # -- commands ----------------------------------------------------------------------
 
     def run(self, cmd: str | list[str], *, timeout: float | None = None,
             env: dict[str, str] | None = None, stdin: str | None = None) -> ExecResult:
-        argv = command_argv(cmd)
-        t = self.limits.timeout_s if timeout is None else timeout
-        if not t > 0:
-            raise ValueError(f"timeout must be > 0, got {timeout!r}")
+        argv, t = self._command(cmd, timeout)
         with self._lock:
             self._check_open()
             stdin_file = None
@@ -414,7 +247,7 @@ class DockerSandbox:
                     (self._io_local / name).write_bytes(stdin.encode())
                     os.chmod(self._io_local / name, 0o644)
                 else:
-                    self._container.put_archive(IO_DIR, _tar_of({name: stdin.encode()}))
+                    self._container.put_archive(IO_DIR, tar_of({name: stdin.encode()}))
                 stdin_file = f"{IO_DIR}/{name}"
             if self._runner is None and self.exec_server and self.runner_unusable is None:
                 self._start_runner()  # after a restart
@@ -595,7 +428,7 @@ class DockerSandbox:
         mode = stat.S_IMODE(os.lstat(self._ws.path).st_mode)
         self._user(f"chmod -R u+rwx {WORKSPACE} 2>/dev/null; find {WORKSPACE} -mindepth 1 -delete; "
                    f"chmod {mode:o} {WORKSPACE}")
-        self._container.put_archive(WORKSPACE, _tar_of_folder(self._ws.path))
+        self._container.put_archive(WORKSPACE, tar_of_folder(self._ws.path))
 
     def _pull(self) -> bool:
         """Make the mirror the container's workspace; False (mirror unchanged) when the
@@ -610,11 +443,6 @@ class DockerSandbox:
         self._ws.load_archive(bytes(data), top="workspace")
         return True
 
-    def read_file(self, rel: str) -> bytes:
-        with self._lock:
-            self._check_open()
-            return self._ws.read(rel)
-
     def write_file(self, rel: str, data: bytes | str) -> None:
         if isinstance(data, str):
             data = data.encode()
@@ -622,17 +450,12 @@ class DockerSandbox:
             self._check_open()
             self._ws.write(rel, data)
             if self._mirror:
-                rel = _clean_rel(rel)
+                rel = clean_rel(rel)
                 parent = os.path.dirname(rel)
                 if parent:
                     self._user(f"mkdir -p '{WORKSPACE}/{parent}'")
                 self._container.put_archive(f"{WORKSPACE}/{parent}" if parent else WORKSPACE,
-                                            _tar_of({os.path.basename(rel): data}))
-
-    def snapshot(self) -> WorkspaceSnapshot:
-        with self._lock:
-            self._check_open()
-            return self._ws.snapshot()
+                                            tar_of({os.path.basename(rel): data}))
 
     def restore(self, snap: WorkspaceSnapshot) -> None:
         if not isinstance(snap, WorkspaceSnapshot):
@@ -642,9 +465,6 @@ class DockerSandbox:
             self._ws.restore(snap)
             if self._mirror:
                 self._push()
-
-    def reset(self) -> None:
-        self.restore(self._initial)
 
     def close(self) -> None:
         with self._lock:
@@ -662,9 +482,3 @@ class DockerSandbox:
             ws = getattr(self, "_ws", None)
             if ws is not None:
                 ws.remove()  # the mirror (a volume's folder went with the volume)
-
-    def __enter__(self) -> DockerSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
