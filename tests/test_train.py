@@ -181,6 +181,36 @@ def test_to_trl_sft_refuses_rows_without_an_assistant_turn(tmp_path: Path) -> No
         to_trl_prompts(load_release(path, None))
 
 
+def test_extra_keys_are_checked_against_trls_configs_when_the_config_loads() -> None:
+    """A misspelled `extra` key is an error naming it (and the field it resembles) at load
+    time; TRL's own fields pass through, and no extra means no check (trl not imported)."""
+    pytest.importorskip("trl")
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"'lerning_rate' \(did you mean 'learning_rate'\?\)") as err:
+        SFTStageConfig(extra={"lerning_rate": 1e-4})
+    assert "SFTConfig" in str(err.value)
+    with pytest.raises(ValidationError, match=r"GRPOConfig: 'num_generation' \(did you mean 'num_generations'\?\)"):
+        GRPOStageConfig.model_validate({"extra": {"num_generation": 4}})
+    assert SFTStageConfig(extra={"completion_only_loss": True, "warmup_steps": 2}).extra["warmup_steps"] == 2
+    assert GRPOStageConfig(extra={"scale_rewards": "group"}).extra == {"scale_rewards": "group"}
+    assert SFTStageConfig().extra == {} and GRPOStageConfig().extra == {}
+
+
+def test_extra_keys_are_not_checked_without_trl(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from train.config import trl_config_fields
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` raises ImportError
+    trl_config_fields.cache_clear()
+    try:
+        assert SFTStageConfig(extra={"lerning_rate": 1e-4}).extra == {"lerning_rate": 1e-4}
+        assert GRPOStageConfig(extra={"anything": 1}).extra == {"anything": 1}
+    finally:
+        trl_config_fields.cache_clear()
+
+
 # --------------------------------------------------------------------------- real training (slow)
 
 

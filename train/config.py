@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+import difflib
+import functools
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from train.objectives import ObjectiveOptions
+
+
+@functools.cache
+def trl_config_fields(config: str) -> frozenset[str] | None:
+    """The constructor fields of TRL's dataclass `config` ("SFTConfig", "GRPOConfig"); None
+    when trl is not installed. Imports trl (and so transformers) on first use."""
+    try:
+        import trl
+
+        cls = getattr(trl, config)
+    except ImportError:
+        return None
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def check_extra(extra: Mapping[str, Any], config: str) -> None:
+    """Every key of a stage's `extra` is a field of TRL's `config`: a misspelled key is an
+    error naming it (with the nearest field) when the config loads, not when training starts.
+    No check when `extra` is empty or trl is not installed."""
+    if not extra:
+        return
+    fields = trl_config_fields(config)
+    if fields is None:
+        return
+    unknown = [k for k in extra if k not in fields]
+    if unknown:
+        hints = []
+        for key in unknown:
+            near = difflib.get_close_matches(str(key), sorted(fields), n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        raise ValueError(f"extra: not a field of TRL's {config}: {', '.join(hints)}")
 
 
 class LaunchConfig(BaseModel):
@@ -51,6 +86,12 @@ class SFTStageConfig(BaseModel):
     launch: LaunchConfig = Field(default_factory=LaunchConfig)
     extra: dict = Field(default_factory=dict)  # passed through to SFTConfig
 
+    @field_validator("extra")
+    @classmethod
+    def _extra_fits_sft_config(cls, extra: dict) -> dict:
+        check_extra(extra, "SFTConfig")
+        return extra
+
 
 class GRPOStageConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -91,6 +132,12 @@ class GRPOStageConfig(BaseModel):
     seed: int = 0
     launch: LaunchConfig = Field(default_factory=LaunchConfig)
     extra: dict = Field(default_factory=dict)  # passed through to GRPOConfig
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_fits_grpo_config(cls, extra: dict) -> dict:
+        check_extra(extra, "GRPOConfig")
+        return extra
 
     @model_validator(mode="after")
     def _check(self) -> GRPOStageConfig:
