@@ -12,7 +12,6 @@ import json
 import re
 import sqlite3
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,31 +20,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from data.records import StateRef, ToolCall
+from data.records import StateRef
 from envs import state as st
+from envs.calls import Observation, ToolEnv
+from envs.calls import error_observation as _error
 from envs.loader import load_module
 from envs.sql import schema_script
-from envs.tools import MESSAGE_CHARS, ToolArgumentError, ToolError, ToolSpec, clip, collect_tools
+from envs.tools import ToolError, ToolSpec, collect_tools
 
 RULE_RE = re.compile(r"\b(R\d+_[A-Z0-9_]+)\b:?\s*(.*)")
-
-
-@dataclass
-class Observation:
-    """What a tool call returned: content for the model plus the error class, if any."""
-
-    content: str
-    error: str | None = None  # unknown_tool, bad_arguments, rule_violation, ...
-    code: str | None = None  # rule id or finer error kind
-    detail: str | None = None
-    wrote: bool = False
-    latency_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
 
 
 # Generated databases (and their texts, patched copies and table hashes) a world keeps, the
@@ -239,8 +222,9 @@ def state_texts(conn: sqlite3.Connection) -> set[str]:
     return out
 
 
-class Env:
-    """One live copy of a world's database, with tools to act on it."""
+class Env(ToolEnv):
+    """One live copy of a world's database, with tools to act on it (each call in a
+    savepoint: a failed call leaves the state as it was)."""
 
     def __init__(self, world: World, conn: sqlite3.Connection,
                  origin: StateRef | st.StateHashes | Callable[[], st.StateHashes] | None = None,
@@ -279,22 +263,7 @@ class Env:
     def close(self) -> None:
         self.conn.close()
 
-    def call(self, call: ToolCall) -> Observation:
-        """Run one tool call; every failure is returned as an Observation, never raised."""
-        t0 = time.perf_counter()
-        obs = self._call(call)
-        obs.latency_s = time.perf_counter() - t0
-        return obs
-
-    def _call(self, call: ToolCall) -> Observation:
-        spec = self.world.tools.get(call.name)
-        if spec is None:
-            known = ", ".join(self.world.tools)
-            return _error("unknown_tool", "unknown_tool", f"no tool named {clip(call.name)!r}; tools are: {known}")
-        try:
-            args = spec.validate(call.arguments)
-        except ToolArgumentError as exc:
-            return _error("bad_arguments", exc.code, exc.message)
+    def _execute(self, spec: ToolSpec, args: dict[str, Any]) -> Observation:
         self.conn.execute("SAVEPOINT tool_call")
         try:
             result = spec.fn(self.conn, **args)
@@ -313,12 +282,6 @@ class Env:
             return _error("env_error", type(exc).__name__, str(exc))
         self.conn.execute("RELEASE tool_call")
         return Observation(content=json.dumps(result, default=str), wrote=spec.write)
-
-
-def _error(kind: str, code: str, message: str) -> Observation:
-    message = clip(message, MESSAGE_CHARS)  # tools' messages may quote model strings
-    body = {"error": kind, "code": code, "message": message}
-    return Observation(content=json.dumps(body), error=kind, code=code, detail=message)
 
 
 def _integrity_error(message: str) -> Observation:
