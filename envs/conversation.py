@@ -6,8 +6,10 @@ be told after a change. `verifiers/policy.py` and `verifiers/communicate.py` jud
 
 A world's folder may hold a ``conversation.py`` with:
 
-- ``IDENTITY``: an `Identity` (the known-info keys a user identifies with, the lookups that
-  establish who they are, fields they must confirm such as a date of birth);
+- ``IDENTITY``: an `Identity` (`envs/contract.py`: the known-info keys a user identifies
+  with, the lookups that establish who they are, fields they must confirm such as a date of
+  birth, the names of their account id); the agent's default question, the scripted user's
+  answers and the policy verifier's identity checks all derive from it;
 - ``CLAUSES``: the clause names (`CLAUSES` below) its policy states;
 - ``RULE_TERMS``: rule id -> phrases of the policy that state the rule (a refusal must say one);
 - ``ALTERNATIVES``: rule id -> what the agent may offer instead (optional);
@@ -33,6 +35,8 @@ A world's folder may hold a ``conversation.py`` with:
   email, say), its arguments from their `known` info (`identity_lookup`).
 
 Every hook has a generic fallback here, so a world without the file still gets checked.
+The hooks and their shapes are declared in `envs/contract.py`, which checks a world's file
+when the world is registered.
 Text helpers (`mentions_value`, `is_affirmative`, `claims_success`, ...) are deterministic.
 """
 
@@ -41,13 +45,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
 from data.records import Fact, ToolCall
+from envs.contract import ACCOUNT_KEYS, Identity, declared, hook
 from envs.loader import load_module
 from envs.state import primary_key, tables
 from envs.tools import ToolSpec
@@ -61,19 +66,6 @@ CLAUSES = {
     "no_write_after_decline": "no write after the user declined, unless they confirmed again",
 }
 DEFAULT_CLAUSES = ["identity", "grounded_arguments", "announce_and_confirm", "no_write_after_decline"]
-
-
-@dataclass(frozen=True)
-class Identity:
-    """How a user identifies themselves. `keys`: alternatives, each a set of known-info keys
-    that together identify the user (an email, or first name + last name + zip code);
-    `lookups`: the read tools that establish the identity, each with the argument that must
-    carry a value the user gave; `confirm`: fields of the identity record the user must also
-    state (a date of birth), checked against the lookup's result."""
-
-    keys: list[list[str]] = field(default_factory=lambda: [["user_id"]])
-    lookups: dict[str, list[str]] = field(default_factory=dict)  # tool -> its identifying arguments
-    confirm: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -90,15 +82,19 @@ class Conversation:
     user_facing_ids: list[str] | None = None  # None: the world declares none, ids go unchecked
 
     def hook(self, name: str) -> Any:
-        return getattr(self.module, name, None) if self.module is not None else None
+        """The world's ``conversation.py`` hook `name` (None without it); only names the world
+        contract declares for ``conversation.py`` (`envs.contract.hook`)."""
+        return hook(self.module, name) if self.module is not None else _declared(name)
+
+
+def _declared(name: str) -> None:
+    declared(name, "conversation.py")  # a name the contract does not declare fails without the file too
+    return None
 
 
 def conversation(world: Any) -> Conversation:
     """The conversation contract of `world` (its ``conversation.py``, else the defaults)."""
     return _conversation(world.name, str(getattr(world, "folder", "")))
-
-
-ACCOUNT_KEYS = ("user_id", "customer_id", "patient_id", "member_id", "account_id")
 
 
 def default_identity(world_name: str) -> Identity:
@@ -113,20 +109,36 @@ def default_identity(world_name: str) -> Identity:
     return Identity(keys=[[k] for k in keys] or [["user_id"]], lookups=lookups)
 
 
+def world_identity(name: str) -> Identity | None:
+    """The identity vocabulary of the registered world `name` (None: no such world)."""
+    from envs.registry import get_world
+
+    try:
+        world = get_world(name)
+    except KeyError:
+        return None
+    return conversation(world).identity
+
+
 @lru_cache(maxsize=64)
 def _conversation(name: str, folder: str) -> Conversation:
     from pathlib import Path
 
     path = Path(folder) / "conversation.py" if folder else None
     module = load_module(path, name) if path is not None and path.exists() else None
-    g = (lambda key, default: getattr(module, key, default)) if module else (lambda key, default: default)
+    def g(key: str, default: Any) -> Any:
+        if module is None:
+            _declared(key)
+            return default
+        return hook(module, key, default)
+
     clauses = list(g("CLAUSES", DEFAULT_CLAUSES))
     unknown = sorted(set(clauses) - set(CLAUSES))
     if unknown:
         raise ValueError(f"world {name!r} declares unknown clauses {unknown}; known: {sorted(CLAUSES)}")
     identity = g("IDENTITY", None) or default_identity(name)
     # without ASK_IDENTITY the agent asks for the world's first identity key set ("your member id")
-    ask = "Could you give me your " + " and ".join(k.replace("_", " ") for k in (identity.keys or [["user_id"]])[0]) + "?"
+    ask = identity.question()
     return Conversation(world=name, identity=identity, clauses=clauses,
                         rule_terms=dict(g("RULE_TERMS", {})), alternatives=dict(g("ALTERNATIVES", {})),
                         ask_identity=list(g("ASK_IDENTITY", [ask])), module=module,

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from data.records import ToolCall
+from envs.contract import hook
 from envs.loader import load_module
 from envs.world import Env, World
 
@@ -83,13 +84,13 @@ def _call(value: Any) -> ToolCall:
 
 def from_module(module: ModuleType) -> ProbeSet:
     """The probe set a module defines (FIXTURE, PROBES, optional MORE_PROBES / MORE_VIOLATIONS)."""
-    fixture = getattr(module, "FIXTURE", None)
-    probes = getattr(module, "PROBES", None)
+    fixture = hook(module, "FIXTURE")
+    probes = hook(module, "PROBES")
     if not isinstance(fixture, str) or not isinstance(probes, dict):
         raise ValueError(f"{module.__name__} must define FIXTURE (SQL text) and PROBES (rule -> (bad, good))")
     out = [Probe(rule, _call(bad), _call(good)) for rule, (bad, good) in probes.items()]
-    out += [Probe(rule, _call(bad), _call(good)) for rule, bad, good in getattr(module, "MORE_PROBES", [])]
-    out += [Probe(rule, _call(bad)) for rule, bad in getattr(module, "MORE_VIOLATIONS", [])]
+    out += [Probe(rule, _call(bad), _call(good)) for rule, bad, good in hook(module, "MORE_PROBES", [])]
+    out += [Probe(rule, _call(bad)) for rule, bad in hook(module, "MORE_VIOLATIONS", [])]
     return ProbeSet(fixture, out)
 
 

@@ -2,6 +2,9 @@
 
 Adding a world is one folder plus one line in `BUILTIN` (or an entry point in another
 package: ``[project.entry-points."trajforge.worlds"] myworld = "mypkg:WORLD_DIR"``).
+Every world is checked against the world contract (`envs.contract.check_world`) when it is
+registered at run time and when it is first loaded: a misspelled or misshapen hook raises
+`WorldContractError` naming it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from data.records import content_hash
+from envs.contract import check_world
 from envs.loader import forget
 from envs.workspace import WorkspaceWorld, is_workspace_world
 from envs.world import World
@@ -29,10 +33,18 @@ _extra: dict[str, Path] = {}
 
 
 def register_world(name: str, folder: Path | str) -> None:
-    """Register a world folder under `name` (replacing an earlier registration)."""
+    """Register a world folder under `name` (replacing an earlier registration), once it
+    meets the world contract (`WorldContractError` otherwise, and nothing is registered)."""
+    forget(folder)  # a folder written again (the Architect's repair rounds) is read again
+    check_world(_load(name, Path(folder)))
     _extra[name] = Path(folder)
     _loaded.pop(name, None)
-    forget(folder)  # a folder written again (the Architect's repair rounds) is read again
+
+
+def _load(name: str, folder: Path) -> World:
+    # a folder with workspace.yaml is a workspace world (envs/workspace.py)
+    return (WorkspaceWorld.load(name, folder) if is_workspace_world(folder)  # type: ignore[return-value]
+            else World(name=name, folder=folder))
 
 
 def _all() -> dict[str, Path]:
@@ -52,10 +64,9 @@ def get_world(name: str) -> World:
         folders = _all()
         if name not in folders:
             raise KeyError(f"unknown world {name!r}; registered worlds: {', '.join(sorted(folders))}")
-        folder = folders[name]
-        # a folder with workspace.yaml is a workspace world (envs/workspace.py)
-        _loaded[name] = (WorkspaceWorld.load(name, folder) if is_workspace_world(folder)  # type: ignore[assignment]
-                         else World(name=name, folder=folder))
+        world = _load(name, folders[name])
+        check_world(world)
+        _loaded[name] = world
     return _loaded[name]
 
 

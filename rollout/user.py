@@ -14,7 +14,8 @@ import re
 from typing import Any, Protocol
 
 from data.records import Sampling, Task
-from envs.conversation import asks_confirmation
+from envs.contract import Identity, key_noun
+from envs.conversation import asks_confirmation, world_identity
 from rollout.model import ChatModel, ModelError
 
 STOP = "###STOP###"
@@ -92,14 +93,19 @@ ANSWERS = ["It's {v}.", "Sure: {v}.", "{v}."]
 CLOSINGS = ["Thanks, that's all.", "Great, thank you. That's all I needed.", "Thank you, that's everything."]
 
 
+DEFAULT_IDENTITY = Identity()  # a world without its own vocabulary: the account id is a user id
+
+
 def key_words(key: str) -> str:
     """How a known-info key is asked for: "user_id" -> "user id", "date_of_birth" -> "date of birth"."""
-    return key.replace("_", " ").strip()
+    return key_noun(key)
 
 
-def asks_for(text: str, key: str) -> bool:
-    """Whether an agent message asks for the known-info item `key` (its words, or for an
-    `*_id` key its first word plus "id", e.g. "patient id"; "email" for "email address")."""
+def asks_for(text: str, key: str, identity: Identity | None = None) -> bool:
+    """Whether an agent message asks for the known-info item `key`: its words ("patient id",
+    "patient number"; "email address" for "email"), or the words the world's identity
+    vocabulary gives it (`Identity.asked_by`: the user's account id by any of its names,
+    "member id", "user id", "customer id", "account id"; default `DEFAULT_IDENTITY`)."""
     lowered = " ".join(text.lower().split())
     words = key_words(key)
     if " " in words and any(c.isdigit() for c in words.split(" ", 1)[1]):  # "order #W123": asked as "order"
@@ -107,8 +113,7 @@ def asks_for(text: str, key: str) -> bool:
     variants = {words, words.replace(" id", " number"), words.split(" ")[0] if words.endswith(" address") else words}
     if words == "email":
         variants |= {"email address", "e-mail"}
-    if words in ("user id", "customer id", "account id"):  # one account id, by any of its names
-        variants |= {"user id", "customer id", "account id"}
+    variants |= (identity or DEFAULT_IDENTITY).asked_by(key)  # one account id, by any of its names
     if words == "zip code":
         variants |= {"zip", "postal code"}
     return any(v and v in lowered for v in variants)
@@ -125,10 +130,14 @@ class ScriptedUser:
     it is asked to confirm (up to `max_confirmations` times), says it does not know anything
     else it is asked, and ends the conversation (``###STOP###``) when the agent stops asking
     or offers help with anything else.
-    Its wording is drawn from a few realisations per act, seeded by the task and `seed`."""
+    Its wording is drawn from a few realisations per act, seeded by the task and `seed`.
+    What its identity questions may be called comes from the world's `Identity` (`identity`,
+    else the registered world's, else `DEFAULT_IDENTITY`)."""
 
-    def __init__(self, task: Task, max_confirmations: int = 6, seed: int = 0) -> None:
+    def __init__(self, task: Task, max_confirmations: int = 6, seed: int = 0,
+                 identity: Identity | None = None) -> None:
         self.task = task
+        self._identity = identity
         self.max_confirmations = max_confirmations
         self.confirmations = 0
         self.given: set[str] = set()
@@ -137,6 +146,13 @@ class ScriptedUser:
 
         # seeded by what the task is, not its id (which covers the dialogue this user shapes)
         self.rng = random.Random(f"{task.instruction}|{task.initial_state.state_hash}|user|{seed}")
+
+    @property
+    def identity(self) -> Identity:
+        """The identity vocabulary of the task's world (read once)."""
+        if self._identity is None:
+            self._identity = world_identity(self.task.world) or DEFAULT_IDENTITY
+        return self._identity
 
     def first_message(self) -> str:
         """The goal in the user's own words (known info it mentions counts as given)."""
@@ -159,7 +175,7 @@ class ScriptedUser:
         text = (last or {}).get("content") or ""
         known = self.task.user.known_info
         questions = " ".join(q for q in re.split(r"(?<=[.!?])\s+", text) if q.rstrip().endswith("?"))
-        asked = [k for k in known if k not in self.given and asks_for(questions, k)]
+        asked = [k for k in known if k not in self.given and asks_for(questions, k, self.identity)]
         if asked:
             self.given |= set(asked)
             if len(asked) == 1:

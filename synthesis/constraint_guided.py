@@ -41,6 +41,7 @@ from envs.constraints import (
     dump_constraints,
     world_constraints,
 )
+from envs.contract import hook
 from envs.cove import AFTER, ON_NEW
 from envs.world import World
 from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
@@ -58,7 +59,7 @@ def _id_values(constraints: list[Constraint], identity: tuple[str, ...] = ("user
 
 def identity_fields(module: ModuleType) -> tuple[str, ...]:
     """The constraint fields the user knows and may say (the world's ``IDENTITY_FIELDS``)."""
-    return tuple(getattr(module, "IDENTITY_FIELDS", ("user_id",)))
+    return tuple(hook(module, "IDENTITY_FIELDS", ("user_id",)))
 
 
 def user_texts(task: Task) -> list[str]:
@@ -92,8 +93,9 @@ def _replay(world: World, ref: StateRef, calls: list[ToolCall]) -> tuple[sqlite3
 def _build(world: World, module: ModuleType, ref: StateRef, conn: sqlite3.Connection, constraints: list[Constraint],
            fuzzy: Fuzzification, result: SynthesisResult) -> Task | None:
     goal = module.goal(constraints, fuzzy.texts())
-    if hasattr(module, "known_identity"):  # how the user authenticates, when not by a constraint field
-        goal.known_info = {**module.known_identity(conn, constraints), **goal.known_info}
+    known_identity = hook(module, "known_identity")
+    if known_identity is not None:  # how the user authenticates, when not by a constraint field
+        goal.known_info = {**known_identity(conn, constraints), **goal.known_info}
     reference: list[ToolCall] = module.reference_calls(conn, constraints)
     task = Task(
         world=world.name, method=METHOD, instruction=goal.instruction,
@@ -214,7 +216,7 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
     attempted = described = first_unique = redraws = unique = 0
     kinds: Counter = Counter()
     turns = (list(module.KINDS) if "kind" in inspect.signature(module.sample_constraints).parameters
-             and getattr(module, "KINDS", None) else None)
+             and hook(module, "KINDS") else None)
     seed = cfg.seed
     while len(result.tasks) < cfg.n_tasks and attempted < 4 * cfg.n_tasks + 8:
         ref = world.state_ref(seed, cfg.scale)

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from data.records import StateRef, Task, ToolCall, UserScenario
 from envs import state as st
+from envs.contract import hook
 from envs.conversation import conversation, identity_lookup
 from envs.rules import trace_rules
 from envs.world import World
@@ -244,7 +245,7 @@ def kind_order(world: World, drawn: Counter, tasks: list[Task]) -> list[str] | N
     draws first, so a kind that keeps failing gives way); then every other kind, fewest
     draws first, in the world's order. So a run covers every write tool as soon as it can,
     then cycles through the kinds instead of redrawing the ones it already has."""
-    declared = getattr(world.design, "KIND_WRITES", None)
+    declared = hook(world.design, "KIND_WRITES")
     if declared is None or "kinds" not in inspect.signature(world.design.variants).parameters:
         return None
     names = list(declared)

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from data.records import Fact, Task
+from envs.contract import hook
 from rollout.user import first_person
 
 # -------------------------------------------------------------------------- the text banks
@@ -212,7 +213,7 @@ def reason_keys(world: Any, task: Task, outcome: str, refused_tool: str | None) 
     if refused_tool:
         return [refused_tool]
     tools = getattr(world, "tools", {})
-    refine = getattr(conversation(world).module, "reason_key", None)
+    refine = conversation(world).hook("reason_key")
     follow_ups = {int(i) for i in task.metadata.get("depends_on", {})}  # part of the request they follow
     writes = [c for c in task.reference_solution if c.name in tools and tools[c.name].write]
     keys = [(refine(c) if refine else None) or c.name
@@ -254,7 +255,7 @@ def rephrase(module: Any, world: str, goal: str, rng: random.Random) -> str:
 
 
 def _bank(module: Any, name: str, default: Any) -> Any:
-    return getattr(module, name, None) or default if module is not None else default
+    return hook(module, name) or default if module is not None else default
 
 
 def internal_unknowns(world: Any, task: Task) -> list[str]:

@@ -12,7 +12,7 @@ agent made (a successful one or a refused one):
   user message or a tool result (never only in the agent's own words);
 - `announce_and_confirm`: the last user message before it confirms (yes, go ahead) and came
   after the previous write (one yes per change), and the agent message just before that one
-  names the write's records (an id, or how the world
+  names the write's records (the user's own account id aside: `Identity.own_ids`) (an id, or how the world
   names the record: a flight number, a card's last digits) and the amounts it moves (read
   from the world's ledger when it keeps one); a record an earlier write of the conversation
   created (a line just opened) is named as it is once those earlier writes are replayed;
@@ -48,8 +48,6 @@ from envs.world import World
 from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
 from verifiers.communicate import message_text
 from verifiers.state import replayer_for
-
-IDENTITY_KEYS = ("user_id", "customer_id", "patient_id")  # the user's own id: named by being the user
 
 
 @dataclass
@@ -215,6 +213,7 @@ class PolicyVerifier(BaseVerifier):
                     counts[1] += 1
                     failures.append(f"{clause}: {why}")
 
+        own_ids = conv.identity.own_ids()  # the user's own id: named by being the user
         for k, w in enumerate(writes):
             label = f"{w.call.name} (write {k + 1})"
             check("identity", w.identified, f"{label} before the user was identified")
@@ -232,7 +231,7 @@ class PolicyVerifier(BaseVerifier):
             text = w.announcement or ""
             missing = []
             for p, v in values:
-                if p in IDENTITY_KEYS:
+                if p in own_ids:
                     continue
                 if not any(mentions_name(text, n) for n in names_at(k, v)):
                     missing.append(f"{p}={v}")

@@ -17,6 +17,7 @@ from typing import Any
 from data.records import Fact, Sampling, ToolCall
 from data.self_play import Generation, Spec
 from envs import state as st
+from envs.contract import hook
 from envs.ownership import account_table, scoped
 from envs.templating import Out, pick, told
 from envs.tools import ToolSpec
@@ -135,8 +136,8 @@ class ScriptedGenerator:
     name = "scripted"
 
     def __init__(self, world: World, tries: int = 8) -> None:
-        hook = getattr(world.design, "self_play_templates", None)
-        own: dict[str, Template] = hook() if callable(hook) else {}
+        templates = hook(world.design, "self_play_templates")
+        own: dict[str, Template] = templates() if callable(templates) else {}
         self.templates = {n: own.get(n) or generic_template(t) for n, t in world.tools.items()}
         self.tries = tries
         self.world = world
