@@ -26,18 +26,17 @@ llama.cpp server, `transformers serve`, OpenAI itself), built for many concurren
   calls, with `finish_reason` telling a call cut off at `max_tokens` (`truncated`) from a
   broken one. JSON calls in prose, forged tool responses and odd tags are classified.
 
-The transport is `rollout.http` (the SDK costs ~8 ms of CPU per request; see that module).
+The transport is `rollout.http` (the SDK costs ~8 ms of CPU per request; see that module);
+the wire format (messages out, reply fields in) is `rollout.openai_wire`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from data.records import Sampling
@@ -49,30 +48,17 @@ from rollout.http import (
     HttpTimeout,
 )
 from rollout.model import ChatResponse, ModelError
+from rollout.openai_wire import clip as _clip
+from rollout.openai_wire import completion_logprobs as _completion_logprobs
+from rollout.openai_wire import count as _count
+from rollout.openai_wire import dumps as _dumps
+from rollout.openai_wire import error_message as _error_message
+from rollout.openai_wire import int_list as _int_list
+from rollout.openai_wire import loads as _loads
+from rollout.openai_wire import prompt_logprobs as _prompt_logprobs
+from rollout.openai_wire import retry_after as _retry_after
+from rollout.openai_wire import to_openai_messages
 from rollout.parsing import parse_model_output, tool_names_of
-
-try:  # orjson (a Prefect dependency) encodes a long conversation ~15x faster than json
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - optional speed-up
-    _orjson = None
-
-
-def _dumps(value: Any) -> bytes:
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(value)
-        except TypeError:  # lone surrogates, non-str keys, huge ints: let json escape them
-            pass
-    return json.dumps(value, ensure_ascii=True, default=str).encode()
-
-
-def _loads(data: bytes) -> Any:
-    if _orjson is not None:
-        try:
-            return _orjson.loads(data)
-        except _orjson.JSONDecodeError:
-            pass  # maybe invalid UTF-8 inside a valid document: json below decides
-    return json.loads(data.decode("utf-8", "replace"))
 
 
 class CircuitBreaker:
@@ -501,143 +487,3 @@ def _conversation_key(messages: list[dict[str, Any]], sampling: Sampling) -> Any
         second if isinstance(second, str) else repr(second),
         sampling.seed,
     )
-
-
-def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`messages` in the wire format: assistant `tool_calls` as `{"id", "type": "function",
-    "function": {"name", "arguments": <JSON string>}}` (flat `{"name", "arguments", "id"}`
-    calls, as in `ToolCall`, are accepted). Messages that need no change are passed
-    through (not copied); the caller's messages are never modified."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        calls = message.get("tool_calls")
-        if calls and message.get("role") == "assistant" and not all(_is_wire(c) for c in calls):
-            message = {**message, "tool_calls": [_wire_call(c, i) for i, c in enumerate(calls)]}
-        out.append(message)
-    return out
-
-
-def _is_wire(call: Any) -> bool:
-    if (
-        not isinstance(call, dict)
-        or not call.get("id")
-        or call.get("type", "function") != "function"
-    ):
-        return False
-    fn = call.get("function")
-    return isinstance(fn, dict) and _is_json_object(fn.get("arguments"))
-
-
-def _is_json_object(text: Any) -> bool:
-    if not isinstance(text, str) or not text.startswith("{"):
-        return False
-    try:
-        return isinstance(_loads(text.encode("utf-8", "surrogatepass")), dict)
-    except (ValueError, RecursionError):
-        return False
-
-
-def _wire_call(call: dict[str, Any], index: int) -> dict[str, Any]:
-    """One call in the wire format. Arguments that are not a JSON object (the raw text of a
-    malformed call, kept in the history so the model sees its mistake) are wrapped as
-    `{"raw": text}`: servers such as `transformers serve` and vLLM parse them (HTTP 500)."""
-    function = call.get("function")
-    if not isinstance(function, dict):
-        function = {"name": call.get("name", ""), "arguments": call.get("arguments", {})}
-    arguments = function.get("arguments", {})
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    elif not _is_json_object(arguments):
-        arguments = json.dumps({"raw": arguments}, ensure_ascii=False)
-    return {
-        "id": call.get("id") or f"call_{index}",
-        "type": call.get("type", "function"),
-        "function": {**function, "arguments": arguments},
-    }
-
-
-def _retry_after(headers: dict[str, str]) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        data = json.loads(body.decode("utf-8", "replace"))
-    except ValueError:
-        return body.decode("utf-8", "replace")
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict) and "message" in err:
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    return repr(data)
-
-
-def _int_list(value: Any) -> list[int] | None:
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        return None
-    return value
-
-
-def _completion_logprobs(value: Any) -> list[float] | None:
-    """`choices[0].logprobs.content[*].logprob` (OpenAI format)."""
-    content = value.get("content") if isinstance(value, dict) else None
-    if not isinstance(content, list):
-        return None
-    out: list[float] = []
-    for entry in content:
-        lp = entry.get("logprob") if isinstance(entry, dict) else None
-        if not isinstance(lp, int | float) or isinstance(lp, bool):
-            return None
-        out.append(float(lp))
-    return out
-
-
-def _prompt_logprobs(value: Any, prompt_ids: list[int] | None) -> list[float | None] | None:
-    """vLLM's `prompt_logprobs`: per prompt position None or `{token_id: {"logprob": ...}}`;
-    the logprob of the token actually in the prompt (known from `prompt_token_ids`)."""
-    if not isinstance(value, list):
-        return None
-    out: list[float | None] = []
-    for i, entry in enumerate(value):
-        if not isinstance(entry, dict) or not entry:
-            out.append(None)
-            continue
-        if prompt_ids is not None and i < len(prompt_ids):
-            chosen = entry.get(str(prompt_ids[i]), entry.get(prompt_ids[i]))
-        elif len(entry) == 1:
-            chosen = next(iter(entry.values()))
-        else:
-            chosen = None
-        lp = chosen.get("logprob") if isinstance(chosen, dict) else chosen
-        out.append(float(lp) if isinstance(lp, int | float) and not isinstance(lp, bool) else None)
-    return out
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _count(value: Any) -> int:
-    """A token count from the reply; 0 when absent or not a number."""
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
