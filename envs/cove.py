@@ -10,6 +10,8 @@ described in `envs/constraints.py`).
 - `trial`: whether a list of calls all succeed on a connection, run inside a savepoint that
   is rolled back (sampling checks a set is solvable in every write order with it, and the
   audit keeps only mutants whose writes all succeed);
+- `Audit`: the loop of a world's ``audit_mutations`` (each constraint's reference write, a
+  `swap` that changes its arguments, `offer` that keeps a variant whose writes succeed);
 - dependent requests (`ON_NEW`, `applied`, `created_id`, `target`): a constraint about the
   record an earlier constraint's write creates ("book a flight, then add bags to that
   booking"). Its id field holds the id the reference's write will mint, found by running
@@ -23,6 +25,7 @@ described in `envs/constraints.py`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
@@ -119,6 +122,32 @@ def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
     finally:
         conn.execute("ROLLBACK TO cove_trial")
         conn.execute("RELEASE cove_trial")
+
+
+class Audit:
+    """The known-bad variants of a reference (a world's ``audit_mutations``): `offer` keeps
+    the first variant of each name whose writes all succeed (`trial`); `out` holds them."""
+
+    def __init__(self, conn: sqlite3.Connection, world: str, reference: list[ToolCall]) -> None:
+        self.conn, self.world, self.reference = conn, world, reference
+        self.out: dict[str, list[ToolCall]] = {}
+
+    def offer(self, name: str, calls: list[ToolCall]) -> None:
+        if name not in self.out and trial(self.conn, self.world, calls):
+            self.out[name] = calls
+
+    def writes(self, constraints: list[Any], write_call: Callable[[Any], ToolCall]
+               ) -> Iterator[tuple[Any, Callable[..., list[ToolCall]]]]:
+        """(constraint, swap) for each constraint whose write the reference makes: `swap(**changes)`
+        is the reference with that write's arguments changed."""
+        for c in constraints:
+            old = next((call for call in self.reference if call.key() == write_call(c).key()), None)
+            if old is not None:
+                yield c, functools.partial(self._swap, old)
+
+    def _swap(self, old: ToolCall, **changes: Any) -> list[ToolCall]:
+        new = ToolCall(name=old.name, arguments={**old.arguments, **changes})
+        return [new if call is old else call for call in self.reference]
 
 
 ON_NEW = "on_new"  # field of a dependent constraint: the index of the constraint that creates its record

@@ -24,7 +24,7 @@ from typing import Any
 from data.records import ToolCall
 from envs import cove
 from envs import sql as kit
-from envs.constraints import Constraint, Fuzzification, FuzzifyError, FuzzyRef, record_key
+from envs.constraints import Constraint, Fuzzification, FuzzyRef, record_key
 from envs.design import Goal
 from envs.worlds.airline.tools import INSURANCE_PER_PASSENGER, bag_fee, price_column
 
@@ -32,11 +32,9 @@ CABINS = ["basic_economy", "economy", "business"]
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 CITY = {"SFO": "San Francisco", "JFK": "New York", "LAX": "Los Angeles", "ORD": "Chicago", "SEA": "Seattle",
         "BOS": "Boston", "DEN": "Denver", "ATL": "Atlanta", "MIA": "Miami", "PHX": "Phoenix"}
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
-PARTS_OF_DAY = [("11:00", "morning"), ("15:00", "midday"), ("18:00", "afternoon")]  # before -> word; else evening
-_POD_SQL = ("CASE " + " ".join(f"WHEN departure < '{t}' THEN '{w}'" for t, w in PARTS_OF_DAY)
+_POD_SQL = ("CASE " + " ".join(f"WHEN departure < '{t}' THEN '{w}'" for t, w in cove.PARTS_OF_DAY)
             + " ELSE 'evening' END")
+part_of_day = cove.part_of_day  # what _POD_SQL computes, in Python
 
 # Entity views the descriptions' attributes refer to (column -> stated value).
 ENTITY_VIEWS: dict[str, str] = {
@@ -52,11 +50,6 @@ BAG_REASONS = ["you are packing for a long stay", "you are bringing gear that wi
                "you would rather not haul everything through the airport", "you are bringing gifts for the family",
                "the carry-on allowance will not be enough this time"]
 DEPENDENT = {"book_bags": [], "book_bags_cancel": ["cancel"]}  # kind -> independent extras besides the bags
-
-
-def part_of_day(departure: str) -> str:
-    """"morning" (before 11:00), "midday" (before 15:00), "afternoon" (before 18:00) or "evening"."""
-    return next((word for limit, word in PARTS_OF_DAY if departure < limit), "evening")
 
 
 def _total(flight: dict[str, Any], cabin: str, passengers: int, insurance: bool) -> int:
@@ -260,22 +253,7 @@ def _record(conn: sqlite3.Connection, entity: str, record_id: str) -> dict[str, 
 def _unique(conn: sqlite3.Connection, slot: str, entity: str, record_id: str, ladder: list[dict[str, Any]],
             text: Any) -> FuzzyRef:
     """The first description on `ladder` (attributes growing) that matches only the record."""
-    first = 0
-    ids: list[str] = []
-    for level, where in enumerate(ladder):
-        ids = matching_ids(conn, entity, where)
-        if record_id not in ids:
-            raise ValueError(f"description {where} does not match its own {entity} {record_id!r}")
-        first = first or len(ids)
-        if len(ids) == 1:
-            return FuzzyRef(slot=slot, entity=entity, record_id=record_id, text=text(where), where=where,
-                            level=level, first_matches=first)
-    raise FuzzifyError(entity, record_id, len(ids))
-
-
-def _date_words(iso: str) -> str:
-    _, month, day = iso.split("-")
-    return f"{MONTHS[int(month) - 1]} {int(day)}"
+    return cove.unique_ref(slot, entity, record_id, ladder, text, lambda where: matching_ids(conn, entity, where))
 
 
 def _place(code: str) -> str:
@@ -284,7 +262,7 @@ def _place(code: str) -> str:
 
 def flight_text(where: dict[str, Any]) -> str:
     pod = f"{where['part_of_day']} " if "part_of_day" in where else ""
-    text = f"the {pod}flight from {where['origin']} to {where['destination']} on {_date_words(where['date'])}"
+    text = f"the {pod}flight from {where['origin']} to {where['destination']} on {cove.date_words(where['date'])}"
     return text + (f" departing at {where['departure']}" if "departure" in where else "")
 
 
@@ -303,21 +281,13 @@ def reservation_text(where: dict[str, Any]) -> str:
     if "destination" in where:
         text += f" to {_place(where['destination'])}"
     if "date" in where:
-        text += f" on {_date_words(where['date'])}"
+        text += f" on {cove.date_words(where['date'])}"
     if "cabin" in where:
         text += f" in {CABIN_WORDS[where['cabin']]}"
     if "passengers" in where:
         n = where["passengers"]
         text += f" for {n} passenger{'s' if n != 1 else ''}"
     return text
-
-
-def _cumulative(scope: dict[str, Any], record: dict[str, Any], order: list[str]) -> list[dict[str, Any]]:
-    ladder, where = [], dict(scope)
-    for column in order:
-        where = {**where, column: record[column]}
-        ladder.append(where)
-    return ladder
 
 
 def describe_flight(conn: sqlite3.Connection, rng: random.Random, slot: str, flight_id: str) -> FuzzyRef:
@@ -334,7 +304,7 @@ def describe_payment(conn: sqlite3.Connection, rng: random.Random, slot: str, pa
     rec = _record(conn, "payment", payment_id)
     extra = "last4" if rec["kind"] == "credit_card" else "balance"
     return _unique(conn, slot, "payment", payment_id,
-                   _cumulative({"user_id": rec["user_id"]}, rec, ["kind", extra]), payment_text)
+                   cove.cumulative({"user_id": rec["user_id"]}, rec, ["kind", extra]), payment_text)
 
 
 def describe_reservation(conn: sqlite3.Connection, rng: random.Random, slot: str, reservation_id: str) -> FuzzyRef:
@@ -344,7 +314,7 @@ def describe_reservation(conn: sqlite3.Connection, rng: random.Random, slot: str
     first = rng.choice(["destination", "date"])
     order = [first, "date" if first == "destination" else "destination", "origin", "cabin", "passengers"]
     return _unique(conn, slot, "reservation", reservation_id,
-                   _cumulative({"user_id": rec["user_id"]}, rec, order), reservation_text)
+                   cove.cumulative({"user_id": rec["user_id"]}, rec, order), reservation_text)
 
 
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
@@ -380,13 +350,13 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             n = c["passengers"]
             parts.append(f"book {n} passenger{'s' if n > 1 else ''} in {CABIN_WORDS[c['cabin']]} on {flight},"
                          f" paying with {payment}, {'with' if c['insurance'] else 'without'} travel insurance")
-            known.update({"flight": _mine(flight), "payment method": _mine(payment), "cabin": CABIN_WORDS[c["cabin"]],
+            known.update({"flight": cove.mine(flight), "payment method": cove.mine(payment), "cabin": CABIN_WORDS[c["cabin"]],
                           "passengers": str(n), "insurance": "yes" if c["insurance"] else "no"})
             unknown += ["the flight id", "the payment method id", "the price"]
         elif c.kind == "cancel":
             res = fuzzy[f"c{i}.reservation_id"]
             parts.append(f"cancel {res} and get your money back")
-            known["reservation"] = _mine(res)
+            known["reservation"] = cove.mine(res)
             unknown.append("the reservation id")
         elif c.kind == "bags" and cove.ON_NEW in c.fields:
             n = c["total_bags"]
@@ -396,21 +366,17 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
         elif c.kind == "bags":
             res, n = fuzzy[f"c{i}.reservation_id"], c["total_bags"]
             parts.append(f"have {n} checked bag{'s' if n != 1 else ''} in total on {res}")
-            known.update({"reservation": _mine(res), "bags": str(n)})
+            known.update({"reservation": cove.mine(res), "bags": str(n)})
             unknown.append("the reservation id")
         elif c.kind == "change":
             res, flight = fuzzy[f"c{i}.reservation_id"], fuzzy[f"c{i}.new_flight_id"]
             parts.append(f"move {res} to {flight}")
-            known.update({"reservation to move": _mine(res), "new flight": flight})
+            known.update({"reservation to move": cove.mine(res), "new flight": flight})
             unknown += ["the reservation id", "the flight id", "the fare difference"]
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
     return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="travel plans",
                 known_info=known, unknown_info=sorted(set(unknown)))
-
-
-def _mine(text: str) -> str:
-    return re.sub(r"\byour\b", "my", text)
 
 
 # -- reference and checks ------------------------------------------------------------------

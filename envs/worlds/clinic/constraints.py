@@ -450,23 +450,11 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
     """Variants of `reference` that must fail and whose writes all succeed: a wrong slot or
     appointment type, a wrong target appointment or prescription, a wrong amount, one extra
     (unrelated, successful) write. A case is left out when the state offers no such call."""
-    out: dict[str, list[ToolCall]] = {}
+    audit = cove.Audit(conn, WORLD, reference)
+    offer = audit.offer
     touched = set().union(*(_touched(c) for c in constraints))
     pid = constraints[0]["patient_id"]
-
-    def offer(name: str, calls: list[ToolCall]) -> None:
-        if name not in out and cove.trial(conn, WORLD, calls):
-            out[name] = calls
-
-    for c in constraints:
-        old = next((call for call in reference if call.key() == write_call(c).key()), None)
-        if old is None:
-            continue
-
-        def swap(**changes: Any) -> list[ToolCall]:
-            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
-            return [new if call is old else call for call in reference]  # noqa: B023
-
+    for c, swap in audit.writes(constraints, write_call):
         f = c.fields
         if c.kind in ("book", "reschedule"):
             key = "slot_id" if c.kind == "book" else "new_slot_id"
@@ -495,9 +483,9 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
             offer("extra_write", [*reference, ToolCall(name="refill_prescription", arguments={"rx_id": r["id"]})])
     if "balance" not in touched:
         offer("extra_write", [*reference, ToolCall(name="pay_balance", arguments={"patient_id": pid, "amount": 1})])
-    if "extra_write" not in out:
+    if "extra_write" not in audit.out:
         patient = kit.rows(conn, "SELECT * FROM patients WHERE patient_id = ?", pid)[0]
         extra = _book(conn, random.Random(0), patient, touched)
         if extra is not None:
             offer("extra_write", [*reference, write_call(extra)])
-    return out
+    return audit.out

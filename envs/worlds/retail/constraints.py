@@ -498,22 +498,10 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
     (another variant, line or new variant), a wrong payment or refund method, a wrong
     quantity, a wrong target order, one extra (unrelated, successful) order. A case is left
     out when the state offers no such call."""
-    out: dict[str, list[ToolCall]] = {}
+    audit = cove.Audit(conn, WORLD, reference)
+    offer = audit.offer
     touched = set().union(*(_touched(c) for c in constraints))
-
-    def offer(name: str, calls: list[ToolCall]) -> None:
-        if name not in out and cove.trial(conn, WORLD, calls):
-            out[name] = calls
-
-    for c in constraints:
-        old = next((call for call in reference if call.key() == write_call(c).key()), None)
-        if old is None:
-            continue
-
-        def swap(**changes: Any) -> list[ToolCall]:
-            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
-            return [new if call is old else call for call in reference]  # noqa: B023
-
+    for c, swap in audit.writes(constraints, write_call):
         f = c.fields
         pays = [p["payment_id"] for p in kit.rows(conn, "SELECT payment_id FROM payment_methods WHERE"
                                                          " customer_id = ? ORDER BY payment_id", f["customer_id"])]
@@ -562,4 +550,4 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
             offer("extra_write", [*reference, ToolCall(name="place_order", arguments={
                 "customer_id": constraints[0]["customer_id"], "variant_ids": [v["id"]], "quantities": [1],
                 "payment_id": card})])
-    return out
+    return audit.out

@@ -544,25 +544,14 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
     line or bill, a wrong plan or add-on, a wrong payment method or amount, a wrong
     suspension reason, one extra (unrelated, successful) write. A case is left out when
     the state offers no such call."""
-    out: dict[str, list[ToolCall]] = {}
+    audit = cove.Audit(conn, WORLD, reference)
+    offer = audit.offer
     touched = set().union(*(_touched(c) for c in constraints))
     cid = constraints[0]["customer_id"]
 
-    def offer(name: str, calls: list[ToolCall]) -> None:
-        if name not in out and cove.trial(conn, WORLD, calls):
-            out[name] = calls
-
     lines = [r["line_id"] for r in kit.rows(conn, "SELECT line_id FROM lines WHERE customer_id = ? AND status ="
                                                    " 'active' ORDER BY line_id", cid) if r["line_id"] not in touched]
-    for c in constraints:
-        old = next((call for call in reference if call.key() == write_call(c).key()), None)
-        if old is None:
-            continue
-
-        def swap(**changes: Any) -> list[ToolCall]:
-            new = ToolCall(name=old.name, arguments={**old.arguments, **changes})  # noqa: B023
-            return [new if call is old else call for call in reference]  # noqa: B023
-
+    for c, swap in audit.writes(constraints, write_call):
         f = c.fields
         if "line_id" in f:
             for lid in lines:
@@ -594,4 +583,4 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                                                                                      "addon_id": a["id"]})])
         offer("extra_write", [*reference, ToolCall(name="suspend_line", arguments={"line_id": lid,
                                                                                     "reason": "travel"})])
-    return out
+    return audit.out
