@@ -12,7 +12,8 @@ from envs.worlds.retail.design import item_phrase, payment_phrase
 
 IDENTITY = Identity(keys=[["email"], ["name", "zip code"]],
                     lookups={"find_customer_by_email": ["email"],
-                             "find_customer_by_name_zip": ["first_name", "last_name", "zip_code"]})
+                             "find_customer_by_name_zip": ["first_name", "last_name", "zip_code"]},
+                    account=["customer_id"])  # the account id the tools take, never asked for
 USER_FACING_IDS = ["customer_id", "order_id", "return_id", "exchange_id"]  # account, order and case numbers
 CLAUSES = DEFAULT_CLAUSES
 ASK_IDENTITY = [
