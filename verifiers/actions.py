@@ -42,8 +42,7 @@ class ActionVerifier(BaseVerifier):
     audit_kinds = frozenset({"drop_write", "change_argument", "stop_early"})
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
-    def __init__(self, require_clean_termination: bool = True) -> None:
-        self.require_clean_termination = require_clean_termination
+    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         tools = get_world(task.world).tools
@@ -67,18 +66,18 @@ class ActionVerifier(BaseVerifier):
             if not ok
         ]
         score, clean, episode = episode_checks(
-            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination, task
+            trajectory, trajectory.final_state_hash or "", score, self.options.require_clean_termination, task
         )
         return Verdict(
             trajectory_id=trajectory.id,
             task_id=task.id,
             verifier=self.name,
             verifier_version=self.version,
-            passed=all(found) and (clean or not self.require_clean_termination),
+            passed=all(found) and (clean or not self.options.require_clean_termination),
             score=round(score, 6),
             reasons=reasons + episode,
             details={"gold_writes": len(gold), "matched": sum(found)},
         )
 
 
-register(ActionVerifier.name, options=VerifierOptions)(ActionVerifier)
+register(ActionVerifier.name)(ActionVerifier)

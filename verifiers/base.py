@@ -10,22 +10,31 @@ What the rest of the pipeline needs to know of a verifier is an attribute of it:
   and `alternative_kinds`: the good variants of the gold it must pass;
 - `needs_model` / `takes_model`: it is built with a model (`model=`), which it needs or may use.
 
-Register one with ``@register("name", options=OptionsModel)`` (the options model forbids
-unknown keys; `RunConfig.verifier_options[name]` is validated against it) and list its
-module in `VERIFIERS`' built-ins (or name it in a ``trajforge.verifiers`` entry point).
-`get_verifier(name, options, model=...)` builds it.
+A verifier is one typed object: its options are one pydantic model that forbids unknown
+keys (`options_model`, a class attribute; `RunConfig.verifier_options[name]` is validated
+against it), and it is built as ``cls(options, model=None)`` with an instance of it
+(`BaseVerifier.__init__` keeps it as `self.options`). Register one with
+``@register("name")`` and list its module in `VERIFIERS`' built-ins (or name it in a
+``trajforge.verifiers`` entry point); registration refuses `audit_kinds` /
+`alternative_kinds` that name no known kind (`UnknownKindError`, with the nearest name).
+`get_verifier(name, options, model=...)` builds it. A verifier whose constructor takes its
+options as keywords (no `options` parameter) is still built that way, from
+``register("name", options=OptionsModel)``.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from data.records import Task, Trajectory, Verdict
-from data.registry import Registry
+from data.registry import PluginOptionsError, Registry
 
 # Mutation kinds of the self-audit (verifiers/audit.py): known-bad variants of the gold.
 WRITE_KINDS = frozenset({"drop_write", "change_argument", "extra_write", "stop_early"})
@@ -59,7 +68,10 @@ class VerifierOptions(BaseModel):
 
 
 class BaseVerifier:
-    """Defaults of the contract: judges every task, held to the write mutations."""
+    """Defaults of the contract: judges every task, held to the write mutations, built from
+    one options object (an `options_model` instance; None: its defaults; a mapping, or the
+    options' fields as keywords, as code written before options objects does, is validated
+    against it)."""
 
     name = ""
     version = "0"
@@ -68,6 +80,30 @@ class BaseVerifier:
     takes_model = False
     audit_kinds: frozenset[str] = WRITE_KINDS
     alternative_kinds: frozenset[str] = frozenset()
+    options_model: ClassVar[type[BaseModel]] = VerifierOptions
+    options: BaseModel
+
+    def __init__(self, options: BaseModel | Mapping[str, Any] | None = None, model: Any = None,
+                 **fields: Any) -> None:
+        if fields:
+            if options is not None:
+                raise TypeError(f"verifier {self.name!r}: give an options object or its fields, not both")
+            options = fields
+        self.options = self.parse_options(options)
+        self.model = model
+
+    @classmethod
+    def parse_options(cls, options: BaseModel | Mapping[str, Any] | None) -> BaseModel:
+        """`options` as an instance of `options_model` (`PluginOptionsError` naming the
+        verifier when they do not fit it)."""
+        if isinstance(options, cls.options_model):
+            return options
+        if isinstance(options, BaseModel):
+            options = {k: getattr(options, k) for k in type(options).model_fields}
+        try:
+            return cls.options_model.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            raise PluginOptionsError(f"options of verifier {cls.name!r}: {exc}") from exc
 
     def applies_to(self, task: Task) -> bool:
         return True
@@ -176,12 +212,67 @@ def primary_verifier(task: Task, names: list[str]) -> str:
 VERIFIERS: Registry[Callable[..., Verifier]] = Registry("verifier", [
     "verifiers.state", "verifiers.constraints", "verifiers.communicate", "verifiers.actions",
     "verifiers.llm_judge", "verifiers.composite", "verifiers.tests", "verifiers.policy"], group="verifiers")
-register = VERIFIERS.register
+
+V = TypeVar("V")
+
+
+class UnknownKindError(ValueError):
+    """A verifier declares an audit or alternative kind the self-audit does not know."""
+
+
+def check_kinds(name: str, verifier: Any) -> None:
+    """`verifier`'s `audit_kinds` are known mutation kinds (`MUTATION_KINDS`) and its
+    `alternative_kinds` known alternative kinds (`ALTERNATIVE_KINDS`); otherwise
+    `UnknownKindError` naming the kind and the nearest known one (a misspelled kind would
+    otherwise hold the verifier to zero mutants)."""
+    for attr, known in (("audit_kinds", MUTATION_KINDS), ("alternative_kinds", ALTERNATIVE_KINDS)):
+        kinds: Iterable[Any] = getattr(verifier, attr, ())
+        if isinstance(kinds, str):
+            raise UnknownKindError(f"verifier {name!r}: {attr} must be a set of kinds, not the string {kinds!r}")
+        for kind in sorted(kinds, key=str):
+            if kind not in known:
+                near = difflib.get_close_matches(str(kind), known, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise UnknownKindError(f"verifier {name!r}: unknown {attr[:-1].replace('_', ' ')} {kind!r}{hint}; "
+                                       f"known: {', '.join(known)}")
+
+
+@functools.cache
+def takes_options_object(cls: Any) -> bool:
+    """Whether `cls` is built from one options object (its constructor has `options`)."""
+    if not isinstance(cls, type):
+        return False
+    try:
+        return "options" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def register(name: str, options: type[BaseModel] | None = None, **attrs: Any) -> Callable[[V], V]:
+    """Register verifier `name` (`VERIFIERS.register`) after checking its kinds
+    (`check_kinds`). Its options model is its `options_model` when it is built from an
+    options object; `options` is for a verifier that takes its options as keywords."""
+
+    def deco(item: V) -> V:
+        check_kinds(name, item)
+        declared = getattr(item, "options_model", None) if takes_options_object(item) else None
+        if declared is not None and options is not None and options is not declared:
+            raise TypeError(f"verifier {name!r}: options declared twice ({declared.__name__} as "
+                            f"options_model, {options.__name__} to register); keep options_model")
+        return VERIFIERS.register(name, options=options or declared, **attrs)(item)
+
+    return deco
 
 
 def get_verifier(name: str, options: Mapping[str, Any] | BaseModel | None = None, model: Any = None) -> Verifier:
-    """The verifier `name` built with its options and, when it takes one, a model."""
+    """The verifier `name` built with its options and, when it takes one, a model: as
+    ``cls(options_object, model=...)``, or with the options as keywords for a verifier whose
+    constructor has no `options` parameter."""
     cls = VERIFIERS.get(name)
+    wants_model = getattr(cls, "takes_model", False) or getattr(cls, "needs_model", False)
+    if takes_options_object(cls):
+        parsed = VERIFIERS.parse_options(name, options)
+        return cls(parsed, model=model) if wants_model else cls(parsed)  # type: ignore[call-arg]
     if model is None and getattr(cls, "needs_model", False):
         # built without a model it can still be audited-skipped or named; it fails when asked to judge
         return VERIFIERS.build(name, options)

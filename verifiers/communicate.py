@@ -85,8 +85,7 @@ class CommunicateVerifier(BaseVerifier):
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
-    def __init__(self, require_clean_termination: bool = True) -> None:
-        self.require_clean_termination = require_clean_termination
+    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         """Tasks with something to tell, a refusal or an answer to give, or that name
@@ -114,9 +113,9 @@ class CommunicateVerifier(BaseVerifier):
                 reasons.append("never told the user that the request cannot be done")
         score = (checks - len(reasons)) / checks if checks else 1.0
         score, clean, episode = episode_checks(
-            trajectory, trajectory.final_state_hash or "", score, self.require_clean_termination, task
+            trajectory, trajectory.final_state_hash or "", score, self.options.require_clean_termination, task
         )
-        passed = not reasons and (clean or not self.require_clean_termination)
+        passed = not reasons and (clean or not self.options.require_clean_termination)
         return Verdict(
             trajectory_id=trajectory.id,
             task_id=task.id,
@@ -139,4 +138,4 @@ def _write_tools(world: str) -> set[str]:
         return set()
 
 
-register(CommunicateVerifier.name, options=VerifierOptions)(CommunicateVerifier)
+register(CommunicateVerifier.name)(CommunicateVerifier)

@@ -59,17 +59,15 @@ class CompositeVerifier(BaseVerifier):
     version = "1.1.0"  # 1.1: NL_ASSERTION joins a task's own basis when a judge is configured
     takes_model = True  # handed to components that need one (the LLM judge)
 
-    def __init__(
-        self,
-        model: Any = None,
-        default_basis: dict[str, list[str]] | None = None,
-        basis_verifiers: dict[str, str] | None = None,
-        components: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        self.model = model
-        self.default_basis = {**DEFAULT_BASIS, **(default_basis or {})}
-        self.basis_verifiers = {**basis_names(), **(basis_verifiers or {})}
-        self.component_options = dict(components or {})
+    options_model = CompositeOptions
+    options: CompositeOptions
+
+    def __init__(self, options: CompositeOptions | Mapping[str, Any] | None = None, model: Any = None,
+                 **fields: Any) -> None:
+        super().__init__(options, model, **fields)
+        self.default_basis = {**DEFAULT_BASIS, **self.options.default_basis}
+        self.basis_verifiers = {**basis_names(), **self.options.basis_verifiers}
+        self.component_options = dict(self.options.components)
         self._built: dict[str, Verifier] = {}
         self._shared: set[str] = set()  # components built elsewhere: their owner closes them
 
@@ -171,4 +169,4 @@ class CompositeVerifier(BaseVerifier):
         )
 
 
-register(CompositeVerifier.name, options=CompositeOptions)(CompositeVerifier)
+register(CompositeVerifier.name)(CompositeVerifier)

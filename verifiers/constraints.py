@@ -201,9 +201,8 @@ class ConstraintVerifier(BaseVerifier):
     audit_kinds = WRITE_KINDS | {"world_mutation", "detour"}
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
-    def __init__(self, redundancy_weight: float = REDUNDANCY_WEIGHT, require_clean_termination: bool = True) -> None:
-        self.redundancy_weight = redundancy_weight
-        self.require_clean_termination = require_clean_termination
+    options_model = ConstraintOptions
+    options: ConstraintOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         """Only tasks that carry a constraint set (constraint-guided synthesis) can be judged."""
@@ -214,20 +213,20 @@ class ConstraintVerifier(BaseVerifier):
                 "verifier_version": self.version}
         if task.verification.constraints is None:
             return Verdict(**base, passed=False, score=0.0, reasons=["task carries no constraint set"])
-        s = score_constraints(task, trajectory.actions(), self.redundancy_weight)
+        s = score_constraints(task, trajectory.actions(), self.options.redundancy_weight)
         reasons = [f"constraint {i} ({d['kind']}) unmet: {d['reason']}"
                    for i, d in enumerate(s.details) if not d["satisfied"]]
         if s.redundant_writes:
             reasons.append(f"{s.redundant_writes} redundant write(s)")
-        score, clean, episode = episode_checks(trajectory, s.final_hash, s.score, self.require_clean_termination, task)
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.score, self.options.require_clean_termination, task)
         reasons += episode
         details: dict[str, Any] = {
             "satisfied": s.satisfied, "constraints": s.details, "replayed_writes": s.replayed_writes,
             "failed_writes": s.failed_writes, "effective_writes": s.effective_writes,
             "redundant_writes": s.redundant_writes, "final_hash": s.final_hash,
         }
-        passed = s.score == 1.0 and (clean or not self.require_clean_termination)
+        passed = s.score == 1.0 and (clean or not self.options.require_clean_termination)
         return Verdict(**base, passed=passed, score=round(score, 6), reasons=reasons, details=details)
 
 
-register(ConstraintVerifier.name, options=ConstraintOptions)(ConstraintVerifier)
+register(ConstraintVerifier.name)(ConstraintVerifier)

@@ -17,10 +17,10 @@ import asyncio
 import json
 import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from data.records import Sampling, Task, Trajectory, Verdict, content_hash
 from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
@@ -143,15 +143,14 @@ class LLMJudgeVerifier(BaseVerifier):
     audit_kinds = frozenset()  # a judge needs a model: not audited here
     prompt_version = content_hash(JUDGE_SYSTEM, 8)
 
-    def __init__(
-        self,
-        model: JudgeModel | None = None,
-        sampling: Sampling | None = None,
-        require_clean_termination: bool = True,
-    ) -> None:
-        self.model = model
-        self.sampling = sampling or Sampling(temperature=0.0, max_tokens=512, seed=0)
-        self.require_clean_termination = require_clean_termination
+    options_model = JudgeOptions
+    options: JudgeOptions
+
+    def __init__(self, options: JudgeOptions | Mapping[str, Any] | None = None,
+                 model: JudgeModel | None = None, **fields: Any) -> None:
+        if model is None and options is not None and not isinstance(options, BaseModel | Mapping):
+            model, options = options, None  # LLMJudgeVerifier(judge): the model first, as before
+        super().__init__(options, model, **fields)
         self._loop: _LoopThread | None = None
 
     def applies_to(self, task: Task) -> bool:
@@ -180,7 +179,7 @@ class LLMJudgeVerifier(BaseVerifier):
         if not assertions:
             return Verdict(**base, passed=True, score=1.0, reasons=[], details=details)
         reply = await self.model.chat(
-            judge_messages(task, trajectory, assertions), [], self.sampling
+            judge_messages(task, trajectory, assertions), [], self.options.sampling
         )
         text = str(getattr(reply, "text", "") or "")
         met = parse_judgement(text, len(assertions))
@@ -201,12 +200,12 @@ class LLMJudgeVerifier(BaseVerifier):
             trajectory,
             trajectory.final_state_hash or "",
             sum(met) / len(met),
-            self.require_clean_termination,
+            self.options.require_clean_termination,
             task,
         )
         return Verdict(
             **base,
-            passed=all(met) and (clean or not self.require_clean_termination),
+            passed=all(met) and (clean or not self.options.require_clean_termination),
             score=round(score, 6),
             reasons=reasons + episode,
             details=details,
@@ -224,4 +223,4 @@ class LLMJudgeVerifier(BaseVerifier):
             self._loop.run(close())
 
 
-register(LLMJudgeVerifier.name, options=JudgeOptions)(LLMJudgeVerifier)
+register(LLMJudgeVerifier.name)(LLMJudgeVerifier)

@@ -248,8 +248,7 @@ class StateVerifier(BaseVerifier):
     audit_kinds = WRITE_KINDS | {"detour"}
     alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
-    def __init__(self, require_clean_termination: bool = True) -> None:
-        self.require_clean_termination = require_clean_termination
+    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         """Database worlds only: workspace tasks are judged by their tests (`tests_pass`)."""
@@ -261,7 +260,7 @@ class StateVerifier(BaseVerifier):
         if not s.exact:
             reasons.append(f"final state differs from target ({s.cells_matched}/{s.cells_in_target} target cells, "
                            f"{s.extra_writes} extra cell writes)")
-        score, clean, episode = episode_checks(trajectory, s.final_hash, s.reward, self.require_clean_termination, task)
+        score, clean, episode = episode_checks(trajectory, s.final_hash, s.reward, self.options.require_clean_termination, task)
         reasons += episode
         details: dict[str, Any] = {
             "final_hash": s.final_hash, "cells_matched": s.cells_matched, "cells_in_target": s.cells_in_target,
@@ -269,9 +268,9 @@ class StateVerifier(BaseVerifier):
         }
         return Verdict(
             trajectory_id=trajectory.id, task_id=task.id, verifier=self.name, verifier_version=self.version,
-            passed=s.exact and (clean or not self.require_clean_termination), score=round(score, 6),
+            passed=s.exact and (clean or not self.options.require_clean_termination), score=round(score, 6),
             reasons=reasons, details=details,
         )
 
 
-register(StateVerifier.name, options=VerifierOptions)(StateVerifier)
+register(StateVerifier.name)(StateVerifier)

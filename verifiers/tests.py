@@ -86,8 +86,7 @@ class TestsVerifier(BaseVerifier):
     basis_name = "TESTS"
     audit_kinds = frozenset()  # audits itself per task (untouched workspace fails, reference passes)
 
-    def __init__(self, require_clean_termination: bool = True) -> None:
-        self.require_clean_termination = require_clean_termination
+    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         if task.verification.tests is None:
@@ -144,14 +143,14 @@ class TestsVerifier(BaseVerifier):
         if not audit[0]:
             reasons += [f"task audit failed: {r}" for r in audit[1]]
             score = 0.0
-        score, clean, episode = episode_checks(trajectory, replay_hash, score, self.require_clean_termination, task)
+        score, clean, episode = episode_checks(trajectory, replay_hash, score, self.options.require_clean_termination, task)
         reasons += episode
         passed = (report.ok and len(got_f2p) == len(f2p) and len(got_p2p) == len(p2p) and audit[0]
-                  and (clean or not self.require_clean_termination))
+                  and (clean or not self.options.require_clean_termination))
         details = {"final_hash": replay_hash, "fail_to_pass": {t: report.outcomes.get(t, "missing") for t in f2p},
                    "pass_to_pass": {t: report.outcomes.get(t, "missing") for t in p2p}, "audit_ok": audit[0],
                    "tests_digest": (task.verification.tests or {}).get("digest"), "test_seconds": round(report.duration_s, 3)}
         return self._verdict(task, trajectory, passed, score, reasons, details)
 
 
-register(TestsVerifier.name, options=VerifierOptions)(TestsVerifier)
+register(TestsVerifier.name)(TestsVerifier)
