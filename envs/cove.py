@@ -112,16 +112,8 @@ def unique_ref(slot: str, entity: str, record_id: str, ladder: list[dict[str, An
 
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
     """Whether every call succeeds when run in order on `conn`; the state is left unchanged."""
-    from envs.registry import get_world
-    from envs.world import Env
-
-    env = Env(get_world(world), conn)
-    conn.execute("SAVEPOINT cove_trial")
-    try:
-        return all(env.call(c).ok for c in calls)
-    finally:
-        conn.execute("ROLLBACK TO cove_trial")
-        conn.execute("RELEASE cove_trial")
+    with applied(conn, world, calls) as ok:
+        return ok
 
 
 class Audit:
