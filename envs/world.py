@@ -24,6 +24,7 @@ from data.records import StateRef
 from envs import state as st
 from envs.calls import Observation, ToolEnv
 from envs.calls import error_observation as _error
+from envs.contract import hook as contract_hook
 from envs.loader import load_module
 from envs.sql import schema_script
 from envs.tools import ToolError, ToolSpec, collect_tools
@@ -161,7 +162,7 @@ class World:
         if base is None:
             conn = st.restore(self.base_state(ref.seed, ref.scale))
             try:
-                declared = getattr(self.generator, "synthetic_values", None)
+                declared = contract_hook(self.generator, "synthetic_values")
                 base = self._text_cache.put(key, frozenset(declared(conn) if callable(declared) else state_texts(conn)))
             finally:
                 conn.close()
