@@ -119,7 +119,7 @@ class AuditConfig(BaseModel):
 
 
 class HygieneConfig(BaseModel):
-    """Release hygiene (curation/hygiene.py): secret/PII scrubbing, exact and MinHash
+    """Release hygiene (curation/hygiene/): secret/PII scrubbing, exact and MinHash
     near-duplicate removal, n-gram decontamination against registered evaluation sets."""
 
     model_config = ConfigDict(extra="forbid")

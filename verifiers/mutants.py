@@ -40,6 +40,7 @@ from typing import Any
 
 from data.records import Step, Task, ToolCall, Trajectory, Turn
 from envs.constraints import load_constraints, world_constraints
+from envs.contract import hook as contract_hook
 from envs.conversation import (
     argument_values,
     conversation,
@@ -500,7 +501,7 @@ def _world_mutations(task: Task, world: World, gold: list[ToolCall]) -> list[Mut
         module = world_constraints(world)
     except LookupError:
         return []
-    hook = getattr(module, "audit_mutations", None)
+    hook = contract_hook(module, "audit_mutations")
     if hook is None:
         return []
     ref = task.initial_state
