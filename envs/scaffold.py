@@ -5,7 +5,7 @@ real: a lending desk where members borrow and return items (three tools: `get_me
 `borrow_item`, `return_item`), three compiled rules with probes, a ledger, a seeded
 generator, logic-driven design hooks and a conversation contract whose users identify
 with a member id. It registers, meets the world contract (`envs/contract.py`), passes
-`tests/test_world_contract.py` and synthesizes tasks; rename the tables and tools from
+`tests/contracts/test_world_contract.py` and synthesizes tasks; rename the tables and tools from
 there (`docs/authoring-a-world.md`). ``{name}`` and ``{title}`` in the files become the
 world's name.
 """

@@ -55,7 +55,7 @@ DENIED = (
     "quotactl", "quotactl_fd", "syslog", "uselib", "iopl", "ioperm", "vhangup", "_sysctl",
 )
 
-# System call numbers (checked against libseccomp's tables in tests/test_sandbox.py).
+# System call numbers (checked against libseccomp's tables in tests/envs/sandbox/test_sandbox.py).
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,

@@ -1,5 +1,5 @@
 """`envs.scaffold.new_world`: the skeleton world registers, meets the world contract, passes
-`tests/test_world_contract.py` unchanged and synthesizes tasks with logic-driven synthesis.
+`tests/contracts/test_world_contract.py` unchanged and synthesizes tasks with logic-driven synthesis.
 Its users identify with a member id and its announcements never repeat it, so its reference
 dialogues pass the policy verifier only because the one identity vocabulary (`Identity`)
 tells the verifier that `member_id` is the user's own id."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.test_world_contract as contract_tests
+import tests.contracts.test_world_contract as contract_tests
 from envs.contract import check_world
 from envs.conversation import conversation
 from envs.registry import get_world, list_worlds, register_world

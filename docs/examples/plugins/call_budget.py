@@ -4,7 +4,7 @@ calls and errors (a process check a team might add to keep rows short and clean)
 Adding it is this file plus one line (its module in `VERIFIERS`' built-ins in
 `verifiers/base.py`, or a ``trajforge.verifiers`` entry point); its options come from
 `RunConfig.verifier_options["call_budget"]`, and a task names it in its reward basis as
-"BUDGET". `tests/test_recipes.py` runs it, its self-audit included.
+"BUDGET". `tests/verifiers/test_recipes.py` runs it, its self-audit included.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ successful write the world's Explorer hooks propose (a smaller cousin of logic-d
 Adding it to trajforge is this file plus one line: its module in `METHODS`' built-ins
 (`synthesis/base.py`), or an entry point ``[project.entry-points."trajforge.methods"]
 one_write = "mypkg.one_write"`` in another package. `docs/architecture.md` walks through it
-and `tests/test_recipes.py` runs it.
+and `tests/verifiers/test_recipes.py` runs it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ per request of a conversation — for regression runs of the pipeline against fi
 
 Adding it is this file plus one line (its module imported by `rollout/backends.py`'s
 registry, or a ``trajforge.backends`` entry point). `ModelConfig(kind="recorded",
-options={"path": ...})` selects it; `tests/test_recipes.py` rolls out through it.
+options={"path": ...})` selects it; `tests/verifiers/test_recipes.py` rolls out through it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Adding it is this file plus one line (its module in `CURATORS`' built-ins in
 `curation/base.py`, or a ``trajforge.curators`` entry point); `RunConfig.curation_options`
-are validated against `ShortestOptions`. `tests/test_recipes.py` runs it.
+are validated against `ShortestOptions`. `tests/verifiers/test_recipes.py` runs it.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ import base64
 import json
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rollout.parsing import parse_model_output
 from tests.make_malformed_corpus import FIXTURE, TOOLS, build
+from tests.paths import TESTS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,4 +113,4 @@ def test_valid_calls_next_to_malformed_ones_survive() -> None:
 
 
 def test_fixture_path() -> None:
-    assert Path(__file__).parent / "fixtures" / "malformed_outputs.jsonl" == FIXTURE
+    assert TESTS / "fixtures" / "malformed_outputs.jsonl" == FIXTURE

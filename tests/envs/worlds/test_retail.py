@@ -334,7 +334,7 @@ def test_each_boundary_kind_sits_one_step_from_its_rule(retail: World, kind: str
 
 
 def test_constraint_guided_runs_on_retail(retail: World) -> None:
-    # The world has CoVe hooks now (envs/worlds/retail/constraints.py; tests/test_cove_worlds.py).
+    # The world has CoVe hooks now (envs/worlds/retail/constraints.py; tests/envs/test_cove.py).
     r = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", world="retail", n_tasks=2), retail)
     assert len(r.tasks) == 2 and all(replay(retail, t) == t.target_state_hash for t in r.tasks)
 

@@ -1,7 +1,7 @@
 """The recipes of docs/architecture.md ("Where a new piece goes"), walked with the example
 plugins of docs/examples/plugins/: each is one module, made known the way an installed
 package's entry point would (importing it registers it), then named in a `RunConfig` with
-its options and run through the stages. The world recipe is tests/test_authoring_doc.py."""
+its options and run through the stages. The world recipe is tests/contracts/test_authoring_doc.py."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from pipelines import stages
 from pipelines.config import RunConfig, load_config
 from rollout.collector import collect
 from synthesis.base import SynthesisConfig, get_method, supports
+from tests.paths import ROOT
 from verifiers.audit import audit
 from verifiers.state import score_calls
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 PLUGINS = ROOT / "docs" / "examples" / "plugins"
 DOC = ROOT / "docs" / "architecture.md"
 

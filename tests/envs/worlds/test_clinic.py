@@ -310,6 +310,6 @@ def test_instructions_never_reveal_ids_the_user_does_not_know(clinic: World, cli
 
 
 def test_constraint_guided_runs_on_clinic(clinic: World) -> None:
-    # The world has CoVe hooks now (envs/worlds/clinic/constraints.py; tests/test_cove_worlds.py).
+    # The world has CoVe hooks now (envs/worlds/clinic/constraints.py; tests/envs/test_cove.py).
     r = get_method("constraint_guided")(SynthesisConfig(world="clinic", method="constraint_guided", n_tasks=2), clinic)
     assert len(r.tasks) == 2 and all(replay(clinic, t) == t.target_state_hash for t in r.tasks)

@@ -28,6 +28,7 @@ from envs.sandbox.bwrap import BwrapSandbox, bwrap_argv, bwrap_unusable
 from envs.sandbox.pool import SandboxPool
 from envs.sandbox.process import limit_argv
 from tests.backends import PROBE_BACKENDS, resolve, unusable
+from tests.paths import ROOT
 
 REASON = bwrap_unusable()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
@@ -222,7 +223,7 @@ def test_limits_and_argv_are_checked() -> None:
 def planted():
     """Secret files on the host: under the home folder (/root), the repo, and host /tmp."""
     token, name = f"SECRET-{uuid.uuid4().hex}", uuid.uuid4().hex
-    repo = Path(__file__).resolve().parents[1]
+    repo = ROOT
     paths = [Path.home() / f".trajforge_probe_{name}", repo / f".probe_{name}",
              Path(tempfile.gettempdir()) / f"probe_{name}"]
     for p in paths:

@@ -7,7 +7,6 @@ as `user_cannot_identify` (their user knew a loan, not their member id), then as
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +19,9 @@ from rollout.user import asks_for
 from synthesis.architect import ReplayModel, compile_domain
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import identified, replay
+from tests.paths import TESTS
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "architect" / "library.json").read_text())
+FIXTURE = json.loads((TESTS / "fixtures" / "architect" / "library.json").read_text())
 NAME = "library_logic_driven"
 
 

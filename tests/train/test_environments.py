@@ -20,6 +20,7 @@ from data import store
 from data.records import Task, canonical_json
 from envs.registry import get_world
 from envs.world import World
+from tests.paths import ROOT
 from tests.tiny_model import make_tiny_model
 from train.config import GRPOStageConfig, LaunchConfig, SFTStageConfig
 from train.environments import (
@@ -287,7 +288,7 @@ def test_gpu_config_validates_and_produces_launch_lines() -> None:
     from pipelines.config import load_config
     from train.launch import launch_commands
 
-    path = Path(__file__).parents[1] / "configs" / "train-gpu.yaml"
+    path = ROOT / "configs" / "train-gpu.yaml"
     cfg = load_config(path)
     assert cfg.grpo.use_vllm and not cfg.grpo.use_cpu and cfg.grpo.bf16 and cfg.grpo.model != "embedded"
     server, train = launch_commands("grpo", cfg.grpo, "out/releases/rl/V", "out/train/grpo-X", path)
@@ -311,7 +312,7 @@ def test_cpu_config_validates_and_its_episode_budget_fits_a_tool_loop(tasks: lis
     from pipelines.config import load_config
     from train.config import GRPOStageConfig
 
-    cfg = load_config(Path(__file__).parents[1] / "configs" / "train-cpu.yaml")
+    cfg = load_config(ROOT / "configs" / "train-cpu.yaml")
     assert cfg.sft.model == cfg.grpo.model == "embedded" and cfg.sft.use_cpu and cfg.grpo.use_cpu
     assert cfg.grpo.multi_turn and cfg.grpo.per_device_train_batch_size % cfg.grpo.num_generations == 0
     assert GRPOStageConfig().max_completion_length == cfg.grpo.max_completion_length

@@ -5,7 +5,6 @@ synthesis emits tasks that replay to their target and cross the planted rules.""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from envs.registry import get_world, list_worlds, register_world
 from envs.world import World
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import replay
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 EXAMPLE = ROOT / "docs" / "examples" / "carrental"
 DOC = ROOT / "docs" / "authoring-a-world.md"
 

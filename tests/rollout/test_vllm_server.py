@@ -22,10 +22,11 @@ from rollout.vllm_server import (
     build_command,
     launch_replicas,
 )
+from tests.paths import TESTS
 
 pytestmark = pytest.mark.timeout(60)
 
-LEAN = Path(__file__).parent / "fakes" / "lean_server.py"
+LEAN = TESTS / "fakes" / "lean_server.py"
 
 
 def _free_port() -> int:

@@ -331,7 +331,7 @@ def test_synthesis_covers_most_compiled_rules(telecom: World, synthesized: tuple
 
 
 def test_constraint_guided_runs_on_telecom(telecom: World) -> None:
-    # The world has CoVe hooks now (envs/worlds/telecom/constraints.py; tests/test_cove_worlds.py).
+    # The world has CoVe hooks now (envs/worlds/telecom/constraints.py; tests/envs/test_cove.py).
     r = get_method("constraint_guided")(SynthesisConfig(world="telecom", method="constraint_guided", n_tasks=2),
                                         telecom)
     assert len(r.tasks) == 2 and all(replay(telecom, t) == t.target_state_hash for t in r.tasks)

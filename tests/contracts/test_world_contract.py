@@ -103,7 +103,7 @@ def test_generator_is_seeded_and_scales(name: str) -> None:
             conn.close()
 
 
-# The terminal method runs every candidate's hidden tests in sandboxes: tests/test_terminal.py.
+# The terminal method runs every candidate's hidden tests in sandboxes: tests/synthesis/test_terminal.py.
 CASES = [(w, m) for w in WORLDS for m in list_methods() if supports(m, get_world(w)) and m != "terminal"]
 
 

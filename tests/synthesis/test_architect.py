@@ -27,8 +27,9 @@ from synthesis.architect import (
 )
 from synthesis.base import SynthesisConfig, get_method
 from synthesis.logic_driven import replay
+from tests.paths import TESTS
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "architect" / "library.json").read_text())
+FIXTURE = json.loads((TESTS / "fixtures" / "architect" / "library.json").read_text())
 RULES = ["R01_COPY_AVAILABLE", "R02_LOAN_LIMIT", "R03_FINES_BLOCK", "R04_RENEWAL_LIMIT", "R05_KNOWN_MEMBER",
          "R06_LOAN_CLOSED", "R07_FINE_OVERPAID", "R08_OVERDUE_NO_RENEW"]
 

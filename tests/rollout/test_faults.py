@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +18,11 @@ from data.records import Task, Trajectory
 from rollout.collector import ModelConfig, RolloutConfig, collect
 from rollout.model import MODEL_ERROR_REASONS
 from tests.fakes.lean_server import LeanServer
+from tests.paths import TESTS
 
 pytestmark = pytest.mark.timeout(60)
 
-LEAN = Path(__file__).parent / "fakes" / "lean_server.py"
+LEAN = TESTS / "fakes" / "lean_server.py"
 FAST: dict[str, Any] = {
     "timeout_s": 0.5,
     "max_retries": 4,

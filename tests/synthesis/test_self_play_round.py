@@ -28,9 +28,10 @@ from rollout.generation import parse_generation
 from rollout.model import ChatResponse
 from rollout.vllm_server import VLLMServerConfig
 from synthesis.self_play import SOLVER_SYSTEM, ScriptedGenerator, max_mix_size
+from tests.paths import TESTS
 
 pytestmark = pytest.mark.timeout(120)
-FAKES = Path(__file__).parent / "fakes"
+FAKES = TESTS / "fakes"
 
 
 # -- curriculum selection ------------------------------------------------------------------

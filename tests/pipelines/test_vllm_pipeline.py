@@ -12,8 +12,9 @@ import pytest
 
 from data import store
 from pipelines.config import load_config
+from tests.paths import TESTS
 
-LEAN = Path(__file__).parent / "fakes" / "lean_server.py"
+LEAN = TESTS / "fakes" / "lean_server.py"
 
 
 def _free_port() -> int:

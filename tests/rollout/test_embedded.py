@@ -19,8 +19,9 @@ import pytest
 
 from data.records import Sampling
 from rollout.model import ChatModel, ChatResponse, ModelError
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 
 TOOLS: list[dict[str, Any]] = [
     {
