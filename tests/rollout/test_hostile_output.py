@@ -254,31 +254,7 @@ def test_canonical_json_is_strict() -> None:
     assert canonical_json({"b": 1, "a": 2.5}) == '{"a":2.5,"b":1}'
 
 
-# --- 8. one classifier for both paths ---------------------------------------------------
-
-VALUES = [None, {}, {"order_id": "A1"}, [1], [], 7, 3.5, True]  # strings: STRINGS below
-STRINGS = ["null", "bad", "{bad", "[1]", "", "  ", '{"order_id": "A1"}', '"A1"', "7", "{}}"]
-
-
-def classes(**kw: Any) -> list[str] | dict:
-    parsed = parse_model_output(**kw)
-    return parsed.error_classes or parsed.calls[0].arguments
-
-
-@pytest.mark.parametrize("value", VALUES, ids=repr)
-def test_same_arguments_value_same_class(value: Any) -> None:
-    text = f'<tool_call>{{"name": "get_order", "arguments": {json.dumps(value)}}}</tool_call>'
-    native = [{"id": "c0", "type": "function",
-               "function": {"name": "get_order", "arguments": json.dumps(value)}}]
-    assert classes(output=text) == classes(native=native)
-
-
-@pytest.mark.parametrize("arguments", STRINGS, ids=repr)
-def test_same_arguments_string_same_class(arguments: str) -> None:
-    text = f'<tool_call>{{"name": "get_order", "arguments": {json.dumps(arguments)}}}</tool_call>'
-    native = [{"id": "c0", "type": "function", "function": {"name": "get_order", "arguments": arguments}}]
-    assert classes(output=text) == classes(native=native)
-
+# --- 8. one classifier for both paths (per arguments value: tests/rollout/parsing/test_classify.py)
 
 @pytest.mark.parametrize("path", PATHS)
 def test_null_arguments_mean_no_arguments_on_both_paths(path: str, server, airline, target) -> None:

@@ -103,14 +103,5 @@ def test_every_output_is_classified_as_expected() -> None:
     assert slowest < 2.0, f"slowest output took {slowest:.2f}s"
 
 
-def test_valid_calls_next_to_malformed_ones_survive() -> None:
-    parsed = parse_model_output(
-        '<tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>'
-        "<tool_call>{oops}</tool_call>",
-        tools=TOOLS,
-    )
-    assert [c.name for c in parsed.calls] == ["get_order"] and parsed.error_classes == ["bad_json"]
-
-
 def test_fixture_path() -> None:
     assert TESTS / "fixtures" / "malformed_outputs.jsonl" == FIXTURE

@@ -1,8 +1,7 @@
-"""Tool-call parsing out of model text."""
+"""`rollout.parsing.text`: tool calls read out of model text (`parse_tool_calls`): the call-syntax
+rule, lenient forms, and the error class of every malformed attempt."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
@@ -369,17 +368,3 @@ def test_tool_response_inside_a_call_is_an_argument() -> None:
 def test_tool_response_in_reasoning_is_reasoning() -> None:
     _, calls, bad = parse_tool_calls(f"<think><tool_response>x</tool_response></think><tool_call>{CALL}</tool_call>")
     assert bad == [] and len(calls) == 1
-
-
-def test_duplicate_native_ids_are_classified() -> None:
-    from rollout.parsing import decode_native_tool_calls
-
-    def entry(name: str, call_id: Any) -> dict[str, Any]:
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
-
-    calls, bad = decode_native_tool_calls([entry("a", "x"), entry("b", "x"), entry("c", "y"), entry("d", "x")])
-    assert [(c.name, c.id) for c in calls] == [("a", "x"), ("c", "y")]
-    assert [m.error for m in bad] == ["duplicate_call_id", "duplicate_call_id"]
-    assert "'x'" in bad[0].detail and '"b"' in bad[0].raw
-    calls, bad = decode_native_tool_calls([entry("a", None), entry("b", None), entry("c", "")])
-    assert [c.name for c in calls] == ["a", "b", "c"] and bad == []  # no id: the agent numbers them
