@@ -11,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_LOGGING_LEVEL ?= WARNING
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test install model lint bench clean sysdeps docker-stop sandbox-image
+.PHONY: run test test-fast install model lint bench clean sysdeps docker-stop sandbox-image
 
 DOCKERD_PID := $(VENV)/.dockerd.pid
 DOCKERD_LOG := $(VENV)/dockerd.log
@@ -57,6 +57,11 @@ sysdeps:
 
 test: model sysdeps
 	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; $(MAKE) --no-print-directory docker-stop; exit $$rc
+
+# The fast tier: every test not marked slow, without system packages (tests that need bwrap,
+# chromium or Docker skip when they are missing).
+test-fast: model
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Stops the Docker daemon that `sysdeps` started (if it did), never another one.
 docker-stop:
