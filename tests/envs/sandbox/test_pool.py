@@ -1,5 +1,5 @@
-"""Sandbox memory and clean-up limits: files in the bwrap sandbox's tmpfs mounts count
-against `Limits.memory_mb`, and a closed `SandboxPool` leaves no thread or folder behind."""
+"""`SandboxPool`: sandboxes reset between uses, bounded, shared by threads; a closed pool
+leaves no thread or folder behind."""
 
 from __future__ import annotations
 
@@ -8,90 +8,14 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from envs.sandbox import Limits
-from envs.sandbox.bwrap import BwrapSandbox, bwrap_argv, bwrap_unusable
+from envs.sandbox import SandboxError
 from envs.sandbox.pool import SandboxPool
-from envs.sandbox.process import MB
-
-REASON = bwrap_unusable()
-needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
-FAST = Limits(timeout_s=10, cpu_s=10)
-
-# Fill /tmp and then /dev/shm with 30 MB files (under the 64 MB file size limit) until a
-# write fails; report what each holds and hold it a moment so the host can measure it.
-FILL = """st=0
-for d in /tmp /dev/shm; do
-  i=0
-  while [ $i -lt 8 ]; do
-    i=$((i+1))
-    dd if=/dev/zero of=$d/f$i bs=1M count=30 2>>/workspace/dd.err || { st=1; break; }
-  done
-done
-cat /workspace/dd.err >&2
-du -sk /tmp /dev/shm
-sleep 0.3
-exit $st
-"""
-
-
-def shmem_kb() -> int:
-    """Host RAM held by tmpfs files (and other shared memory), from /proc/meminfo."""
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("Shmem:"):
-                return int(line.split()[1])
-    raise AssertionError("no Shmem line in /proc/meminfo")
-
-
-def tmpfs_sizes(argv: list[str]) -> dict[str, int]:
-    return {argv[i + 3]: int(argv[i + 1]) for i, a in enumerate(argv)
-            if a == "--size" and argv[i + 2] == "--tmpfs"}
-
-
-def test_tmpfs_sizes_come_out_of_the_memory_limit() -> None:
-    for lim in (Limits(memory_mb=64), Limits(memory_mb=1024), Limits(memory_mb=1024, disk_mb=64),
-                Limits(memory_mb=200, disk_mb=None)):
-        sizes = tmpfs_sizes(bwrap_argv(Path("/tmp/ws"), lim))
-        assert set(sizes) == {"/tmp", "/dev/shm"}
-        assert sum(sizes.values()) <= lim.memory_mb * MB // 2, (lim, sizes)
-        assert sizes["/tmp"] <= (lim.disk_mb or lim.memory_mb) * MB and sizes["/dev/shm"] > 0
-
-
-@needs_bwrap
-def test_tmpfs_writes_past_the_memory_limit_fail_and_hold_no_more_host_ram() -> None:
-    lim = Limits(timeout_s=30, memory_mb=64)
-    with BwrapSandbox(None, lim) as sb:
-        base = shmem_kb()
-        peak = [base]
-        stop = threading.Event()
-
-        def poll() -> None:
-            while not stop.is_set():
-                peak[0] = max(peak[0], shmem_kb())
-                time.sleep(0.01)
-
-        t = threading.Thread(target=poll)
-        t.start()
-        try:
-            r = sb.run(FILL)
-        finally:
-            stop.set()
-            t.join()
-        # 480 MB was asked for; the command errors (ENOSPC) instead of holding it.
-        assert r.returncode != 0 and r.stderr.count("No space left on device") == 2, r
-        held_kb = sum(int(line.split()[0]) for line in r.stdout.splitlines())
-        assert held_kb <= 64 * 1024, r.stdout
-        assert (peak[0] - base) <= 64 * 1024, f"host tmpfs RAM grew {(peak[0] - base) >> 10} MB"
-        assert sb.run("du -sk /tmp").stdout.split()[0] == "0"  # the tmpfs went with it
-        # What is left of the 64 MB for processes still runs python; 64 MB more does not fit.
-        r = sb.run(["/usr/bin/python3", "-c", "x = bytearray(8 << 20); print('ok')"])
-        assert r.stdout == "ok\n", r
-        r = sb.run(["/usr/bin/python3", "-c", "x = bytearray(64 << 20)"])
-        assert r.killed_reason == "memory", r
+from tests.envs.sandbox.conftest import FAST, REASON
 
 
 def reset_workers() -> set[threading.Thread]:
@@ -137,3 +61,50 @@ def test_pool_close_joins_its_worker_and_leaves_no_folder(backend: str, base_dir
     assert sorted(os.listdir(base)) == [c.workdir.parent.name]  # only the busy one is left
     pool.release(c)  # closed when released
     assert os.listdir(base) == []
+
+
+def test_pool_resets_bounds_and_threads(backend: str, src: Path) -> None:
+    def setup(box) -> None:
+        box.run("echo prepared > setup.txt")
+
+    with SandboxPool(src, size=1, backend=backend, limits=FAST, background_reset=False) as plain:
+        with plain.sandbox() as box:
+            box.run("echo dirty > README")
+        with plain.sandbox() as box:  # reset in release itself
+            assert box.read_file("README") == b"hello\n"
+    with SandboxPool(src, size=2, backend=backend, limits=FAST, setup=setup) as pool:
+        assert pool.idle == 2
+        with pool.sandbox() as a:
+            a.run("rm README; echo dirty > junk")
+            b = pool.acquire()
+            with pytest.raises(TimeoutError):
+                pool.acquire(timeout=0.2)
+            pool.release(b)
+        with pytest.raises(ValueError):
+            pool.release(a)  # twice
+        seen: list[list[str]] = []
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                for _ in range(3):
+                    with pool.sandbox(timeout=30) as box:
+                        seen.append(sorted(os.listdir(box.workdir)))
+                        box.run(f"echo {uuid.uuid4().hex} > junk_{threading.get_ident()}")
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert seen and all(s == ["README", "pkg", "run.sh", "setup.txt"] for s in seen), seen
+        assert pool.wait_ready(timeout=30)
+        assert pool.in_use == 0 and pool.idle == 2
+    assert pool.idle == 0
+    with pytest.raises(SandboxError):
+        pool.acquire()
+    with pytest.raises(ValueError):
+        SandboxPool(src, size=0, backend=backend)
