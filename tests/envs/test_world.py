@@ -1,51 +1,12 @@
-"""The airline world: every compiled rule rejects its violating probe and admits its valid
-probe, side effects apply, tool errors are structured, states hash and diff correctly."""
+"""A world's live environment (`envs.world`): tool errors are structured, each call runs in
+a savepoint, forks and copies are independent, watched copies hash like a full read, and the
+state caches."""
 
 from __future__ import annotations
 
-import pytest
-
 from envs import state as st
-from envs.world import Env, World
-from envs.worlds.airline.probes import FIXTURE, PROBES, book, call
-
-
-@pytest.fixture()
-def env(airline: World) -> Env:
-    conn = airline.empty_state()
-    conn.executescript(FIXTURE)
-    return Env(airline, conn)
-
-
-def test_every_compiled_rule_has_probes(airline: World) -> None:
-    assert len(airline.compiled_rules()) >= 6
-    assert set(airline.compiled_rules()) == set(PROBES)
-
-
-@pytest.mark.parametrize("rule", sorted(PROBES))
-def test_rule_rejects_violation_and_admits_valid(env: Env, rule: str) -> None:
-    bad, good = PROBES[rule]
-    probe = env.fork()
-    before = probe.state_hash()
-    obs = probe.call(bad)
-    assert obs.error == "rule_violation", obs.content
-    assert obs.code == rule and rule in obs.content
-    assert probe.state_hash() == before  # a rejected call leaves no trace
-    ok = env.fork().call(good)
-    assert ok.ok, ok.content
-
-
-def test_side_effects_of_booking_and_cancelling(env: Env) -> None:
-    seats = lambda fid: env.conn.execute("SELECT seats_available FROM flights WHERE flight_id=?", (fid,)).fetchone()[0]  # noqa: E731
-    balance = lambda: env.conn.execute("SELECT balance FROM payment_methods WHERE payment_id='gc1'").fetchone()[0]  # noqa: E731
-    assert env.call(book("u1", "F5", 2, "gc1")).ok
-    assert seats("F5") == 8 and balance() == 300 - 240
-    before = seats("F2")
-    assert env.call(call("cancel_reservation", reservation_id="RA")).ok
-    assert seats("F2") == before + 1
-    # bags beyond the free allowance cost 50 each (regular member: none free)
-    res = env.call(call("update_baggage", reservation_id="RB", total_bags=2))
-    assert res.ok and '"total_paid": 200' in res.content
+from envs.world import Env, Recent, World, _integrity_error
+from envs.worlds.airline.probes import book, call
 
 
 def test_tool_errors_are_structured(env: Env) -> None:
@@ -61,44 +22,40 @@ def test_tool_errors_are_structured(env: Env) -> None:
     assert env.call(book("u2", "F2", "2", "cc2")).ok  # a lossless string-to-int is accepted
 
 
-def test_tool_schemas_come_from_signatures_and_docstrings(airline: World) -> None:
-    assert len(airline.tools) >= 8
-    schema = airline.tools["book_reservation"].schema()["function"]
-    props = schema["parameters"]["properties"]
-    assert schema["parameters"]["required"] == ["user_id", "flight_id", "cabin", "passengers", "payment_id"]
-    assert props["cabin"]["enum"] == ["basic_economy", "economy", "business"]
-    assert props["passengers"]["type"] == "integer" and props["insurance"]["type"] == "boolean"
-    assert "Number of passengers" in props["passengers"]["description"]
-    assert "R02" in schema["description"]
-    writes = {n for n, t in airline.tools.items() if t.write}
-    assert writes == {"book_reservation", "cancel_reservation", "update_baggage", "change_flight"}
+def test_a_failed_call_leaves_no_trace_and_forks_are_independent(env: Env) -> None:
+    before = env.state_hash()
+    fork = env.fork()
+    assert fork.call(call("update_baggage", reservation_id="RA", total_bags=2)).ok
+    assert fork.state_hash() != before and env.state_hash() == before  # the fork only
+    obs = env.call(book("u1", "F5", 99, "gc1"))  # more seats than the flight has
+    assert obs.error == "rule_violation" and obs.code.startswith("R") and env.state_hash() == before
+    fork.close()
 
 
-def test_state_hash_diff_and_snapshots(env: Env) -> None:
-    h0 = env.state_hash()
-    snap = env.snapshot()
-    copy = st.restore(snap)
-    assert st.state_hash(copy) == h0
-    assert env.call(call("update_baggage", reservation_id="RA", total_bags=2)).ok
-    assert env.state_hash() != h0 and st.state_hash(copy) == h0  # copies are independent
-    changes = st.diff_states(copy, env.conn)
-    cells = {(c.table, c.column) for c in changes}
-    assert ("reservations", "bags") in cells and ("reservations", "total_paid") in cells
-    # the reservation's cells are updated in place; the ledger gains one row for the change
-    assert all(c.op == "update" for c in changes if c.table != "ledger")
-    logged = [c for c in changes if c.table == "ledger"]
-    assert {c.op for c in logged} == {"insert"} and {c.key for c in logged} == {'["RA","bags_changed",100,"0 -> 2",0]'}
-    # read-only calls never change the hash
-    env.call(call("search_flights", origin="SFO", destination="JFK", date="2026-05-13"))
-    assert st.state_hash(st.restore(env.snapshot())) == env.state_hash()
+def test_integrity_errors_name_the_rule_when_they_can() -> None:
+    obs = _integrity_error("R02_SEATS: not enough seats left")
+    assert (obs.error, obs.code, obs.detail) == ("rule_violation", "R02_SEATS", "not enough seats left")
+    obs = _integrity_error("NOT NULL constraint failed: flights.origin")
+    assert (obs.error, obs.code) == ("constraint_violation", "constraint")
 
 
-def test_generator_is_seeded_and_scales(airline: World) -> None:
-    a, b = airline.build_state(3, 30), airline.build_state(3, 30)
-    assert st.state_hash(a) == st.state_hash(b)
-    assert st.state_hash(airline.build_state(4, 30)) != st.state_hash(a)
-    rows = lambda c: sum(c.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in st.tables(c))  # noqa: E731
-    assert 150 <= rows(a) <= 600
-    assert rows(airline.build_state(3, 120)) > 2 * rows(a)
-    for seed in (7, 11):  # regression: a user drew the same flight twice (R11) at scale >= 100
-        assert rows(airline.build_state(seed, 300)) > rows(a)
+def test_a_watched_copy_hashes_like_a_full_read(airline: World) -> None:
+    ref = airline.state_ref(3, 30)
+    env = airline.env(ref)
+    assert env.state_hash() == ref.state_hash and env.written == frozenset()
+    rid = env.conn.execute("SELECT reservation_id FROM reservations WHERE status = 'active' LIMIT 1").fetchone()[0]
+    assert env.call(call("get_reservation_details", reservation_id=rid)).ok
+    assert env.written == frozenset()  # a read writes nothing
+    env.conn.execute("UPDATE reservations SET bags = bags + 1 WHERE reservation_id = ?", (rid,))
+    assert "reservations" in (env.written or set())
+    assert env.state_hash() == st.state_hash(env.conn) != ref.state_hash
+    env.close()
+
+
+def test_recent_keeps_the_most_recently_used() -> None:
+    cache = Recent(size=2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # a is now the most recent
+    cache.put("c", 3)
+    assert (cache.get("a"), cache.get("b"), cache.get("c"), len(cache)) == (1, None, 3, 2)

@@ -1,0 +1,63 @@
+"""The world kit's SQL helpers (`envs.sql`): rows and records, literals, the world clock,
+schema includes and content-minted ids."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import date, datetime
+from pathlib import Path
+
+import pytest
+
+from envs import sql
+from envs.tools import ToolError
+
+
+@pytest.fixture()
+def db() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    conn.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+                       "INSERT INTO meta VALUES ('now', '2026-05-10 12:30:00');"
+                       "CREATE TABLE items (id TEXT PRIMARY KEY, kind TEXT, n INTEGER);"
+                       "INSERT INTO items VALUES ('a', 'x', 1), ('b', 'x', 2), ('c', NULL, 3);")
+    return conn
+
+
+def test_rows_row_one_need_count(db: sqlite3.Connection) -> None:
+    assert sql.rows(db, "SELECT id FROM items WHERE kind = ? ORDER BY id", "x") == [{"id": "a"}, {"id": "b"}]
+    assert sql.rows(db, "SELECT n FROM items WHERE id = :id", {"id": "c"}) == [{"n": 3}]
+    assert sql.row(db, "SELECT * FROM items WHERE id = ?", "b") == {"id": "b", "kind": "x", "n": 2}
+    assert sql.row(db, "SELECT * FROM items WHERE id = ?", "z") is None
+    with pytest.raises(LookupError):
+        sql.one(db, "SELECT * FROM items WHERE id = ?", "z")
+    with pytest.raises(ToolError) as info:
+        sql.need(None, "item", "z")
+    assert info.value.code == "NOT_FOUND" and "item 'z' not found" in info.value.message
+    assert sql.count(db, "items", kind="x") == 2 and sql.count(db, "items", kind=None) == 1
+    assert sql.count(db, "items") == 3
+
+
+def test_literals_and_the_clock(db: sqlite3.Connection) -> None:
+    assert sql.q(None) == "NULL" and sql.q("O'Hara") == "'O''Hara'" and sql.q(5) == "'5'"
+    assert sql.now(db) == "2026-05-10 12:30:00" and sql.today(db) == date(2026, 5, 10)
+    assert sql.now_dt(db) == datetime(2026, 5, 10, 12, 30) and sql.ts(sql.now_dt(db)) == sql.now(db)
+
+
+def test_minted_ids_depend_on_content_not_order() -> None:
+    a = sql.mint_id("R", {"user": "u1", "flight": "F1"})
+    assert a == sql.mint_id("R", {"flight": "F1", "user": "u1"}) and len(a) == 7 and a.startswith("R")
+    assert sql.mint_id("R", {"user": "u1", "flight": "F1"}, n=1) != a  # the same thing done twice
+    assert sql.mint_id("R", {"user": "u2", "flight": "F1"}) != a
+    order = sql.mint_id("#W", {"c": 1}, digits=True)
+    assert order[2:].isdigit() and len(order) == 9
+
+
+def test_schema_script_inlines_the_kit(tmp_path: Path) -> None:
+    path = tmp_path / "schema.sql"
+    path.write_text("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);\n-- include: ledger\n")
+    text = sql.schema_script(path)
+    assert "\n-- include: ledger\n" not in text and (Path(sql.__file__).parent / "ledger.sql").read_text().rstrip("\n") in text
+    sqlite3.connect(":memory:").executescript(text)  # runs
+    path.write_text("-- include: nothing_like_it\n")
+    with pytest.raises(FileNotFoundError):
+        sql.schema_script(path)
