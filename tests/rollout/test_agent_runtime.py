@@ -109,23 +109,7 @@ def test_reflection_shows_earlier_trials(tasks: list[Task]) -> None:
         assert [t.metadata["strategy_info"]["earlier_shown"] for t in ours] == [0, 1, 2]
 
 
-def test_describe_outcome(airline: World, tasks: list[Task]) -> None:
-    t = episode(tasks[0], airline, ScriptedPolicy(tasks[0]))
-    calls = len(tasks[0].reference_solution)  # the dialogue's calls, each answered without error
-    assert calls == 5 and describe_outcome(t) == f"ended by user_stop after {calls} tool calls, no errors."
-
-
 # -- the runtime contract ------------------------------------------------------------------
-
-def test_contract_recorded_on_every_trajectory(tasks: list[Task]) -> None:
-    broken = tasks[0].model_copy(update={"world": "no-such-world"})
-    cfg = RolloutConfig(model=ModelConfig(kind="scripted"), trials=1,
-                        agent=AgentConfig(persistent_state=False, max_tool_calls_per_turn=2))
-    trajs = collect([tasks[0], broken], cfg)
-    assert [t.termination for t in trajs] == ["user_stop", "env_error"]
-    for t in trajs:
-        assert t.metadata["persistent_state"] is False and t.metadata["max_tool_calls_per_turn"] == 2
-
 
 def test_stateless_runs_each_call_on_the_initial_state(airline: World, compound_bags: Task) -> None:
     task = compound_bags  # book and add bags
@@ -223,36 +207,3 @@ def test_slow_terminal_commands_of_two_episodes_overlap() -> None:
     assert all(t.termination == "user_stop" and '"stdout": "ok\\n"' in t.steps[0].observation for t in trajs)
     assert all(t.steps[0].latency_s >= 2 for t in trajs)
     assert wall < 3.6, f"two 2-second commands took {wall:.1f}s: they ran one after the other"
-
-
-# -- the embedded backend classifies a call cut off at max_tokens ----------------------------
-
-@pytest.mark.parametrize(("ends", "error"), [(False, "truncated"), (True, "bad_json")])
-def test_embedded_call_cut_at_max_tokens_is_truncated(ends: bool, error: str) -> None:
-    import torch
-
-    from rollout.embedded import _Engine, _Request
-
-    cut = '<tool_call>{"name": "get_user_details", "arguments": {"user_id": "ivan_sm'
-
-    class Tok:
-        def decode(self, tokens: list[int], skip_special_tokens: bool = True) -> str:
-            return cut
-
-    class Model:
-        def generate(self, input_ids: Any, **kwargs: Any) -> Any:
-            new = [9, 9, 0] if ends else [9, 9, 9]  # 0 is the end-of-sequence token
-            return torch.cat([input_ids, torch.tensor([new] * input_ids.shape[0])], dim=1)
-
-    engine = object.__new__(_Engine)
-    engine.tokenizer, engine.model, engine.eos_ids, engine.pad_id, engine.max_positions = Tok(), Model(), [0], 0, 99
-    engine.kv_reuse = "none"  # the plain `generate` path (the fake model has no forward)
-    engine.render = lambda request: [5, 6, 7]  # type: ignore[method-assign]
-    loop = asyncio.new_event_loop()
-    try:
-        request = _Request([], [], Sampling(max_tokens=3), loop.create_future(), loop)
-        (resp,) = engine.generate([request], threading.Event())
-    finally:
-        loop.close()
-    assert isinstance(resp, ChatResponse) and resp.finish_reason == ("stop" if ends else "length")
-    assert [m.error for m in resp.malformed] == [error] and resp.tool_calls == []

@@ -97,7 +97,7 @@ def test_user_turn_substituted(airline: World, bags: Task) -> None:
 
 
 def test_branch_with_the_llm_user_and_another_sampling(airline: World, bags: Task) -> None:
-    from tests.test_llm_user import RuleUser
+    from tests.rollout.test_user import RuleUser
 
     parent = gold(bags, airline)
     at = min(step_of(parent, name) for name in WRITES)  # the first write
@@ -182,7 +182,7 @@ bwrap = pytest.mark.skipif(
 @bwrap
 def test_branch_a_terminal_task() -> None:
     from envs.registry import get_world
-    from tests.test_terminal import seed_task
+    from tests.synthesis.test_terminal import seed_task
 
     world = get_world("terminal")
     task = seed_task(world, "fix_median")  # type: ignore[arg-type]

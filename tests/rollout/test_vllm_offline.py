@@ -159,7 +159,7 @@ def test_selectable_from_a_config_and_collects(tasks: list) -> None:
     from rollout.collector import ModelConfig, RolloutConfig, collect
 
     cfg = RolloutConfig(model=ModelConfig(kind="vllm_offline", name="policy", options={
-        "engine_factory": "tests.test_vllm_offline:make_engine", "max_batch": 4}), trials=2)
+        "engine_factory": "tests.rollout.test_vllm_offline:make_engine", "max_batch": 4}), trials=2)
     try:
         first = collect(tasks[:2], cfg)
         again = collect(tasks[:1], cfg)
@@ -167,7 +167,7 @@ def test_selectable_from_a_config_and_collects(tasks: list) -> None:
         close_shared_models()
     import importlib
 
-    engines = importlib.import_module("tests.test_vllm_offline").ENGINES  # the module the factory named
+    engines = importlib.import_module("tests.rollout.test_vllm_offline").ENGINES  # the module the factory named
     assert len(engines) == 1 and engines[0].calls  # one engine served both collections
     assert all(t.model == "vllm:policy" and t.termination != "model_error" for t in first + again)
     assert all(t.turn_tokens for t in first)  # token ids and logprobs from the engine
