@@ -229,14 +229,3 @@ def test_metadata_is_json() -> None:
         assert json.loads(json.dumps(t.metadata)) == t.metadata
 
 
-def test_world_without_hooks_says_so(tmp_path: Any) -> None:
-    import shutil
-
-    from envs.world import World as WorldFolder
-    from synthesis.base import get_method
-
-    folder = tmp_path / "shop"
-    shutil.copytree(get_world("retail").folder, folder, ignore=shutil.ignore_patterns("constraints.py", "__pycache__"))
-    with pytest.raises(LookupError, match="shop.*no constraints.py"):
-        get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", world="shop"),
-                                        WorldFolder(name="shop", folder=folder))

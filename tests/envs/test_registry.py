@@ -1,0 +1,41 @@
+"""Registered worlds (`envs.registry`): the built-ins, worlds registered from a folder (checked
+against the contract first), and a world's version hash."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envs.contract import WorldContractError
+from envs.registry import BUILTIN, get_world, list_worlds, register_world, world_version
+from envs.scaffold import new_world
+from envs.workspace import WorkspaceWorld
+from envs.world import World
+
+
+def test_builtin_worlds_load_once_with_their_kind() -> None:
+    assert set(BUILTIN) <= set(list_worlds()) and list_worlds() == sorted(list_worlds())
+    airline = get_world("airline")
+    assert isinstance(airline, World) and get_world("airline") is airline
+    assert isinstance(get_world("terminal"), WorkspaceWorld)  # a folder with workspace.yaml
+    with pytest.raises(KeyError, match="unknown world 'atlantis'; registered worlds: airline"):
+        get_world("atlantis")
+
+
+def test_a_registered_folder_is_checked_and_reread(tmp_path: Path) -> None:
+    new_world("reg_desk", tmp_path)
+    folder = tmp_path / "reg_desk"
+    register_world("reg_desk_world", folder)
+    world = get_world("reg_desk_world")
+    assert "reg_desk_world" in list_worlds() and len(world.tools) == 3
+    version = world_version("reg_desk_world")
+    assert len(version) >= 16 and version == world_version("reg_desk_world")
+    assert world_version("reg_desk_world") != world_version("airline")
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    (bad / "probes.py").write_text((bad / "probes.py").read_text() + "\nPROBES = [1]\n")
+    with pytest.raises(WorldContractError, match="PROBES"):
+        register_world("reg_bad_world", bad)
+    assert "reg_bad_world" not in list_worlds()
