@@ -44,24 +44,3 @@ def test_pass_rates() -> None:
     t = [_t("k", i, []) for i in range(4)]
     rates = pass_rates([_v(x, i % 2 == 0) for i, x in enumerate(t)])
     assert rates["k"].trials == 4 and rates["k"].pass_rate == 0.5
-
-
-
-def test_registry_lookup_is_thread_safe(tmp_path, monkeypatch) -> None:
-    """Regression: two verify shards looking a plugin up at once saw a half-loaded registry."""
-    import sys
-    import types
-    from concurrent.futures import ThreadPoolExecutor
-
-    from data.registry import Registry
-
-    reg: Registry[int] = Registry("plugin", ["slow_plugin"])
-    holder = types.ModuleType("plugin_holder")
-    holder.REG = reg  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "plugin_holder", holder)
-    (tmp_path / "slow_plugin.py").write_text(
-        "import time\nimport plugin_holder\ntime.sleep(0.3)\nplugin_holder.REG.register('x')(1)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda _: reg.get("x"), range(8)))
-    assert got == [1] * 8
