@@ -1,0 +1,62 @@
+"""The training stage configs (`train.config`): `extra` keys checked against TRL's configs,
+and the shipped CPU config's GRPO episode budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from data.records import Task, canonical_json
+from tests.paths import ROOT
+from train.config import GRPOStageConfig, SFTStageConfig
+from train.environments import environment_factories
+
+
+def test_extra_keys_are_checked_against_trls_configs_when_the_config_loads() -> None:
+    """A misspelled `extra` key is an error naming it (and the field it resembles) at load
+    time; TRL's own fields pass through, and no extra means no check (trl not imported)."""
+    pytest.importorskip("trl")
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"'lerning_rate' \(did you mean 'learning_rate'\?\)") as err:
+        SFTStageConfig(extra={"lerning_rate": 1e-4})
+    assert "SFTConfig" in str(err.value)
+    with pytest.raises(ValidationError, match=r"GRPOConfig: 'num_generation' \(did you mean 'num_generations'\?\)"):
+        GRPOStageConfig.model_validate({"extra": {"num_generation": 4}})
+    assert SFTStageConfig(extra={"completion_only_loss": True, "warmup_steps": 2}).extra["warmup_steps"] == 2
+    assert GRPOStageConfig(extra={"scale_rewards": "group"}).extra == {"scale_rewards": "group"}
+    assert SFTStageConfig().extra == {} and GRPOStageConfig().extra == {}
+
+
+def test_extra_keys_are_not_checked_without_trl(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from train.config import trl_config_fields
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` raises ImportError
+    trl_config_fields.cache_clear()
+    try:
+        assert SFTStageConfig(extra={"lerning_rate": 1e-4}).extra == {"lerning_rate": 1e-4}
+        assert GRPOStageConfig(extra={"anything": 1}).extra == {"anything": 1}
+    finally:
+        trl_config_fields.cache_clear()
+
+
+def test_cpu_config_validates_and_its_episode_budget_fits_a_tool_loop(tasks: list[Task]) -> None:
+    from pipelines.config import load_config
+    from train.config import GRPOStageConfig
+
+    cfg = load_config(ROOT / "configs" / "train-cpu.yaml")
+    assert cfg.sft.model == cfg.grpo.model == "embedded" and cfg.sft.use_cpu and cfg.grpo.use_cpu
+    assert cfg.grpo.multi_turn and cfg.grpo.per_device_train_batch_size % cfg.grpo.num_generations == 0
+    assert GRPOStageConfig().max_completion_length == cfg.grpo.max_completion_length
+    # The episode budget counts tool results too: it must hold a task's whole reference path
+    # (calls and results, ~4 characters a token) with room to answer. 48 tokens, the old
+    # default, cut every episode mid tool loop, so every GRPO group scored 0.
+    task = max(tasks, key=lambda t: len(t.reference_solution))
+    env = environment_factories(["airline"])["airline"]()
+    env.reset(task=canonical_json(task.model_dump()))
+    chars = sum(len(json.dumps({"name": c.name, "arguments": c.arguments})) + len(getattr(env, c.name)(**c.arguments))
+                for c in task.reference_solution)
+    assert 48 < chars / 4 + 64 < cfg.grpo.max_completion_length
