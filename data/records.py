@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 TASK_SCHEMA_VERSION = 3  # 2: the `verification` block (was metadata keys); 3: `user.reactions`
 TRAJECTORY_SCHEMA_VERSION = 3  # 2: turn_tokens (token ids and logprobs per turn); 3: `reference`
@@ -30,6 +30,16 @@ def canonical_json(value: Any) -> str:
 def content_hash(value: Any, length: int = 16) -> str:
     """Short sha256 hex digest of the canonical JSON of `value`."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
+
+
+def _schema_version(data: dict[str, Any], kind: str, newest: int) -> int:
+    """The schema version a raw `kind` record was written in (1 when it names none);
+    `ValueError` when it is newer than this code's `newest`."""
+    version = data.get("schema_version") or 1
+    if version > newest:
+        raise ValueError(f"{kind} schema version {version} is newer than this code's {newest};"
+                         " upgrade trajforge to read it")
+    return version
 
 
 class PackedTasks(Sequence["Task"]):
@@ -73,6 +83,22 @@ class PackedTasks(Sequence["Task"]):
     def __iter__(self) -> Iterator[Task]:
         for b in self._blobs:
             yield Task.model_validate_json(zlib.decompress(b))
+
+
+def omit_when_none(*names: str) -> Any:
+    """A model serializer (assign it in the class body) that leaves the fields `names` out of
+    the dump while they are None: a field added later does not change the dump, and so every
+    config hash, of a model that does not set it."""
+
+    @model_serializer(mode="wrap")
+    def _omit(self: BaseModel, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        for name in names:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    return _omit
 
 
 class Record(BaseModel):
@@ -202,10 +228,7 @@ class Task(Record):
         """Read schema version 1, which kept the verification block in `metadata`."""
         if not isinstance(data, dict):
             return data
-        version = data.get("schema_version") or 1
-        if version > TASK_SCHEMA_VERSION:
-            raise ValueError(f"task schema version {version} is newer than this code's {TASK_SCHEMA_VERSION};"
-                             " upgrade trajforge to read it")
+        version = _schema_version(data, "task", TASK_SCHEMA_VERSION)
         if version == 1:
             data = dict(data)
             meta = dict(data.get("metadata") or {})
@@ -334,10 +357,7 @@ class Trajectory(Record):
         """Read schema versions 1 and 2 (no `turn_tokens` in 1; `reference` in metadata)."""
         if not isinstance(data, dict):
             return data
-        version = data.get("schema_version") or 1
-        if version > TRAJECTORY_SCHEMA_VERSION:
-            raise ValueError(f"trajectory schema version {version} is newer than this code's"
-                             f" {TRAJECTORY_SCHEMA_VERSION}; upgrade trajforge to read it")
+        version = _schema_version(data, "trajectory", TRAJECTORY_SCHEMA_VERSION)
         if version < 3:
             data = dict(data)
             meta = dict(data.get("metadata") or {})

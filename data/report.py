@@ -15,7 +15,7 @@ import io
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,99 +180,81 @@ def _plots(fig_data: ReportFigures) -> list[tuple[str, str]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def funnel(ax: Any) -> None:
+        labels = [s for s, _ in fig_data.funnel][::-1]
+        vals = [n for _, n in fig_data.funnel][::-1]
+        bars = ax.barh(labels, vals, color="#2e86c1")
+        ax.bar_label(bars, padding=3)
+        ax.set_xlabel("count")
+
+    def drops(ax: Any) -> None:
+        items = sorted(fig_data.drops.items(), key=lambda kv: kv[1])
+        bars = ax.barh([k for k, _ in items], [v for _, v in items], color="#cb4335")
+        ax.bar_label(bars, padding=3)
+        ax.set_xlabel("dropped")
+
+    def pass_rate(ax: Any) -> None:
+        worlds = list(fig_data.pass_rate_by_world)
+        rates = [p / n if n else 0.0 for p, n in fig_data.pass_rate_by_world.values()]
+        bars = ax.bar(worlds, rates, color="#28b463")
+        ax.bar_label(
+            bars,
+            labels=[f"{p}/{n}" for p, n in fig_data.pass_rate_by_world.values()],
+            padding=2,
+        )
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel("pass rate")
+
+    def pass_k(ax: Any) -> None:
+        for table, label, style in (
+            (fig_data.pass_at_k, "pass@k", "o-"),
+            (fig_data.pass_hat_k, "pass^k", "s--"),
+        ):
+            if table:
+                ks = sorted(table)
+                ax.plot(ks, [table[k] for k in ks], style, label=label)
+        ax.set_xticks(sorted(set(fig_data.pass_at_k) | set(fig_data.pass_hat_k)))  # k is a count
+        ax.set_xlabel("k")
+        ax.set_ylim(0, 1.05)
+        ax.legend()
+
+    def rewards(ax: Any) -> None:
+        ax.hist(
+            fig_data.rewards,
+            bins=20,
+            range=(min(0.0, min(fig_data.rewards)), max(1.0, max(fig_data.rewards))),
+            color="#884ea0",
+        )
+        ax.set_xlabel("reward (verifier score)")
+        ax.set_ylabel("trajectories")
+
+    # (title, caption, height, how to draw it: None when there is no data)
+    plots: list[tuple[str, str, float, Callable[[Any], None] | None]] = [
+        ("Funnel", "Funnel: how many records reached each stage",
+         0.45 * max(len(fig_data.funnel), 3) + 1, funnel if fig_data.funnel else None),
+        ("Drop reasons", "Drop reasons (stage:reason)",
+         0.35 * max(len(fig_data.drops), 3) + 1, drops if fig_data.drops else None),
+        ("Pass rate per world", "Policy pass rate per world",
+         3.0, pass_rate if fig_data.pass_rate_by_world else None),
+        ("pass@k and pass^k", "pass@k (some of k tries pass) and pass^k (all k pass)",
+         3.0, pass_k if fig_data.pass_at_k or fig_data.pass_hat_k else None),
+        ("Reward histogram", "Reward histogram of policy trajectories",
+         3.0, rewards if fig_data.rewards else None),
+    ]
     out: list[tuple[str, str]] = []
-
-    def new(h: float = 3.0) -> tuple[Any, Any]:
-        return plt.subplots(figsize=(6.4, h))
-
-    def empty(ax: Any) -> None:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#888")
-        ax.set_xticks([])
-        ax.set_yticks([])
-
     with plt.rc_context({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "trajforge"}):
-        fig, ax = new(0.45 * max(len(fig_data.funnel), 3) + 1)
-        if fig_data.funnel:
-            labels = [s for s, _ in fig_data.funnel][::-1]
-            vals = [n for _, n in fig_data.funnel][::-1]
-            bars = ax.barh(labels, vals, color="#2e86c1")
-            ax.bar_label(bars, padding=3)
-            ax.set_xlabel("count")
-        else:
-            empty(ax)
-        ax.set_title("Funnel")
-        fig.tight_layout()
-        out.append(("Funnel: how many records reached each stage", _svg_of(fig)))
-        plt.close(fig)
-
-        fig, ax = new(0.35 * max(len(fig_data.drops), 3) + 1)
-        if fig_data.drops:
-            items = sorted(fig_data.drops.items(), key=lambda kv: kv[1])
-            bars = ax.barh([k for k, _ in items], [v for _, v in items], color="#cb4335")
-            ax.bar_label(bars, padding=3)
-            ax.set_xlabel("dropped")
-        else:
-            empty(ax)
-        ax.set_title("Drop reasons")
-        fig.tight_layout()
-        out.append(("Drop reasons (stage:reason)", _svg_of(fig)))
-        plt.close(fig)
-
-        fig, ax = new()
-        if fig_data.pass_rate_by_world:
-            worlds = list(fig_data.pass_rate_by_world)
-            rates = [p / n if n else 0.0 for p, n in fig_data.pass_rate_by_world.values()]
-            bars = ax.bar(worlds, rates, color="#28b463")
-            ax.bar_label(
-                bars,
-                labels=[f"{p}/{n}" for p, n in fig_data.pass_rate_by_world.values()],
-                padding=2,
-            )
-            ax.set_ylim(0, 1.1)
-            ax.set_ylabel("pass rate")
-        else:
-            empty(ax)
-        ax.set_title("Pass rate per world")
-        fig.tight_layout()
-        out.append(("Policy pass rate per world", _svg_of(fig)))
-        plt.close(fig)
-
-        fig, ax = new()
-        if fig_data.pass_at_k or fig_data.pass_hat_k:
-            for table, label, style in (
-                (fig_data.pass_at_k, "pass@k", "o-"),
-                (fig_data.pass_hat_k, "pass^k", "s--"),
-            ):
-                if table:
-                    ks = sorted(table)
-                    ax.plot(ks, [table[k] for k in ks], style, label=label)
-            ax.set_xticks(sorted(set(fig_data.pass_at_k) | set(fig_data.pass_hat_k)))  # k is a count
-            ax.set_xlabel("k")
-            ax.set_ylim(0, 1.05)
-            ax.legend()
-        else:
-            empty(ax)
-        ax.set_title("pass@k and pass^k")
-        fig.tight_layout()
-        out.append(("pass@k (some of k tries pass) and pass^k (all k pass)", _svg_of(fig)))
-        plt.close(fig)
-
-        fig, ax = new()
-        if fig_data.rewards:
-            ax.hist(
-                fig_data.rewards,
-                bins=20,
-                range=(min(0.0, min(fig_data.rewards)), max(1.0, max(fig_data.rewards))),
-                color="#884ea0",
-            )
-            ax.set_xlabel("reward (verifier score)")
-            ax.set_ylabel("trajectories")
-        else:
-            empty(ax)
-        ax.set_title("Reward histogram")
-        fig.tight_layout()
-        out.append(("Reward histogram of policy trajectories", _svg_of(fig)))
-        plt.close(fig)
+        for title, caption, height, draw in plots:
+            fig, ax = plt.subplots(figsize=(6.4, height))
+            if draw is None:
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#888")
+                ax.set_xticks([])
+                ax.set_yticks([])
+            else:
+                draw(ax)
+            ax.set_title(title)
+            fig.tight_layout()
+            out.append((caption, _svg_of(fig)))
+            plt.close(fig)
     return out
 
 

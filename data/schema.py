@@ -30,34 +30,29 @@ from data.records import (
     canonical_json,
 )
 
-FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", pa.string())])
-TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", FUNCTION_TYPE)])
-MESSAGE_TYPE = pa.struct(
-    [
-        ("role", pa.string()),
-        ("content", pa.string()),
-        ("tool_calls", pa.list_(TOOL_CALL_TYPE)),
-        ("tool_call_id", pa.string()),
-        ("name", pa.string()),
-    ]
-)
-MESSAGES_TYPE = pa.list_(MESSAGE_TYPE)
-
 JSON = pa.json_()  # Arrow's canonical JSON extension type (storage: utf8)
 
+
+def _messages_type(arguments: pa.DataType) -> pa.ListType:
+    """A list of OpenAI-format messages whose tool calls hold their `arguments` as `arguments`."""
+    function = pa.struct([("name", pa.string()), ("arguments", arguments)])
+    tool_call = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", function)])
+    return pa.list_(pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("tool_calls", pa.list_(tool_call)),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    ))
+
+
+MESSAGES_TYPE = _messages_type(pa.string())
+MESSAGE_TYPE = MESSAGES_TYPE.value_type
 # Released rows: the same message shape with tool-call `arguments` as JSON (see above).
-RELEASE_FUNCTION_TYPE = pa.struct([("name", pa.string()), ("arguments", JSON)])
-RELEASE_TOOL_CALL_TYPE = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", RELEASE_FUNCTION_TYPE)])
-RELEASE_MESSAGE_TYPE = pa.struct(
-    [
-        ("role", pa.string()),
-        ("content", pa.string()),
-        ("tool_calls", pa.list_(RELEASE_TOOL_CALL_TYPE)),
-        ("tool_call_id", pa.string()),
-        ("name", pa.string()),
-    ]
-)
-RELEASE_MESSAGES_TYPE = pa.list_(RELEASE_MESSAGE_TYPE)
+RELEASE_MESSAGES_TYPE = _messages_type(JSON)
+RELEASE_MESSAGE_TYPE = RELEASE_MESSAGES_TYPE.value_type
 
 TASK_SCHEMA = pa.schema(
     [

@@ -13,12 +13,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    model_serializer,
     model_validator,
 )
 
 from curation.base import CURATORS
-from data.records import content_hash
+from data.records import content_hash, omit_when_none
 from rollout.collector import ModelConfig, RolloutConfig
 from rollout.vllm_server import VLLMServerConfig
 from synthesis.base import SynthesisConfig
@@ -285,13 +284,7 @@ class RunConfig(BaseModel):
         CURATORS.parse_options(self.curation, self.curation_options)
         return self
 
-    @model_serializer(mode="wrap")
-    def _without_unset_parts_url(self, handler: Any) -> dict[str, Any]:
-        # no parts_url: the dump (and so every config hash) is what it was before the field
-        data = handler(self)
-        if data.get("parts_url") is None:
-            data.pop("parts_url", None)
-        return data
+    _without_unset_parts_url = omit_when_none("parts_url")
 
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))

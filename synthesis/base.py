@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from data.records import Task
+from data.records import Task, omit_when_none
 from data.registry import Registry
 from envs.world import World
 from synthesis.config import WriterConfig
@@ -47,13 +47,7 @@ class SynthesisConfig(BaseModel):
         self.method_options()
         return self
 
-    @model_serializer(mode="wrap")
-    def _without_unset_writer(self, handler: Any) -> dict[str, Any]:
-        # no writer: the dump (and so every config hash) is what it was before the field
-        data = handler(self)
-        if data.get("writer") is None:
-            data.pop("writer", None)
-        return data
+    _without_unset_writer = omit_when_none("writer")
 
     def method_options(self) -> Any:
         """`options` validated against the method's options model (None if it takes none)."""
