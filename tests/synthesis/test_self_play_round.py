@@ -45,14 +45,6 @@ def _task(i: int, p_hat: float | None, world: str = "airline") -> Task:
                 metadata=md).with_id()
 
 
-def test_max_mix_size() -> None:
-    assert max_mix_size({"easy": 2, "medium": 5, "hard": 3}) == 10
-    assert max_mix_size({"easy": 10, "medium": 1, "hard": 10}) == 3  # 3 -> (1, 1, 1); 4 -> (0, 2, 1) needs 2 medium
-    assert max_mix_size({"easy": 0, "medium": 0, "hard": 0}) == 0
-    with pytest.raises(ValueError, match="mix"):
-        max_mix_size({"easy": 1}, (1.0, -1.0, 1.0))
-
-
 def test_select_round_keeps_the_mix_and_reports_bands() -> None:
     # 6 easy (p̂ ≥ 0.9), 6 medium, 6 hard, and 2 without p̂ (scripted): strict mix of 20/50/30.
     tasks = [_task(i, p) for i, p in enumerate([1.0] * 6 + [0.6] * 6 + [0.3] * 6)] + [_task(90, None), _task(91, None)]
