@@ -1,21 +1,13 @@
-"""Logic-driven synthesis: boundary states, explorer paths, validated tasks."""
+"""Logic-driven synthesis: boundary states and validated tasks (the registry: test_base.py,
+explorer paths: test_explorer.py)."""
 
 from __future__ import annotations
 
-import random
-
 from data.records import Task
-from envs import state as st
 from envs.world import World
-from synthesis.base import SynthesisConfig, get_method, list_methods
-from synthesis.explorer import ExplorerConfig, explore
 from synthesis.logic_driven import replay
 from synthesis.scenario import GOAL_LEADS, goal_of
 from synthesis.set_designer import design_states
-
-
-def test_registry_lists_logic_driven() -> None:
-    assert "logic_driven" in list_methods()
 
 
 def test_every_task_replays_to_its_target(airline: World, tasks: list[Task]) -> None:
@@ -64,25 +56,3 @@ def test_boundary_state_makes_a_naive_call_hit_its_trigger(airline: World) -> No
         assert obs.code == "R02_SEATS"
         return
     raise AssertionError("no seats_short variant designed")
-
-
-def test_explorer_dedups_states_and_finds_shortest_paths(airline: World) -> None:
-    variant, ref = design_states(airline, seed=4, scale=30, n=1)[0]
-    env = airline.env(ref)
-    root, reached, rejections = explore(airline, env, variant.focus, ExplorerConfig(max_depth=2), random.Random(0))
-    assert root.state_hash == ref.state_hash and len(reached) > 5
-    for r in reached.values():
-        replayed = airline.env(ref)
-        for call in r.path:
-            assert replayed.call(call).ok
-        assert replayed.state_hash() == r.state_hash
-        assert len(r.path) <= 2
-    assert len({r.state_hash for r in reached.values()}) == len(reached)
-    assert st.state_hash(st.restore(root.snapshot)) == root.state_hash
-
-
-def test_synthesis_is_deterministic(airline: World) -> None:
-    cfg = SynthesisConfig(n_tasks=3, seed=21)
-    a = [t.id for t in get_method("logic_driven")(cfg, airline).tasks]
-    b = [t.id for t in get_method("logic_driven")(cfg, airline).tasks]
-    assert a == b and len(set(a)) == 3

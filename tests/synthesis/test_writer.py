@@ -77,11 +77,3 @@ def test_a_rejected_rewrite_keeps_the_template(mode: str, reason: str) -> None:
     assert out.stats["writer"] == {reason: len(base.tasks)}
     assert [t.id for t in out.tasks] == [t.id for t in base.tasks]
     assert [t.instruction for t in out.tasks] == [t.instruction for t in base.tasks]
-
-
-def test_no_writer_leaves_config_hashes_as_they_were() -> None:
-    """The field is left out of the dump when unset, so caches and release fingerprints made
-    before it existed still match."""
-    assert "writer" not in SynthesisConfig().model_dump()
-    assert SynthesisConfig(writer=WriterConfig(model={"kind": "embedded"})).model_dump()["writer"]["model"] == {
-        "kind": "embedded"}
