@@ -16,13 +16,7 @@ from typing import Any
 from data.records import Task, ToolCall, Trajectory, Verdict, canonical_json
 from envs.registry import get_world
 from envs.tools import ToolArgumentError, ToolSpec
-from verifiers.base import (
-    ALTERNATIVE_KINDS,
-    BaseVerifier,
-    VerifierOptions,
-    episode_checks,
-    register,
-)
+from verifiers.base import OutcomeVerifier, episode_checks, register
 
 
 def _key(spec: ToolSpec | None, call: ToolCall) -> str:
@@ -33,16 +27,13 @@ def _key(spec: ToolSpec | None, call: ToolCall) -> str:
     return canonical_json({"name": call.name, "arguments": args})
 
 
-class ActionVerifier(BaseVerifier):
+class ActionVerifier(OutcomeVerifier):
     """All gold write calls appear among the trajectory's successful calls."""
 
     name = "action_match"
     version = "1.0.0"
     basis_name = "ACTION"
     audit_kinds = frozenset({"drop_write", "change_argument", "stop_early"})
-    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
-
-    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         tools = get_world(task.world).tools
@@ -68,16 +59,9 @@ class ActionVerifier(BaseVerifier):
         score, clean, episode = episode_checks(
             trajectory, trajectory.final_state_hash or "", score, self.options.require_clean_termination, task
         )
-        return Verdict(
-            trajectory_id=trajectory.id,
-            task_id=task.id,
-            verifier=self.name,
-            verifier_version=self.version,
-            passed=all(found) and (clean or not self.options.require_clean_termination),
-            score=round(score, 6),
-            reasons=reasons + episode,
-            details={"gold_writes": len(gold), "matched": sum(found)},
-        )
+        passed = all(found) and (clean or not self.options.require_clean_termination)
+        return self.verdict(task, trajectory, passed, score, reasons + episode,
+                            {"gold_writes": len(gold), "matched": sum(found)})
 
 
 register(ActionVerifier.name)(ActionVerifier)

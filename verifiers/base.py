@@ -108,6 +108,22 @@ class BaseVerifier:
     def applies_to(self, task: Task) -> bool:
         return True
 
+    def verdict(self, task: Task, trajectory: Trajectory, passed: bool, score: float, reasons: list[str],
+                details: dict[str, Any] | None = None) -> Verdict:
+        """This verifier's verdict on `trajectory` of `task` (the score rounded to 6 places)."""
+        return Verdict(trajectory_id=trajectory.id, task_id=task.id, verifier=self.name,
+                       verifier_version=self.version, passed=passed, score=round(score, 6), reasons=reasons,
+                       details=details or {})
+
+
+class OutcomeVerifier(BaseVerifier):
+    """A verifier of outcomes: it must pass every good variant of the gold
+    (`ALTERNATIVE_KINDS`) and takes the options of every execution verifier."""
+
+    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
+
+    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
+
 
 CLEAN_TERMINATIONS = {"user_stop", "agent_stop", "transfer", "out_of_scope"}
 

@@ -24,13 +24,7 @@ from typing import Any
 
 from data.records import Task, Trajectory, Verdict
 from envs.conversation import claims_success, is_error_result, mentions_value, signals_refusal
-from verifiers.base import (
-    ALTERNATIVE_KINDS,
-    BaseVerifier,
-    VerifierOptions,
-    episode_checks,
-    register,
-)
+from verifiers.base import OutcomeVerifier, episode_checks, register
 
 
 def normalize(text: str) -> str:
@@ -76,16 +70,13 @@ def replies_after_first_write(trajectory: Trajectory, write_tools: set[str]) -> 
     return texts if started else agent_messages_to_user(trajectory)
 
 
-class CommunicateVerifier(BaseVerifier):
+class CommunicateVerifier(OutcomeVerifier):
     """The facts the user must hear were said; a refusal was said, and no success was claimed."""
 
     name = "communicate"
     version = "2.0.0"
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
-    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
-
-    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         """Tasks with something to tell, a refusal or an answer to give, or that name
@@ -116,17 +107,9 @@ class CommunicateVerifier(BaseVerifier):
             trajectory, trajectory.final_state_hash or "", score, self.options.require_clean_termination, task
         )
         passed = not reasons and (clean or not self.options.require_clean_termination)
-        return Verdict(
-            trajectory_id=trajectory.id,
-            task_id=task.id,
-            verifier=self.name,
-            verifier_version=self.version,
-            passed=passed,
-            score=round(score, 6),
-            reasons=reasons + episode,
-            details={"required": [f.label for f in facts], "found": found, "outcome": v.outcome,
-                     "assistant_messages": len(replies)},
-        )
+        return self.verdict(task, trajectory, passed, score, reasons + episode,
+                            {"required": [f.label for f in facts], "found": found, "outcome": v.outcome,
+                             "assistant_messages": len(replies)})
 
 
 def _write_tools(world: str) -> set[str]:

@@ -157,16 +157,7 @@ class CompositeVerifier(BaseVerifier):
             reasons += [f"{b}: {r}" for r in verdict.reasons]
             score *= verdict.score
             passed = passed and verdict.passed
-        return Verdict(
-            trajectory_id=trajectory.id,
-            task_id=task.id,
-            verifier=self.name,
-            verifier_version=self.version,
-            passed=passed,
-            score=round(score, 6),
-            reasons=reasons,
-            details={"basis": basis, "components": components},
-        )
+        return self.verdict(task, trajectory, passed, score, reasons, {"basis": basis, "components": components})
 
 
 register(CompositeVerifier.name)(CompositeVerifier)

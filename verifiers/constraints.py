@@ -24,14 +24,7 @@ from data.records import Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.constraints import load_constraints, world_constraints
 from envs.registry import get_world
-from verifiers.base import (
-    ALTERNATIVE_KINDS,
-    WRITE_KINDS,
-    BaseVerifier,
-    VerifierOptions,
-    episode_checks,
-    register,
-)
+from verifiers.base import WRITE_KINDS, OutcomeVerifier, VerifierOptions, episode_checks, register
 from verifiers.state import _forget, replayer_for
 
 REDUNDANCY_WEIGHT = 0.5
@@ -192,14 +185,13 @@ class ConstraintOptions(VerifierOptions):
     redundancy_weight: float = REDUNDANCY_WEIGHT  # (ours) penalty per redundant write
 
 
-class ConstraintVerifier(BaseVerifier):
+class ConstraintVerifier(OutcomeVerifier):
     """V(τ, C): every constraint satisfied on the final state and no redundant writes."""
 
     name = "constraint_satisfaction"
     version = "1.0.0"
     basis_name = "CONSTRAINTS"
     audit_kinds = WRITE_KINDS | {"world_mutation", "detour"}
-    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
 
     options_model = ConstraintOptions
     options: ConstraintOptions  # built from one options object (`BaseVerifier.__init__`)
@@ -209,10 +201,8 @@ class ConstraintVerifier(BaseVerifier):
         return task.verification.constraints is not None
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
-        base = {"trajectory_id": trajectory.id, "task_id": task.id, "verifier": self.name,
-                "verifier_version": self.version}
         if task.verification.constraints is None:
-            return Verdict(**base, passed=False, score=0.0, reasons=["task carries no constraint set"])
+            return self.verdict(task, trajectory, False, 0.0, ["task carries no constraint set"])
         s = score_constraints(task, trajectory.actions(), self.options.redundancy_weight)
         reasons = [f"constraint {i} ({d['kind']}) unmet: {d['reason']}"
                    for i, d in enumerate(s.details) if not d["satisfied"]]
@@ -226,7 +216,7 @@ class ConstraintVerifier(BaseVerifier):
             "redundant_writes": s.redundant_writes, "final_hash": s.final_hash,
         }
         passed = s.score == 1.0 and (clean or not self.options.require_clean_termination)
-        return Verdict(**base, passed=passed, score=round(score, 6), reasons=reasons, details=details)
+        return self.verdict(task, trajectory, passed, score, reasons, details)
 
 
 register(ConstraintVerifier.name)(ConstraintVerifier)

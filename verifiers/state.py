@@ -22,14 +22,7 @@ from data.records import StateRef, Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.registry import get_world
 from envs.world import Env, World
-from verifiers.base import (
-    ALTERNATIVE_KINDS,
-    WRITE_KINDS,
-    BaseVerifier,
-    VerifierOptions,
-    episode_checks,
-    register,
-)
+from verifiers.base import WRITE_KINDS, OutcomeVerifier, episode_checks, register
 
 _MISSING = object()
 
@@ -239,16 +232,13 @@ def _forget(world: str, ref: StateRef) -> None:
         r.close()
 
 
-class StateVerifier(BaseVerifier):
+class StateVerifier(OutcomeVerifier):
     """Final-state equivalence against the task's target hash, with the dense reward."""
 
     name = "state_equivalence"
     version = "1.0.0"
     basis_name = "DB"
     audit_kinds = WRITE_KINDS | {"detour"}
-    alternative_kinds = frozenset(ALTERNATIVE_KINDS)
-
-    options: VerifierOptions  # built from one options object (`BaseVerifier.__init__`)
 
     def applies_to(self, task: Task) -> bool:
         """Database worlds only: workspace tasks are judged by their tests (`tests_pass`)."""
@@ -266,11 +256,8 @@ class StateVerifier(BaseVerifier):
             "final_hash": s.final_hash, "cells_matched": s.cells_matched, "cells_in_target": s.cells_in_target,
             "extra_writes": s.extra_writes, "replayed_writes": s.replayed_writes, "failed_writes": s.failed_writes,
         }
-        return Verdict(
-            trajectory_id=trajectory.id, task_id=task.id, verifier=self.name, verifier_version=self.version,
-            passed=s.exact and (clean or not self.options.require_clean_termination), score=round(score, 6),
-            reasons=reasons, details=details,
-        )
+        passed = s.exact and (clean or not self.options.require_clean_termination)
+        return self.verdict(task, trajectory, passed, score, reasons, details)
 
 
 register(StateVerifier.name)(StateVerifier)
