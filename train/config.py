@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 import functools
 from collections.abc import Mapping
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,13 +58,58 @@ class LaunchConfig(BaseModel):
     vllm_gpus: list[int] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES for `trl vllm-serve` (server mode)
 
 
-class SFTStageConfig(BaseModel):
+class TrainerStageConfig(BaseModel):
+    """The settings every training stage passes to its TRL trainer (`trainer_args`); `extra`
+    is checked against the stage's TRL config class (`trl_config`)."""
+
     model_config = ConfigDict(extra="forbid")
+    trl_config: ClassVar[str]
 
     model: str = "embedded"  # "embedded" (the prepared SmolLM2 folder) or a model folder/name
     max_steps: int = 2
     per_device_train_batch_size: int = 2
     gradient_accumulation_steps: int = 1
+    learning_rate: float
+    save_steps: int | None = None  # checkpoints/checkpoint-N every N steps (None: final model only)
+    save_total_limit: int | None = 2
+    use_cpu: bool = True
+    bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
+    gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
+    seed: int = 0
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
+    extra: dict = Field(default_factory=dict)  # passed through to the TRL config (last, overriding)
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_fits_trl_config(cls, extra: dict) -> dict:
+        check_extra(extra, cls.trl_config)
+        return extra
+
+    def trainer_args(self, out: Path) -> dict[str, Any]:
+        """The TRL config keyword arguments every stage shares (checkpoints under `out`),
+        without `extra`."""
+        return {
+            "output_dir": str(out / "checkpoints"),
+            "max_steps": self.max_steps,
+            "per_device_train_batch_size": self.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "learning_rate": self.learning_rate,
+            "use_cpu": self.use_cpu,
+            "bf16": self.bf16,
+            "gradient_checkpointing": self.gradient_checkpointing,
+            "seed": self.seed,
+            "logging_steps": 1,
+            "save_strategy": "steps" if self.save_steps else "no",
+            "save_steps": self.save_steps or 500,
+            "save_total_limit": self.save_total_limit,
+            "report_to": "none",
+            "disable_tqdm": True,
+        }
+
+
+class SFTStageConfig(TrainerStageConfig):
+    trl_config: ClassVar[str] = "SFTConfig"
+
     learning_rate: float = 2e-5
     max_length: int = 4096
     assistant_only_loss: bool = True
@@ -77,29 +123,11 @@ class SFTStageConfig(BaseModel):
     lora_target_modules: str | list[str] = "all-linear"
     eval_split: str = "test"
     eval_steps: int | None = None  # also evaluate every N steps (always once at the end)
-    save_steps: int | None = None  # checkpoints/checkpoint-N every N steps (None: final model only)
-    save_total_limit: int | None = 2
-    use_cpu: bool = True
-    bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
-    gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
-    seed: int = 0
-    launch: LaunchConfig = Field(default_factory=LaunchConfig)
-    extra: dict = Field(default_factory=dict)  # passed through to SFTConfig
-
-    @field_validator("extra")
-    @classmethod
-    def _extra_fits_sft_config(cls, extra: dict) -> dict:
-        check_extra(extra, "SFTConfig")
-        return extra
 
 
-class GRPOStageConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GRPOStageConfig(TrainerStageConfig):
+    trl_config: ClassVar[str] = "GRPOConfig"
 
-    model: str = "embedded"
-    max_steps: int = 2
-    per_device_train_batch_size: int = 2
-    gradient_accumulation_steps: int = 1
     num_generations: int = 2
     # Multi-turn: the budget covers the model's tokens *and* the tool results between them.
     # Too small a budget cuts every episode mid tool loop, which the verifier scores 0.
@@ -117,8 +145,6 @@ class GRPOStageConfig(BaseModel):
     max_tool_calling_iterations: int = 6
     verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
     objective: ObjectiveOptions = Field(default_factory=ObjectiveOptions)  # methods.md §5 options
-    save_steps: int | None = None  # checkpoints/checkpoint-N every N steps
-    save_total_limit: int | None = 2
     # GPU generation with vLLM inside TRL: "colocate" (same GPUs) or "server" (`trl vllm-serve`).
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
@@ -126,18 +152,6 @@ class GRPOStageConfig(BaseModel):
     vllm_server_port: int = 8000
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     vllm_tensor_parallel_size: int = Field(1, ge=1)
-    use_cpu: bool = True
-    bf16: bool = True  # mixed precision (fp32 weights, bf16 autocast): ~2.3x faster than fp32 here
-    gradient_checkpointing: bool = True  # TRL's default: less memory, ~30% more time
-    seed: int = 0
-    launch: LaunchConfig = Field(default_factory=LaunchConfig)
-    extra: dict = Field(default_factory=dict)  # passed through to GRPOConfig
-
-    @field_validator("extra")
-    @classmethod
-    def _extra_fits_grpo_config(cls, extra: dict) -> dict:
-        check_extra(extra, "GRPOConfig")
-        return extra
 
     @model_validator(mode="after")
     def _check(self) -> GRPOStageConfig:

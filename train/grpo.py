@@ -52,28 +52,14 @@ CURVE_KEYS = ["reward", "reward_std", "verifier/passed", "state/exact", "loss", 
 def grpo_args(cfg: GRPOStageConfig, out: Path) -> dict[str, Any]:
     """The `GRPOConfig` keyword arguments of a stage config (`extra` last, overriding)."""
     args: dict[str, Any] = {
-        "output_dir": str(out / "checkpoints"),
-        "max_steps": cfg.max_steps,
-        "per_device_train_batch_size": cfg.per_device_train_batch_size,
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        **cfg.trainer_args(out),
         "num_generations": cfg.num_generations,
         "max_completion_length": cfg.max_completion_length,
-        "learning_rate": cfg.learning_rate,
         "temperature": cfg.temperature,
         "beta": cfg.beta,
         "epsilon": cfg.epsilon,
         "epsilon_high": cfg.epsilon_high,
         "num_iterations": cfg.num_iterations,
-        "use_cpu": cfg.use_cpu,
-        "bf16": cfg.bf16,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "seed": cfg.seed,
-        "logging_steps": 1,
-        "save_strategy": "steps" if cfg.save_steps else "no",
-        "save_steps": cfg.save_steps or 500,
-        "save_total_limit": cfg.save_total_limit,
-        "report_to": "none",
-        "disable_tqdm": True,
     }
     if cfg.multi_turn:
         args["max_tool_calling_iterations"] = cfg.max_tool_calling_iterations
