@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -145,28 +145,28 @@ def unescape_text(text: str) -> str:
     return ESCAPED.sub(lambda m: m.group(0)[0] + m.group(0)[2:], text)
 
 
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """`value` with `fn` applied to every string in it (in lists and dicts, keys included);
+    other values as they are."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {_map_strings(k, fn): _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
 def escape_released(value: Any) -> Any:
     """`value` (text, or lists and dicts of them, keys included) with every string escaped
     by `escape_released_text`; other values as they are."""
-    if isinstance(value, str):
-        return escape_released_text(value)
-    if isinstance(value, dict):
-        return {escape_released(k): escape_released(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [escape_released(v) for v in value]
-    return value
+    return _map_strings(value, escape_released_text)
 
 
 def unescape(value: Any) -> Any:
     """The released text as it was written: every string of `value` (a row, a message, a
     decoded JSON object or JSON text) with `unescape_text` applied."""
-    if isinstance(value, str):
-        return unescape_text(value)
-    if isinstance(value, dict):
-        return {unescape(k): unescape(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unescape(v) for v in value]
-    return value
+    return _map_strings(value, unescape_text)
 
 
 def escape_json_text(text: str) -> str:

@@ -188,14 +188,16 @@ def _loose(text: str, cut: bool, tool_names: set[str]) -> tuple[str, list[_Item]
     which take in whatever lies inside them). Items come in order of appearance."""
     found: list[tuple[int, int, _Item]] = []
     drop: list[tuple[int, int]] = []
-    for m in _ODD_BLOCK.finditer(text):
-        tag = clip(m.group(1), 40)
-        found.append((m.start(), m.end(), _malformed(
-            "bad_tag",
-            f"{tag!r} is not <tool_call>: calls are read only from <tool_call>...</tool_call> "
-            "written exactly so (lower case, no spaces); nothing in this block was run",
-            m.group(0))))
+
+    def bad_tag(m: re.Match[str], message: str) -> None:
+        """A `bad_tag` item for the match `m`, whose text is taken out."""
+        found.append((m.start(), m.end(), _malformed("bad_tag", message, m.group(0))))
         drop.append((m.start(), m.end()))
+
+    for m in _ODD_BLOCK.finditer(text):
+        bad_tag(m, f"{clip(m.group(1), 40)!r} is not <tool_call>: calls are read only from "
+                   "<tool_call>...</tool_call> written exactly so (lower case, no spaces); nothing "
+                   "in this block was run")
     blank = _blank(text, drop)
     prose = _prose_calls(blank, cut)
     blank = _blank(blank, [(s, e) for s, e, _ in prose])
@@ -203,14 +205,9 @@ def _loose(text: str, cut: bool, tool_names: set[str]) -> tuple[str, list[_Item]
     spans = [(s, e) for s, e, _ in foreign]
     found += [(s, e, item) for s, e, items in prose if not _inside(s, spans) for item in items]
     for m in _CLOSE_TAG.finditer(blank):
-        if _inside(m.start(), spans):
-            continue
-        found.append((m.start(), m.end(), _malformed(
-            "bad_tag",
-            f"{clip(m.group(0), 40)!r} closes no <tool_call> block; calls are read only from "
-            "<tool_call>...</tool_call>",
-            m.group(0))))
-        drop.append((m.start(), m.end()))
+        if not _inside(m.start(), spans):
+            bad_tag(m, f"{clip(m.group(0), 40)!r} closes no <tool_call> block; calls are read only "
+                       "from <tool_call>...</tool_call>")
     found += foreign
     found.sort(key=lambda f: f[0])
     return _cut(text, drop), [item for _, _, item in found]
