@@ -24,6 +24,7 @@ from rollout.control_tokens import control_tokens, escape_messages
 from rollout.kv_cache import REUSE_MODES, KVEntry, KVStore
 from rollout.model import ChatResponse, ModelError
 from rollout.parsing import parse_tool_calls, tool_names_of
+from rollout.pending import PendingChat
 from rollout.prepare import chat_template, hub_offline, prepare_embedded_model
 
 log = logging.getLogger("rollout.embedded")  # the embedded model's logger, as before the split
@@ -32,28 +33,15 @@ DEFAULT_KV_BUDGET_MB = 1536.0  # bf16: about 23 KB per token, so ~68k tokens of 
 
 
 @dataclass
-class _Request:
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    sampling: Sampling
-    future: asyncio.Future[ChatResponse]
+class _Request(PendingChat):
     loop: asyncio.AbstractEventLoop
 
     def settle(
         self, result: ChatResponse | None = None, error: BaseException | None = None
     ) -> None:
         """Resolve the caller's future from any thread (ignored if the caller is gone)."""
-
-        def _set() -> None:
-            if self.future.done():
-                return
-            if error is not None:
-                self.future.set_exception(error)
-            else:
-                self.future.set_result(result)  # type: ignore[arg-type]
-
         with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-            self.loop.call_soon_threadsafe(_set)
+            self.loop.call_soon_threadsafe(self.resolve, result, error)
 
 
 class _Engine:

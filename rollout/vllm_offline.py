@@ -14,20 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from data.records import Sampling
 from rollout.model import ChatResponse, ModelError
 from rollout.parsing import parse_tool_calls
-
-
-@dataclass
-class _Pending:
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    sampling: Sampling
-    future: asyncio.Future[ChatResponse]
+from rollout.pending import PendingChat
 
 
 class VLLMOfflineModel:
@@ -56,7 +48,7 @@ class VLLMOfflineModel:
         self.engine_kw = engine_kw
         self._llm = llm
         self._llm_lock = threading.Lock()
-        self._queue: list[_Pending] = []
+        self._queue: list[PendingChat] = []
         self._flusher: asyncio.Task[None] | None = None
         self.batch_sizes: list[int] = []
 
@@ -78,7 +70,7 @@ class VLLMOfflineModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling
     ) -> ChatResponse:
         loop = asyncio.get_running_loop()
-        pending = _Pending(list(messages), list(tools or []), sampling, loop.create_future())
+        pending = PendingChat(list(messages), list(tools or []), sampling, loop.create_future())
         self._queue.append(pending)
         if len(self._queue) >= self.max_batch:
             self._flush_now()
@@ -99,7 +91,7 @@ class VLLMOfflineModel:
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
             asyncio.get_running_loop().create_task(self._run(batch))
 
-    async def _run(self, batch: list[_Pending]) -> None:
+    async def _run(self, batch: list[PendingChat]) -> None:
         self.batch_sizes.append(len(batch))
         try:
             outputs = await asyncio.to_thread(self._generate, batch)
@@ -112,14 +104,12 @@ class VLLMOfflineModel:
                 )
             )
             for p in batch:
-                if not p.future.done():
-                    p.future.set_exception(error)
+                p.resolve(error=error)
             return
         for p, out in zip(batch, outputs, strict=True):
-            if not p.future.done():
-                p.future.set_result(out)
+            p.resolve(out)
 
-    def _generate(self, batch: list[_Pending]) -> list[ChatResponse]:
+    def _generate(self, batch: list[PendingChat]) -> list[ChatResponse]:
         llm = self.engine()
         params = [self._params(p.sampling) for p in batch]
         tools = batch[0].tools or None
@@ -132,7 +122,7 @@ class VLLMOfflineModel:
         return self._chat(llm, batch, params, tools)
 
     def _chat(
-        self, llm: Any, batch: list[_Pending], params: list[Any], tools: Any
+        self, llm: Any, batch: list[PendingChat], params: list[Any], tools: Any
     ) -> list[ChatResponse]:
         kw: dict[str, Any] = {"use_tqdm": False}
         if self.chat_template:
@@ -165,8 +155,7 @@ class VLLMOfflineModel:
         if self._flusher is not None:
             self._flusher.cancel()
         for p in self._queue:
-            if not p.future.done():
-                p.future.set_exception(ModelError("the vLLM model was closed", reason="backend"))
+            p.resolve(error=ModelError("the vLLM model was closed", reason="backend"))
         self._queue = []
         with contextlib.suppress(Exception):
             self._llm = None
