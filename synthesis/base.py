@@ -23,7 +23,7 @@ from data.records import Task, omit_when_none
 from data.registry import Registry
 from envs.world import World
 from synthesis.config import WriterConfig
-from synthesis.texts import internal_id_leaks, user_facing_texts  # noqa: F401 (re-exported)
+from synthesis.texts import internal_id_leaks, user_facing_texts  # noqa: F401 (user_facing_texts re-exported)
 
 
 class SynthesisConfig(BaseModel):
@@ -77,6 +77,19 @@ class SynthesisResult:
         task.split = split_for(task.id, test_fraction)
         self._ids.add(task.id)
         self.tasks.append(task)
+
+    def keep(self, task: Task, test_fraction: float, world: World | None = None) -> bool:
+        """`accept` the task unless one with its id was accepted (a `duplicate` drop) or,
+        given its `world`, its user-facing text states a world-internal id (an
+        `internal_id_leak` drop); whether it was kept."""
+        if self.has(task):
+            self.drops["duplicate"] += 1
+        elif world is not None and internal_id_leaks(world, task):
+            self.drops["internal_id_leak"] += 1
+        else:
+            self.accept(task, test_fraction)
+            return True
+        return False
 
 
 Method = Callable[[SynthesisConfig, World], SynthesisResult]

@@ -44,7 +44,7 @@ from envs.constraints import (
 from envs.contract import hook
 from envs.cove import AFTER, ON_NEW
 from envs.world import World
-from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
+from synthesis.base import SynthesisConfig, SynthesisResult, register
 from synthesis.dialogue import with_dialogue
 
 METHOD = "constraint_guided"
@@ -249,10 +249,8 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
                 if ambiguous_after_writes(world, task):
                     result.drops["ambiguous_after_write"] += 1
                     continue
-                if internal_id_leaks(world, task):
-                    result.drops["internal_id_leak"] += 1
+                if not result.keep(task, cfg.test_fraction, world):
                     continue
-                result.accept(task, cfg.test_fraction)
                 described += n
                 unique += u
                 first_unique += fuzzy.first_draw_unique

@@ -37,7 +37,7 @@ from envs.contract import hook
 from envs.conversation import conversation, identity_lookup
 from envs.rules import trace_rules
 from envs.world import World
-from synthesis.base import SynthesisConfig, SynthesisResult, internal_id_leaks, register
+from synthesis.base import SynthesisConfig, SynthesisResult, register
 from synthesis.dialogue import with_dialogue
 from synthesis.explorer import ExplorerConfig, explore
 from synthesis.paraphrase import paraphrase_tasks
@@ -210,14 +210,7 @@ def synthesize(cfg: SynthesisConfig, world: World) -> SynthesisResult:
             if task is None:
                 result.drops[why] += 1
                 continue
-            if result.has(task):
-                result.drops["duplicate"] += 1
-                continue
-            if internal_id_leaks(world, task):
-                result.drops["internal_id_leak"] += 1
-                continue
-            result.accept(task, cfg.test_fraction)
-            if len(result.tasks) >= cfg.n_tasks:
+            if result.keep(task, cfg.test_fraction, world) and len(result.tasks) >= cfg.n_tasks:
                 break
         seed += 1
     if opts.paraphrase:
@@ -324,11 +317,5 @@ def _paraphrased(result: SynthesisResult, cfg: SynthesisConfig, world: World, mo
                                        temperature=temperature)
     out = SynthesisResult(drops=result.drops, stats={"paraphrase": dict(sorted(outcomes.items()))})
     for task in tasks:
-        if out.has(task):
-            out.drops["duplicate"] += 1
-            continue
-        if internal_id_leaks(world, task):  # a paraphrase may name what the original did not
-            out.drops["internal_id_leak"] += 1
-            continue
-        out.accept(task, cfg.test_fraction)
+        out.keep(task, cfg.test_fraction, world)  # a paraphrase may name an id the original did not
     return out

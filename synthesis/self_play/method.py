@@ -142,10 +142,8 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
                 if task is None:
                     result.drops[why] += 1
                     continue
-                if result.has(task):
-                    result.drops["duplicate"] += 1
+                if not result.keep(task, cfg.test_fraction):
                     continue
-                result.accept(task, cfg.test_fraction)
                 calculator += calculator_only
                 if len(result.tasks) >= cfg.n_tasks:
                     break
