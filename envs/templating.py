@@ -49,3 +49,27 @@ def told(label: str, value: Any, kind: str = "text", *also: str) -> Fact:
 def each(label: str, values: list[Any], kind: str = "text") -> list[Fact]:
     """One fact per value (every item of a list answer must be said)."""
     return [told(label, v, kind) for v in values]
+
+
+Question = tuple[str, list[Fact]]
+
+
+def ask(conn: sqlite3.Connection, rng: random.Random, sql: str, key: str,
+        questions: Callable[[dict[str, Any], Any], list[Question]], *args: Any) -> Out:
+    """A read of one record drawn by `sql` (its `key` column the call's one argument), asked
+    as one of `questions(record, id)`: a sentence and the facts of its answer. None when the
+    query finds nothing or `questions` offers no sentence."""
+    record = pick(conn, rng, sql, *args)
+    if record is None:
+        return None
+    options = questions(record, record[key])
+    if not options:
+        return None
+    question, facts = rng.choice(options)
+    return {key: record[key]}, question, facts
+
+
+def insist(want: str, summary: str, close: str) -> Out:
+    """A request the policy does not allow, which the user insists on: a hand-over to a human
+    agent with `summary` as its note ("`want`. `close`: "`summary`".")."""
+    return {"summary": summary}, f'{want}. {close}: "{summary}".'

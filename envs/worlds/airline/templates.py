@@ -6,42 +6,35 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Out, Template, each, pick, told
+from envs.templating import Out, Question, Template, ask, each, insist, pick, told
 
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
 
 def air_user(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    u = pick(conn, rng, "SELECT * FROM users")
-    if u is None:
-        return None
-    uid = u["user_id"]
-    mine = [r["reservation_id"] for r in rows(conn, "SELECT reservation_id FROM reservations WHERE user_id = ?"
-                                                    " ORDER BY reservation_id", uid)]
-    options = [(f"What membership tier does my account {uid} have?", [told("membership tier", u["membership"])]),
-               (f"I'm {u['name']}, user id {uid}. What is my membership level?",
-                [told("membership tier", u["membership"])])]
-    if 1 <= len(mine) <= 3:
-        options.append((f"I'm {u['name']}, user id {uid}. Which reservations do I have on file?",
-                        each("reservation id", mine, "id")))
-    question, facts = rng.choice(options)
-    return {"user_id": uid}, question, facts
+    def questions(u: dict[str, Any], uid: str) -> list[Question]:
+        mine = [r["reservation_id"] for r in rows(conn, "SELECT reservation_id FROM reservations WHERE user_id = ?"
+                                                        " ORDER BY reservation_id", uid)]
+        options = [(f"What membership tier does my account {uid} have?", [told("membership tier", u["membership"])]),
+                   (f"I'm {u['name']}, user id {uid}. What is my membership level?",
+                    [told("membership tier", u["membership"])])]
+        if 1 <= len(mine) <= 3:
+            options.append((f"I'm {u['name']}, user id {uid}. Which reservations do I have on file?",
+                            each("reservation id", mine, "id")))
+        return options
+    return ask(conn, rng, "SELECT * FROM users", "user_id", questions)
 
 
 def air_reservation(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    r = pick(conn, rng, "SELECT r.*, f.flight_number FROM reservations r JOIN flights f USING (flight_id)")
-    if r is None:
-        return None
-    rid = r["reservation_id"]
-    question, facts = rng.choice([
-        (f"What is the status of my reservation {rid}?", [told("reservation status", r["status"])]),
-        (f"How many checked bags are on my booking {rid}?", [told("checked bags", r["bags"], "count")]),
-        (f"Which flight is my reservation {rid} on?", [told("flight number", r["flight_number"], "id")]),
-    ])
-    return {"reservation_id": rid}, question, facts
+    return ask(conn, rng, "SELECT r.*, f.flight_number FROM reservations r JOIN flights f USING (flight_id)",
+               "reservation_id", lambda r, rid: [
+                   (f"What is the status of my reservation {rid}?", [told("reservation status", r["status"])]),
+                   (f"How many checked bags are on my booking {rid}?", [told("checked bags", r["bags"], "count")]),
+                   (f"Which flight is my reservation {rid} on?", [told("flight number", r["flight_number"], "id")])])
 
 
 def air_search(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -60,16 +53,10 @@ def air_search(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def air_flight(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    f = pick(conn, rng, "SELECT * FROM flights")
-    if f is None:
-        return None
-    fid = f["flight_id"]
-    question, facts = rng.choice([
+    return ask(conn, rng, "SELECT * FROM flights", "flight_id", lambda f, fid: [
         (f"Is {fid} still on schedule?", [told("flight status", f["status"])]),
         (f"How many seats are still free on {fid}?", [told("free seats", f["seats_available"], "count")]),
-        (f"What does a business seat cost on {fid}?", [told("business fare", f["price_business"], "amount")]),
-    ])
-    return {"flight_id": fid}, question, facts
+        (f"What does a business seat cost on {fid}?", [told("business fare", f["price_business"], "amount")])])
 
 
 def air_calculate(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -171,8 +158,7 @@ def air_transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
         (f"I think I was overcharged on my reservation {rid} and want the difference back",
          f"User {uid} disputes the amount paid on {rid}"),
     ])
-    return {"summary": summary}, (f"{want}. If you cannot do that, I insist on a human agent; please pass this"
-                                  f' on: "{summary}".')
+    return insist(want, summary, "If you cannot do that, I insist on a human agent; please pass this on")
 
 
 TEMPLATES: dict[str, Template] = {

@@ -14,7 +14,7 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Out, Template, each, pick, told
+from envs.templating import Out, Question, Template, ask, each, insist, pick, told
 
 SPECIALTIES = ["primary_care", "pediatrics", "cardiology", "dermatology", "orthopedics"]
 TYPES_BY = {"primary_care": ["annual_physical", "sick_visit", "follow_up"], "pediatrics": ["well_child", "follow_up"]}
@@ -34,17 +34,15 @@ def _tries(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> bool:
 
 
 def patient(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    p = pick(conn, rng, "SELECT * FROM patients")
-    if p is None:
-        return None
-    pid = p["patient_id"]
-    appts = [r["appointment_id"] for r in rows(conn, "SELECT appointment_id FROM appointments WHERE patient_id = ?"
-                                                     " ORDER BY appointment_id", pid)]
-    options = [(f"What is my unpaid balance? I'm patient {pid}.", [told("balance due", p["balance_due"], "amount")])]
-    if 1 <= len(appts) <= 3:
-        options.append((f"I'm patient {pid}. Which appointments do I have?", each("appointment id", appts, "id")))
-    question, facts = rng.choice(options)
-    return {"patient_id": pid}, question, facts
+    def questions(p: dict[str, Any], pid: str) -> list[Question]:
+        appts = [r["appointment_id"] for r in rows(conn, "SELECT appointment_id FROM appointments"
+                                                         " WHERE patient_id = ? ORDER BY appointment_id", pid)]
+        options = [(f"What is my unpaid balance? I'm patient {pid}.",
+                    [told("balance due", p["balance_due"], "amount")])]
+        if 1 <= len(appts) <= 3:
+            options.append((f"I'm patient {pid}. Which appointments do I have?", each("appointment id", appts, "id")))
+        return options
+    return ask(conn, rng, "SELECT * FROM patients", "patient_id", questions)
 
 
 def providers(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -65,14 +63,9 @@ def providers(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def provider(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    p = pick(conn, rng, "SELECT * FROM providers")
-    if p is None:
-        return None
-    question, facts = rng.choice([
-        (f"Which specialty does {p['provider_id']} practise?", [told("specialty", p["specialty"])]),
-        (f"Where does {p['provider_id']} see patients?", [told("location", p["location"])]),
-    ])
-    return {"provider_id": p["provider_id"]}, question, facts
+    return ask(conn, rng, "SELECT * FROM providers", "provider_id", lambda p, pid: [
+        (f"Which specialty does {pid} practise?", [told("specialty", p["specialty"])]),
+        (f"Where does {pid} see patients?", [told("location", p["location"])])])
 
 
 def open_slots(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -98,15 +91,11 @@ def types(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def appointment(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    a = pick(conn, rng, "SELECT a.*, s.start_at, p.name AS provider FROM appointments a JOIN slots s USING (slot_id)"
-                        " JOIN providers p USING (provider_id)")
-    if a is None:
-        return None
-    aid = a["appointment_id"]
-    question, facts = rng.choice([(f"On which day is my appointment {aid}?", [told("date", a["start_at"][:10], "date")]),
-                                  (f"Who is my appointment {aid} with?", [told("provider", a["provider"])]),
-                                  (f"What is the status of my appointment {aid}?", [told("status", a["status"])])])
-    return {"appointment_id": aid}, question, facts
+    return ask(conn, rng, "SELECT a.*, s.start_at, p.name AS provider FROM appointments a JOIN slots s"
+                          " USING (slot_id) JOIN providers p USING (provider_id)", "appointment_id", lambda a, aid: [
+        (f"On which day is my appointment {aid}?", [told("date", a["start_at"][:10], "date")]),
+        (f"Who is my appointment {aid} with?", [told("provider", a["provider"])]),
+        (f"What is the status of my appointment {aid}?", [told("status", a["status"])])])
 
 
 def prescription(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -194,9 +183,9 @@ def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     a = pick(conn, rng, "SELECT * FROM appointments")
     if a is None:
         return None
-    summary = f"Patient {a['patient_id']} disputes the fee of appointment {a['appointment_id']}"
-    return {"summary": summary}, (f"The fee of my appointment {a['appointment_id']} is wrong and I want it changed."
-                                  f' If you cannot, I insist on talking to a person; please pass on: "{summary}".')
+    return insist(f"The fee of my appointment {a['appointment_id']} is wrong and I want it changed",
+                  f"Patient {a['patient_id']} disputes the fee of appointment {a['appointment_id']}",
+                  "If you cannot, I insist on talking to a person; please pass on")
 
 
 TEMPLATES: dict[str, Template] = {

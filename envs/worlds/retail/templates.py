@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Out, Template, each, pick, told
+from envs.templating import Out, Question, Template, ask, each, insist, pick, told
 
 CATEGORIES = ["apparel", "footwear", "outdoor", "home", "kitchen", "electronics", "office"]
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane"]
@@ -43,54 +43,39 @@ def by_name_zip(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    c = pick(conn, rng, "SELECT * FROM customers")
-    if c is None:
-        return None
-    cid = c["customer_id"]
-    orders = [r["order_id"] for r in rows(conn, "SELECT order_id FROM orders WHERE customer_id = ? ORDER BY order_id",
-                                          cid)]
-    gift = rows(conn, "SELECT balance FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'", cid)
-    options = []
-    if 1 <= len(orders) <= 3:
-        options.append((f"Which orders are on my customer account {cid}?", each("order number", orders, "id")))
-    if len(gift) == 1:
-        options.append((f"What is the gift card balance on my account {cid}?",
-                        [told("gift card balance", gift[0]["balance"], "amount")]))
-    if not options:
-        return None
-    question, facts = rng.choice(options)
-    return {"customer_id": cid}, question, facts
+    def questions(c: dict[str, Any], cid: str) -> list[Question]:
+        orders = [r["order_id"] for r in rows(conn, "SELECT order_id FROM orders WHERE customer_id = ?"
+                                                    " ORDER BY order_id", cid)]
+        gift = rows(conn, "SELECT balance FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'", cid)
+        options = []
+        if 1 <= len(orders) <= 3:
+            options.append((f"Which orders are on my customer account {cid}?", each("order number", orders, "id")))
+        if len(gift) == 1:
+            options.append((f"What is the gift card balance on my account {cid}?",
+                            [told("gift card balance", gift[0]["balance"], "amount")]))
+        return options
+    return ask(conn, rng, "SELECT * FROM customers", "customer_id", questions)
 
 
 def order(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    o = pick(conn, rng, "SELECT * FROM orders")
-    if o is None:
-        return None
-    oid = o["order_id"]
-    question, facts = rng.choice([
+    return ask(conn, rng, "SELECT * FROM orders", "order_id", lambda o, oid: [
         (f"Where is my order {oid}? What is its status?", [told("order status", o["status"])]),
         (f"What did my order {oid} cost in total?", [told("order total", o["total"], "amount")]),
-        (f"Has my order {oid} been delivered yet? Tell me its status.", [told("order status", o["status"])]),
-    ])
-    return {"order_id": oid}, question, facts
+        (f"Has my order {oid} been delivered yet? Tell me its status.", [told("order status", o["status"])])])
 
 
 def product(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    p = pick(conn, rng, "SELECT * FROM products")
-    if p is None:
-        return None
-    pid = p["product_id"]
-    variants = rows(conn, "SELECT options, price, stock FROM variants WHERE product_id = ?", pid)
-    if not variants:
-        return None
-    cheapest = min(v["price"] for v in variants)
-    v = rng.choice(variants)
-    options = ", ".join(f"{k} {x}" for k, x in json.loads(v["options"]).items())
-    question, facts = rng.choice([
-        (f"What is the lowest price you have {pid} for?", [told("lowest price", cheapest, "amount")]),
-        (f"How many of {pid} in {options} do you have in stock?", [told("units in stock", v["stock"], "count")]),
-    ])
-    return {"product_id": pid}, question, facts
+    def questions(p: dict[str, Any], pid: str) -> list[Question]:
+        variants = rows(conn, "SELECT options, price, stock FROM variants WHERE product_id = ?", pid)
+        if not variants:
+            return []
+        cheapest = min(v["price"] for v in variants)
+        v = rng.choice(variants)
+        options = ", ".join(f"{k} {x}" for k, x in json.loads(v["options"]).items())
+        return [(f"What is the lowest price you have {pid} for?", [told("lowest price", cheapest, "amount")]),
+                (f"How many of {pid} in {options} do you have in stock?",
+                 [told("units in stock", v["stock"], "count")])]
+    return ask(conn, rng, "SELECT * FROM products", "product_id", questions)
 
 
 def products(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -197,9 +182,6 @@ def exchange(conn: sqlite3.Connection, rng: random.Random) -> Out:
                   f" any price difference goes on {pay['payment_id']}.")
 
 
-
-
-
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     """Compensation or a disputed total, which the policy does not allow, and the customer
     insists: the policy's case for a human agent."""
@@ -213,8 +195,7 @@ def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
         (f"The total of my order {oid} is wrong and I want it corrected",
          f"Customer {cid} disputes the total of order {oid}"),
     ])
-    return {"summary": summary}, (f"{want}. If you cannot do that, I insist on a human agent; please hand over"
-                                  f' this note: "{summary}".')
+    return insist(want, summary, "If you cannot do that, I insist on a human agent; please hand over this note")
 
 
 TEMPLATES: dict[str, Template] = {

@@ -9,61 +9,54 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Out, Template, each, pick, told
+from envs.templating import Out, Question, Template, ask, each, pick, told
 
 _NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"
                f" AND b.due_date < {TODAY})")
 _ACTIVE = f"SELECT l.* FROM lines l WHERE l.status = 'active' AND {_NO_OVERDUE}"
 
 
+_LINES = "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)"
+
+
 def customer(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    c = pick(conn, rng, "SELECT * FROM customers")
-    if c is None:
-        return None
-    cid = c["customer_id"]
-    phones = [r["phone_number"] for r in rows(conn, "SELECT phone_number FROM lines WHERE customer_id = ?"
-                                                    " ORDER BY line_id", cid)]
-    latest = rows(conn, "SELECT amount FROM bills WHERE customer_id = ? ORDER BY due_date DESC, bill_id LIMIT 1", cid)
-    options = []
-    if 1 <= len(phones) <= 3:
-        options.append((f"Which phone numbers are on my account {cid}?", each("phone number", phones, "id")))
-    if latest:
-        options.append((f"Please pull up my account {cid} and tell me the amount of my latest bill.",
-                        [told("latest bill", latest[0]["amount"], "amount")]))
-    if not options:
-        return None
-    question, facts = rng.choice(options)
-    return {"customer_id": cid}, question, facts
+    def questions(c: dict[str, Any], cid: str) -> list[Question]:
+        phones = [r["phone_number"] for r in rows(conn, "SELECT phone_number FROM lines WHERE customer_id = ?"
+                                                        " ORDER BY line_id", cid)]
+        latest = rows(conn, "SELECT amount FROM bills WHERE customer_id = ? ORDER BY due_date DESC, bill_id"
+                            " LIMIT 1", cid)
+        options = []
+        if 1 <= len(phones) <= 3:
+            options.append((f"Which phone numbers are on my account {cid}?", each("phone number", phones, "id")))
+        if latest:
+            options.append((f"Please pull up my account {cid} and tell me the amount of my latest bill.",
+                            [told("latest bill", latest[0]["amount"], "amount")]))
+        return options
+    return ask(conn, rng, "SELECT * FROM customers", "customer_id", questions)
 
 
 def by_number(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")
-    if ln is None:
-        return None
-    n = ln["phone_number"]
-    question, facts = rng.choice([(f"Which account is my number {n} on?", [told("account id", ln["customer_id"], "id")]),
-                                  (f"Is my line with the number {n} active?", [told("line status", ln["status"])])])
-    return {"phone_number": n}, question, facts
+    return ask(conn, rng, _LINES, "phone_number", lambda ln, n: [
+        (f"Which account is my number {n} on?", [told("account id", ln["customer_id"], "id")]),
+        (f"Is my line with the number {n} active?", [told("line status", ln["status"])])])
 
 
 def line(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")
-    if ln is None:
-        return None
-    lid = ln["line_id"]
-    addons = [r["name"] for r in rows(conn, "SELECT a.name FROM line_addons la JOIN addons a USING (addon_id)"
-                                            " WHERE la.line_id = ? ORDER BY a.addon_id", lid)]
-    options = [(f"Which plan is my line {lid} on?", [told("plan", ln["plan_name"])])]
-    if ln["contract_end"]:
-        options.append((f"When does the contract of my line {lid} end?",
-                        [told("contract end", ln["contract_end"], "date")]))
-    if addons:
-        options.append((f"Which add-ons are on my line {lid}?", each("add-on", addons)))
-    question, facts = rng.choice(options)
-    return {"line_id": lid}, question, facts
+    def questions(ln: dict[str, Any], lid: str) -> list[Question]:
+        addons = [r["name"] for r in rows(conn, "SELECT a.name FROM line_addons la JOIN addons a USING (addon_id)"
+                                                " WHERE la.line_id = ? ORDER BY a.addon_id", lid)]
+        options = [(f"Which plan is my line {lid} on?", [told("plan", ln["plan_name"])])]
+        if ln["contract_end"]:
+            options.append((f"When does the contract of my line {lid} end?",
+                            [told("contract end", ln["contract_end"], "date")]))
+        if addons:
+            options.append((f"Which add-ons are on my line {lid}?", each("add-on", addons)))
+        return options
+    return ask(conn, rng, _LINES, "line_id", questions)
 
 
 def usage(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -99,16 +92,10 @@ def addons(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    b = pick(conn, rng, "SELECT * FROM bills")
-    if b is None:
-        return None
-    bid = b["bill_id"]
-    question, facts = rng.choice([
+    return ask(conn, rng, "SELECT * FROM bills", "bill_id", lambda b, bid: [
         (f"How much is still owed on my bill {bid}?", [told("amount owed", b["amount"] - b["amount_paid"], "amount")]),
         (f"What was the amount of my bill {bid}?", [told("bill amount", b["amount"], "amount")]),
-        (f"When is my bill {bid} due?", [told("due date", b["due_date"], "date")]),
-    ])
-    return {"bill_id": bid}, question, facts
+        (f"When is my bill {bid} due?", [told("due date", b["due_date"], "date")])])
 
 
 def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
