@@ -112,6 +112,20 @@ def _healthy(api_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+HEALTH_WAIT_S = 30.0  # a busy server may miss one 2-second health check
+
+
+def _wait_healthy(api_url: str, wait_s: float) -> bool:
+    """Whether the server answers its health check within `wait_s` (checked every second)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if _healthy(api_url):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(1.0)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -316,14 +330,21 @@ def serve(path: Path | str, limit: int | None = None, late_runs: Literal["skip",
     if api_url is None:
         server = PrefectServer()
         api_url = server.start()
-    elif not _healthy(api_url):
-        raise RuntimeError(f"no healthy Prefect server at {api_url}")
+    elif not _wait_healthy(api_url, HEALTH_WAIT_S):
+        raise RuntimeError(f"no healthy Prefect server at {api_url} (waited {HEALTH_WAIT_S:.0f} s)")
     os.environ["PREFECT_API_URL"] = api_url
     from prefect.exceptions import TerminationSignal
     from prefect.runner import Runner
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     deployment_ids: list[UUID] = []
+
+    def stop_while_starting(signum: int, frame: Any) -> None:
+        raise TerminationSignal(signal=signum)
+
+    # SIGTERM before the runner installs its own handler (registering, settling late runs)
+    # ends serve as cleanly as one after it: the `finally` below still runs
+    previous = signal.signal(signal.SIGTERM, stop_while_starting)
     try:
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
             poll_s = float(get_current_settings().runner.poll_frequency)
@@ -339,10 +360,14 @@ def serve(path: Path | str, limit: int | None = None, late_runs: Literal["skip",
                                  busy=lambda: not runner.has_slots_available())
             with guard, contextlib.suppress(KeyboardInterrupt, TerminationSignal):
                 asyncio.run(runner.start())
+    except (KeyboardInterrupt, TerminationSignal):
+        pass  # stopped while starting
     finally:
+        signal.signal(signal.SIGTERM, stop_while_starting)  # the runner's handler is done with
         try:
             if deployment_ids:
                 cancel_pending_runs(api_url, deployment_ids, "trajforge serve stopped before this run started")
         finally:
             if server:
                 server.stop()
+            signal.signal(signal.SIGTERM, previous)
