@@ -34,6 +34,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs.constraints import FuzzifyError, FuzzyRef
+from envs.design import Goal
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]
@@ -248,9 +249,17 @@ class KnownInfo(dict):  # type: ignore[type-arg]
     """known_info for the i-th constraint of a set: a key an earlier constraint already
     used gets the suffix " (request i+1)", so two requests never overwrite each other."""
 
-    def __init__(self, base: dict[str, str], index: int) -> None:
+    def __init__(self, base: dict[str, str], index: int = 0) -> None:
         super().__init__(base)
         self.index = index
+
+    def requests(self, constraints: list[Any], fuzzy: dict[str, str]) -> Iterator[tuple[int, Any, dict[str, str]]]:
+        """A ``goal``'s loop over a set: each constraint's index (which this known info then
+        counts as its request), the constraint and its descriptions by field (the "c<i>.<field>"
+        keys of `fuzzy`)."""
+        for i, c in enumerate(constraints):
+            self.index = i
+            yield i, c, {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
 
     def update(self, other: dict[str, str] | None = None, **kw: str) -> None:  # type: ignore[override]
         for key, value in {**(other or {}), **kw}.items():
@@ -260,6 +269,12 @@ class KnownInfo(dict):  # type: ignore[type-arg]
         if key in self and self[key] != value and self.index > 0:
             key = f"{key} (request {self.index + 1})"
         super().__setitem__(key, value)
+
+
+def wants(parts: list[str], reason: str, known: dict[str, str], unknown: Iterable[str]) -> Goal:
+    """The goal "You want to <part>; and <part>." with its reason, known and unknown info."""
+    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason=reason,
+                known_info=dict(known), unknown_info=sorted(set(unknown)))
 
 
 def mine(text: str) -> str:

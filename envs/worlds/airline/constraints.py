@@ -375,8 +375,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             unknown += ["the reservation id", "the flight id", "the fare difference"]
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="travel plans",
-                known_info=known, unknown_info=sorted(set(unknown)))
+    return cove.wants(parts, "travel plans", known, unknown)
 
 
 # -- reference and checks ------------------------------------------------------------------

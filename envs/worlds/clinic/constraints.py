@@ -304,11 +304,9 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
 def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
     """The user's goal from the descriptions (never the ids but the patient's own)."""
     parts: list[str] = []
-    known: dict[str, str] = {"patient_id": constraints[0]["patient_id"]}
+    known = cove.KnownInfo({"patient_id": constraints[0]["patient_id"]})
     unknown: set[str] = set()
-    for i, c in enumerate(constraints):
-        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
-        known = cove.KnownInfo(known, i)
+    for i, c, f in known.requests(constraints, fuzzy):
         if c.kind == "book":
             parts.append(f"book {TYPE_WORDS[c['appointment_type']]} in {f['slot_id']}")
             known.update({"slot": f["slot_id"], "visit type": TYPE_WORDS[c["appointment_type"]]})
@@ -334,8 +332,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             known["amount"] = str(c["amount"])
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="your care at the clinic",
-                known_info=dict(known), unknown_info=sorted(unknown))
+    return cove.wants(parts, "your care at the clinic", known, unknown)
 
 
 def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> dict[str, str]:

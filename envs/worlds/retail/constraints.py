@@ -327,11 +327,9 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
     """The user's goal from the descriptions (never the ids); what the customer
     authenticates with comes from `known_identity`."""
     parts: list[str] = []
-    known: dict[str, str] = {}
+    known = cove.KnownInfo({})
     unknown: set[str] = set()
-    for i, c in enumerate(constraints):
-        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
-        known = cove.KnownInfo(known, i)
+    for _, c, f in known.requests(constraints, fuzzy):
         if c.kind == "order":
             parts.append(f"order {_units(c['quantity'])} of {f['variant_id']}, paying with {f['payment_id']}")
             known.update({"item": cove.mine(f["variant_id"]), "quantity": str(c["quantity"]),
@@ -364,8 +362,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             unknown |= {"the order id", "the variant ids"}
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="shopping",
-                known_info=dict(known), unknown_info=sorted(unknown))
+    return cove.wants(parts, "shopping", known, unknown)
 
 
 def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> dict[str, str]:

@@ -338,11 +338,9 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
 def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
     """The user's goal from the descriptions (never the ids but the account's own)."""
     parts: list[str] = []
-    known: dict[str, str] = {"customer_id": constraints[0]["customer_id"]}
+    known = cove.KnownInfo({"customer_id": constraints[0]["customer_id"]})
     unknown: set[str] = set()
-    for i, c in enumerate(constraints):
-        f = {k.split(".", 1)[1]: v for k, v in fuzzy.items() if k.startswith(f"c{i}.")}
-        known = cove.KnownInfo(known, i)
+    for i, c, f in known.requests(constraints, fuzzy):
         if cove.ON_NEW in c.fields:
             said = next((k for k, words in ADDON_WORDS.items() if c.kind == "addon" and words in f["addon_id"]),
                         "roaming")  # the add-on's kind, as its description names it
@@ -394,8 +392,7 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
             unknown |= {"the bill id", "the payment method id"}
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return Goal(instruction="You want to " + "; and ".join(parts) + ".", reason="your mobile account",
-                known_info=dict(known), unknown_info=sorted(unknown))
+    return cove.wants(parts, "your mobile account", known, unknown)
 
 
 # -- reference and checks ------------------------------------------------------------------
