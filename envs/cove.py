@@ -111,6 +111,17 @@ def unique_ref(slot: str, entity: str, record_id: str, ladder: list[dict[str, An
     raise FuzzifyError(entity, record_id, len(ids))
 
 
+def described(entities: EntityViews, conn: sqlite3.Connection, slot: str, entity: str, record_id: str,
+              among: str | dict[str, Any], order: list[str], text: Callable[[dict[str, Any]], str]) -> FuzzyRef:
+    """`unique_ref` of the `entity` record `record_id` on the ladder of `order`'s attributes
+    (`cumulative`), among the records that share its `among` column (its owner), or that
+    have the `among` attributes."""
+    rec = one(entities, conn, entity, record_id)
+    scope = {among: rec[among]} if isinstance(among, str) else among
+    return unique_ref(slot, entity, record_id, cumulative(scope, rec, order), text,
+                      lambda where: matching_ids_in(entities, conn, entity, where))
+
+
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:
     """Whether every call succeeds when run in order on `conn`; the state is left unchanged."""
     with applied(conn, world, calls) as ok:

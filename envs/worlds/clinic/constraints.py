@@ -266,19 +266,14 @@ def describe_slot(conn: sqlite3.Connection, rng: random.Random, slot: str, slot_
 def describe_appointment(conn: sqlite3.Connection, slot: str, appointment_id: str) -> FuzzyRef:
     """The specialty, then the date, the part of the day, the time (among the patient's
     appointments, past and cancelled ones included)."""
-    rec = _one(conn, "appointment", appointment_id)
-    return cove.unique_ref(slot, "appointment", appointment_id,
-                           cove.cumulative({"patient_id": rec["patient_id"]}, rec,
-                                           ["specialty", "date", "part_of_day", "time", "provider"]),
-                           appointment_text, lambda w: matching_ids(conn, "appointment", w))
+    return cove.described(ENTITIES, conn, slot, "appointment", appointment_id, "patient_id",
+                          ["specialty", "date", "part_of_day", "time", "provider"], appointment_text)
 
 
 def describe_prescription(conn: sqlite3.Connection, slot: str, rx_id: str) -> FuzzyRef:
     """The medication (among the patient's prescriptions)."""
-    rec = _one(conn, "prescription", rx_id)
-    return cove.unique_ref(slot, "prescription", rx_id,
-                           cove.cumulative({"patient_id": rec["patient_id"]}, rec, ["medication"]),
-                           prescription_text, lambda w: matching_ids(conn, "prescription", w))
+    return cove.described(ENTITIES, conn, slot, "prescription", rx_id, "patient_id", ["medication"],
+                          prescription_text)
 
 
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from data.records import ToolCall
@@ -271,43 +272,21 @@ def method_text(where: dict[str, Any]) -> str:
     return f"your {name}" + (f" ending in {where['last4']}" if "last4" in where else "")
 
 
-def describe_line(conn: sqlite3.Connection, rng: random.Random, slot: str, line_id: str) -> FuzzyRef:
-    """The plan, then the status, then the last four digits of the number (among the account's lines)."""
-    rec = _one(conn, "line", line_id)
-    return cove.unique_ref(slot, "line", line_id,
-                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["plan", "status", "ending"]),
-                           line_text, lambda w: matching_ids(conn, "line", w))
+# entity -> (the records its description tells it from: those sharing its column, or having
+# the attributes; the attributes that tell it apart, in order; how a description is said)
+LADDERS: dict[str, tuple[str | dict[str, Any], list[str], Callable[[dict[str, Any]], str]]] = {
+    "line": ("customer_id", ["plan", "status", "ending"], line_text),  # the number's last four digits
+    "plan": ({"status": "available"}, ["data_gb", "monthly_fee"], plan_text),
+    "addon": ({}, ["kind", "data_gb", "monthly_fee"], addon_text),
+    "bill": ("customer_id", ["period", "kind"], bill_text),  # the billing month
+    "method": ("customer_id", ["kind", "last4"], method_text),
+}
 
 
-def describe_plan(conn: sqlite3.Connection, slot: str, plan_id: str) -> FuzzyRef:
-    """The data allowance, then the monthly fee (among the available plans)."""
-    rec = _one(conn, "plan", plan_id)
-    return cove.unique_ref(slot, "plan", plan_id,
-                           cove.cumulative({"status": "available"}, rec, ["data_gb", "monthly_fee"]),
-                           plan_text, lambda w: matching_ids(conn, "plan", w))
-
-
-def describe_addon(conn: sqlite3.Connection, slot: str, addon_id: str) -> FuzzyRef:
-    """The kind, then the extra data, then the monthly fee (among all add-ons)."""
-    rec = _one(conn, "addon", addon_id)
-    return cove.unique_ref(slot, "addon", addon_id, cove.cumulative({}, rec, ["kind", "data_gb", "monthly_fee"]),
-                           addon_text, lambda w: matching_ids(conn, "addon", w))
-
-
-def describe_bill(conn: sqlite3.Connection, slot: str, bill_id: str) -> FuzzyRef:
-    """The billing month, then the kind (among the account's bills)."""
-    rec = _one(conn, "bill", bill_id)
-    return cove.unique_ref(slot, "bill", bill_id,
-                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["period", "kind"]),
-                           bill_text, lambda w: matching_ids(conn, "bill", w))
-
-
-def describe_method(conn: sqlite3.Connection, slot: str, method_id: str) -> FuzzyRef:
-    """The kind, then the last four digits (among the account's payment methods)."""
-    rec = _one(conn, "method", method_id)
-    return cove.unique_ref(slot, "method", method_id,
-                           cove.cumulative({"customer_id": rec["customer_id"]}, rec, ["kind", "last4"]),
-                           method_text, lambda w: matching_ids(conn, "method", w))
+def _describe(conn: sqlite3.Connection, slot: str, entity: str, record_id: str) -> FuzzyRef:
+    """The first description on the entity's ladder (`LADDERS`) that matches only the record."""
+    among, order, text = LADDERS[entity]
+    return cove.described(ENTITIES, conn, slot, entity, record_id, among, order, text)
 
 
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
@@ -317,19 +296,19 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
     for i, c in enumerate(constraints):
         s = f"c{i}."
         if c.kind == "pay":
-            out.refs[s + "bill_id"] = describe_bill(conn, s + "bill_id", c["bill_id"])
-            out.refs[s + "method_id"] = describe_method(conn, s + "method_id", c["method_id"])
+            out.refs[s + "bill_id"] = _describe(conn, s + "bill_id", "bill", c["bill_id"])
+            out.refs[s + "method_id"] = _describe(conn, s + "method_id", "method", c["method_id"])
         elif c.kind == "new_line":
-            out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
+            out.refs[s + "plan_id"] = _describe(conn, s + "plan_id", "plan", c["plan_id"])
         elif cove.ON_NEW in c.fields:  # the line the customer is opening: "the new line"
             if c.kind == "addon":
-                out.refs[s + "addon_id"] = describe_addon(conn, s + "addon_id", c["addon_id"])
+                out.refs[s + "addon_id"] = _describe(conn, s + "addon_id", "addon", c["addon_id"])
         elif c.kind in ("plan", "addon", "roaming", "suspend", "drop_addon", "resume", "terminate"):
-            out.refs[s + "line_id"] = describe_line(conn, rng, s + "line_id", c["line_id"])
+            out.refs[s + "line_id"] = _describe(conn, s + "line_id", "line", c["line_id"])
             if c.kind == "plan":
-                out.refs[s + "plan_id"] = describe_plan(conn, s + "plan_id", c["plan_id"])
+                out.refs[s + "plan_id"] = _describe(conn, s + "plan_id", "plan", c["plan_id"])
             if c.kind in ("addon", "drop_addon"):
-                out.refs[s + "addon_id"] = describe_addon(conn, s + "addon_id", c["addon_id"])
+                out.refs[s + "addon_id"] = _describe(conn, s + "addon_id", "addon", c["addon_id"])
         else:
             raise ValueError(f"unknown constraint kind {c.kind!r}")
     return out
