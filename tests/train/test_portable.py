@@ -46,6 +46,6 @@ def test_card_code_runs_without_trajforge() -> None:
     code = card_code()
     assert code.startswith("import json") and "def action_match_reward" in code and "card_code" not in code
     namespace: dict[str, Any] = {}
-    exec(compile(code, "<card>", "exec"), namespace)  # noqa: S102 - the card's own code
+    exec(compile(code, "<card>", "exec"), namespace)  # the card's own code, run alone
     reward = namespace["action_match_reward"]
     assert reward([_call("add_bags", {"reservation_id": "R1", "bags": 2})], [GOLD], [WRITES]) == [1.0]

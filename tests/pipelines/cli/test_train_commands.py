@@ -1,0 +1,54 @@
+"""The training commands (`pipelines.cli.train_commands`: `train`, `eval`, `runs`): a wrong
+kind, dataset, model folder or count is one `error:` line before Prefect starts, and `runs`
+lists the runs recorded on a release."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from data import store
+from data.schema import SFT_SCHEMA
+from pipelines import cli
+
+Fails = Callable[..., str]  # the `fails` fixture (tests/pipelines/conftest.py)
+
+
+def _empty_sft(root: Path) -> Path:
+    with store.DatasetWriter(root, "sft", "sft", SFT_SCHEMA, 1) as w:
+        return w.commit(store.Lineage())
+
+
+def test_train_refuses_an_unknown_kind_and_a_dataset_of_the_wrong_kind(tmp_path: Path, fails: Fails) -> None:
+    verdicts = store.write_records(tmp_path / "datasets", "verdicts", "verdicts", [], store.Lineage(config_hash="x"))
+    out = ["--out", str(tmp_path / "out")]
+    fails(["train", "sfx", *out], "unknown training kind 'sfx'")
+    fails(["train", "sft", *out, "--dataset", str(verdicts)], "--dataset takes a sft dataset")
+    fails(["train", "grpo", *out], "no release under", "pass --dataset")
+
+
+def test_eval_checks_its_dataset_model_and_counts(tmp_path: Path, fails: Fails) -> None:
+    sft = _empty_sft(tmp_path / "releases")
+    verdicts = store.write_records(tmp_path / "datasets", "verdicts", "verdicts", [], store.Lineage(config_hash="x"))
+    model = tmp_path / "model"
+    model.mkdir()
+    fails(["eval", "--dataset", str(verdicts), "--model", str(model)], "--dataset takes a rl or sft dataset")
+    fails(["eval", "--dataset", str(sft), "--model", str(tmp_path / "nope")], "--model", "no model folder there")
+    fails(["eval", "--dataset", str(sft), "--model", str(model), "--trials", "0"], "--trials must be at least 1, got 0")
+    fails(["eval", "--dataset", str(sft), "--model", str(model), "--max-tasks", "0"], "--max-tasks must be at least 1")
+
+
+def test_runs_lists_the_runs_recorded_on_a_release(tmp_path: Path, fails: Fails) -> None:
+    from train.lineage import write_run_record
+
+    fails(["runs", "--out", str(tmp_path / "empty")], "no release under")
+    sft = _empty_sft(tmp_path / "releases")
+    train = tmp_path / "train"
+    write_run_record(train / "sft-1", "sft", sft, store.read_manifest(sft), {}, status="done", steps=3, final_loss=0.5)
+    result = CliRunner().invoke(cli.app, ["runs", "--dataset", str(sft), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert listed == [{"release": str(sft), "run_dir": str(train / "sft-1"), "stage": "sft", "status": "done"}]
