@@ -11,7 +11,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Literal, overload
+from typing import Any, ClassVar, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -30,16 +30,6 @@ def canonical_json(value: Any) -> str:
 def content_hash(value: Any, length: int = 16) -> str:
     """Short sha256 hex digest of the canonical JSON of `value`."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
-
-
-def _schema_version(data: dict[str, Any], kind: str, newest: int) -> int:
-    """The schema version a raw `kind` record was written in (1 when it names none);
-    `ValueError` when it is newer than this code's `newest`."""
-    version = data.get("schema_version") or 1
-    if version > newest:
-        raise ValueError(f"{kind} schema version {version} is newer than this code's {newest};"
-                         " upgrade trajforge to read it")
-    return version
 
 
 class PackedTasks(Sequence["Task"]):
@@ -103,6 +93,29 @@ def omit_when_none(*names: str) -> Any:
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class _VersionedRecord(Record):
+    """A record whose raw data names its schema version (1 when it names none): data of an
+    older version is upgraded as it is read (`_upgraded`), data of a newer one refused."""
+
+    record_kind: ClassVar[str]
+    newest_version: ClassVar[int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        version = data.get("schema_version") or 1
+        if version > cls.newest_version:
+            raise ValueError(f"{cls.record_kind} schema version {version} is newer than this code's"
+                             f" {cls.newest_version}; upgrade trajforge to read it")
+        return cls._upgraded(data, version)
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        return data
 
 
 class ToolCall(Record):
@@ -200,8 +213,11 @@ def _facts_from_v1(info: Any) -> list[dict[str, Any]]:
     return [{"label": str(x), "any_of": [str(x)]} for x in info or []]
 
 
-class Task(Record):
+class Task(_VersionedRecord):
     """A verifiable task in an executable world. `id` is a hash of the content."""
+
+    record_kind: ClassVar[str] = "task"
+    newest_version: ClassVar[int] = TASK_SCHEMA_VERSION
 
     schema_version: int = TASK_SCHEMA_VERSION
     id: str = ""
@@ -222,13 +238,9 @@ class Task(Record):
     difficulty: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    @model_validator(mode="before")
     @classmethod
-    def _upgrade(cls, data: Any) -> Any:
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
         """Read schema version 1, which kept the verification block in `metadata`."""
-        if not isinstance(data, dict):
-            return data
-        version = _schema_version(data, "task", TASK_SCHEMA_VERSION)
         if version == 1:
             data = dict(data)
             meta = dict(data.get("metadata") or {})
@@ -310,9 +322,12 @@ _SHARED_TOOLS: dict[str, list[dict[str, Any]]] = {}
 _MAX_SHARED_TOOLS = 256
 
 
-class Trajectory(Record):
+class Trajectory(_VersionedRecord):
     """One rollout of a task: OpenAI-format messages plus per-step records; `turn_tokens`
     holds token ids and logprobs per assistant turn when the backend provides them."""
+
+    record_kind: ClassVar[str] = "trajectory"
+    newest_version: ClassVar[int] = TRAJECTORY_SCHEMA_VERSION
 
     schema_version: int = TRAJECTORY_SCHEMA_VERSION
     id: str = ""
@@ -351,13 +366,9 @@ class Trajectory(Record):
             if shared is not None:
                 self.tools = shared
 
-    @model_validator(mode="before")
     @classmethod
-    def _upgrade(cls, data: Any) -> Any:
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
         """Read schema versions 1 and 2 (no `turn_tokens` in 1; `reference` in metadata)."""
-        if not isinstance(data, dict):
-            return data
-        version = _schema_version(data, "trajectory", TRAJECTORY_SCHEMA_VERSION)
         if version < 3:
             data = dict(data)
             meta = dict(data.get("metadata") or {})
