@@ -25,7 +25,7 @@ from envs import state as st
 from envs.constraints import load_constraints, world_constraints
 from envs.registry import get_world
 from verifiers.base import WRITE_KINDS, OutcomeVerifier, VerifierOptions, episode_checks, register
-from verifiers.state import _forget, replayer_for
+from verifiers.state import _forget, replayer_for, write_calls
 
 REDUNDANCY_WEIGHT = 0.5
 
@@ -74,10 +74,7 @@ def score_constraints(task: Task, calls: list[ToolCall], weight: float = REDUNDA
     r.tracked.begin()
     try:
         prev: st.TrackedView | None = None  # None: the initial state
-        for i, call in enumerate(calls):
-            spec = world.tools.get(call.name)
-            if spec is None or not spec.write:
-                continue
+        for i, call in write_calls(world.tools, calls):
             replayed += 1
             ok = r.env.call(call).ok
             if r.track_amounts:
@@ -139,10 +136,7 @@ def score_constraints_full(task: Task, calls: list[ToolCall], weight: float = RE
         prev = st.canonical_dump(env.conn)
         replayed = failed = 0
         effective: list[tuple[int, set[tuple[str, str]]]] = []  # (call index, rows it changed)
-        for i, call in enumerate(calls):
-            spec = world.tools.get(call.name)
-            if spec is None or not spec.write:
-                continue
+        for i, call in write_calls(world.tools, calls):
             replayed += 1
             if not env.call(call).ok:
                 failed += 1

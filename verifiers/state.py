@@ -15,12 +15,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from data.records import StateRef, Task, ToolCall, Trajectory, Verdict
 from envs import state as st
 from envs.registry import get_world
+from envs.tools import ToolSpec
 from envs.world import Env, World
 from verifiers.base import WRITE_KINDS, OutcomeVerifier, episode_checks, register
 
@@ -37,6 +39,12 @@ class StateScore:
     extra_writes: int
     replayed_writes: int
     failed_writes: int
+
+
+def write_calls(tools: Mapping[str, ToolSpec], calls: Iterable[ToolCall]) -> Iterator[tuple[int, ToolCall]]:
+    """(index, call) for each call of `calls` to a write tool of `tools`: what a replay runs
+    (reads and unknown tools never count)."""
+    return ((i, c) for i, c in enumerate(calls) if (spec := tools.get(c.name)) is not None and spec.write)
 
 
 def dense_reward(exact: bool, matched: int, target_cells: int, extra: int) -> float:
@@ -85,10 +93,7 @@ def score_calls_full(task: Task, calls: list[ToolCall]) -> StateScore:
     try:
         initial = st.canonical_dump(env.conn)
         writes = failed = 0
-        for call in calls:
-            spec = world.tools.get(call.name)
-            if spec is None or not spec.write:
-                continue
+        for _, call in write_calls(world.tools, calls):
             writes += 1
             if not env.call(call).ok:
                 failed += 1
@@ -133,10 +138,7 @@ class Replayer:
         top = self._ledger_top
         self.tracked.begin()
         try:
-            for call in calls:
-                spec = tools.get(call.name)
-                if spec is None or not spec.write:
-                    continue
+            for _, call in write_calls(tools, calls):
                 writes += 1
                 ok = self.env.call(call).ok
                 failed += not ok
