@@ -183,10 +183,4 @@ def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOSta
         "wall_s": round(time.monotonic() - started, 3),
         "dataset": dataset,
         "model": {"requested": cfg.model, "path": model_path},
-        "config": cfg.model_dump(),
-        "code_version": store.code_version(),
-        "final_model": str(final),
-        "checkpoints": sorted(str(p) for p in (out / "checkpoints").glob("checkpoint-*")),
-        "metrics_file": str(out / METRICS_FILE),
-        "curves": curves,
-    })
+    }, cfg, final, curves)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from data import store
 from rollout.embedded import hub_offline
-from train.config import SFTStageConfig
+from train.config import SFTStageConfig, TrainerStageConfig
 from train.curves import write_curves
 from train.data import load_release, release_files, to_trl_sft
 from train.lineage import write_run_record
@@ -219,7 +219,19 @@ def step_logs(log_history: list[dict[str, Any]], key: str) -> list[dict[str, Any
             if key in h and "train_runtime" not in h]
 
 
-def write_summary(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+def write_summary(out: Path, summary: dict[str, Any], cfg: TrainerStageConfig, final: Path,
+                  curves: Any) -> dict[str, Any]:
+    """Write and return a stage's summary: `summary`, then what every stage's ends with (its
+    config, the code version, the final model, the checkpoints, the metrics file, `curves`)."""
+    summary = {
+        **summary,
+        "config": cfg.model_dump(),
+        "code_version": store.code_version(),
+        "final_model": str(final),
+        "checkpoints": sorted(str(p) for p in (out / "checkpoints").glob("checkpoint-*")),
+        "metrics_file": str(out / METRICS_FILE),
+        "curves": curves,
+    }
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=_jsonable) + "\n")
     return summary
 
@@ -360,10 +372,4 @@ def _train_sft(dataset_path: Path | str, cfg: SFTStageConfig, out: Path, started
                     "train_tokens": facts["train_tokens"], "eval_tokens": facts["eval_tokens"],
                     "lengths": facts["lengths"]},
         "model": {"requested": cfg.model, "path": facts["model_path"], "lora": cfg.lora},
-        "config": cfg.model_dump(),
-        "code_version": store.code_version(),
-        "final_model": str(final),
-        "checkpoints": sorted(str(p) for p in (out / "checkpoints").glob("checkpoint-*")),
-        "metrics_file": str(out / METRICS_FILE),
-        "curves": curves,
-    })
+    }, cfg, final, curves)
