@@ -11,7 +11,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -97,10 +97,8 @@ class Record(BaseModel):
 
 class _VersionedRecord(Record):
     """A record whose raw data names its schema version (1 when it names none): data of an
-    older version is upgraded as it is read (`_upgraded`), data of a newer one refused."""
-
-    record_kind: ClassVar[str]
-    newest_version: ClassVar[int]
+    older version is upgraded as it is read (`_upgraded`), data of a version newer than the
+    one this code writes (the default of `schema_version`) refused."""
 
     @model_validator(mode="before")
     @classmethod
@@ -108,9 +106,10 @@ class _VersionedRecord(Record):
         if not isinstance(data, dict):
             return data
         version = data.get("schema_version") or 1
-        if version > cls.newest_version:
-            raise ValueError(f"{cls.record_kind} schema version {version} is newer than this code's"
-                             f" {cls.newest_version}; upgrade trajforge to read it")
+        newest = cls.model_fields["schema_version"].default
+        if version > newest:
+            raise ValueError(f"{cls.__name__.lower()} schema version {version} is newer than this code's"
+                             f" {newest}; upgrade trajforge to read it")
         return cls._upgraded(data, version)
 
     @classmethod
@@ -215,9 +214,6 @@ def _facts_from_v1(info: Any) -> list[dict[str, Any]]:
 
 class Task(_VersionedRecord):
     """A verifiable task in an executable world. `id` is a hash of the content."""
-
-    record_kind: ClassVar[str] = "task"
-    newest_version: ClassVar[int] = TASK_SCHEMA_VERSION
 
     schema_version: int = TASK_SCHEMA_VERSION
     id: str = ""
@@ -325,9 +321,6 @@ _MAX_SHARED_TOOLS = 256
 class Trajectory(_VersionedRecord):
     """One rollout of a task: OpenAI-format messages plus per-step records; `turn_tokens`
     holds token ids and logprobs per assistant turn when the backend provides them."""
-
-    record_kind: ClassVar[str] = "trajectory"
-    newest_version: ClassVar[int] = TRAJECTORY_SCHEMA_VERSION
 
     schema_version: int = TRAJECTORY_SCHEMA_VERSION
     id: str = ""
