@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.state import CellChange
+
 
 @dataclass
 class Variant:
@@ -39,3 +41,12 @@ class Goal:
     reason: str
     known_info: dict[str, str]
     unknown_info: list[str] = field(default_factory=list)
+
+
+def changes_by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellChange]]:
+    """The changes to `table`, grouped by row key, then by column (for a `describe` hook)."""
+    rows: dict[str, dict[str, CellChange]] = {}
+    for c in changes:
+        if c.table == table:
+            rows.setdefault(c.key, {})[c.column] = c
+    return rows

@@ -9,7 +9,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import sql as kit
-from envs.design import Goal, Variant
+from envs.design import Goal, Variant, changes_by_row
 from envs.state import CellChange
 
 KINDS = [
@@ -152,14 +152,6 @@ def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
     return [ToolCall(name="get_user_details", arguments={"user_id": focus["user_id"]})]
 
 
-def _by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellChange]]:
-    rows: dict[str, dict[str, CellChange]] = {}
-    for c in changes:
-        if c.table == table:
-            rows.setdefault(c.key, {})[c.column] = c
-    return rows
-
-
 def _flight_phrase(conn: sqlite3.Connection, fid: str) -> str:
     f = kit.rows(conn, "SELECT * FROM flights WHERE flight_id = ?", fid)[0]
     return f"flight {f['flight_number']} from {f['origin']} to {f['destination']} on {f['date']} at {f['departure']}"
@@ -183,7 +175,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
     uid = variant.focus["user_id"]
     parts: list[str] = []
     known = {"user_id": uid}
-    rows = _by_row(changes, "reservations")
+    rows = changes_by_row(changes, "reservations")
     for key, cols in rows.items():
         op = next(iter(cols.values())).op
         if op == "insert":
@@ -232,7 +224,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
 
 def goal_score(changes: list[CellChange], variant: Variant) -> float:
     """Prefer goals that act on the boundary records the variant planted."""
-    rows = _by_row(changes, "reservations")
+    rows = changes_by_row(changes, "reservations")
     if not rows:
         return 3.0 if variant.allow_no_change else 0.0
     score = 0.0

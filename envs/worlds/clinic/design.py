@@ -185,9 +185,11 @@ Builder = Callable[[_Ctx, str, str, str], Variant | None]
 # -- booking kinds ----------------------------------------------------------------------------------
 
 
-def _booking_base(ctx: _Ctx, *, insured: bool | None = None, same_day: bool = True,
-                  specialties: tuple[str, ...] = ("primary_care",)) -> tuple[dict, dict, dict, dict] | None:
-    patient = ctx.pick_patient(insured=insured)
+def _booking_base(ctx: _Ctx, *, insured: bool | None = None, referral_plan: bool | None = None,
+                  same_day: bool = True, specialties: tuple[str, ...] = ("primary_care",),
+                  ) -> tuple[dict, dict, dict, dict] | None:
+    """A patient, a provider of `specialties` and two of its open slots (earlier first)."""
+    patient = ctx.pick_patient(insured=insured, referral_plan=referral_plan)
     provider = ctx.pick_provider(specialties)
     if patient is None or provider is None:
         return None
@@ -246,14 +248,10 @@ def _network_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | N
 
 
 def _referral_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
-    patient = ctx.pick_patient(referral_plan=True)
-    provider = ctx.pick_provider(SPECIALISTS)
-    if patient is None or provider is None:
+    base = _booking_base(ctx, referral_plan=True, same_day=False, specialties=SPECIALISTS)
+    if base is None:
         return None
-    pair = ctx.two_slots(provider["provider_id"], same_day=False)
-    if pair is None:
-        return None
-    early, late = pair
+    patient, provider, early, late = base
     rid = f"REFV{ctx.rng.randrange(16 ** 4):04X}"
     late_day = date.fromisoformat(late["start_at"][:10])
     expires = {"referral_on_expiry": late_day, "referral_expired": late_day - timedelta(days=1)}.get(
@@ -462,14 +460,10 @@ def _locked_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | No
 
 
 def _reschedule_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
-    patient = ctx.pick_patient()
-    provider = ctx.pick_provider(NON_SPECIALISTS)
-    if patient is None or provider is None:
+    base = _booking_base(ctx, same_day=False, specialties=NON_SPECIALISTS)
+    if base is None:
         return None
-    pair = ctx.two_slots(provider["provider_id"], same_day=False)
-    if pair is None:
-        return None
-    current, target = pair
+    patient, provider, current, target = base
     done = 1 if kind == "reschedule_second" else 2
     held = _held_appointment(ctx, patient, provider, slot_id=current["slot_id"], reschedules=done)
     if held is None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import sql as kit
-from envs.design import Goal, Variant
+from envs.design import Goal, Variant, changes_by_row
 from envs.state import CellChange
 from envs.worlds.clinic.constraints import SPECIALTY_WORDS
 
@@ -56,14 +56,6 @@ def lookup_calls(focus: dict[str, Any]) -> list[ToolCall]:
 # -- user-perspective projection --------------------------------------------------------------------
 
 
-def _by_row(changes: list[CellChange], table: str) -> dict[str, dict[str, CellChange]]:
-    rows: dict[str, dict[str, CellChange]] = {}
-    for c in changes:
-        if c.table == table:
-            rows.setdefault(c.key, {})[c.column] = c
-    return rows
-
-
 def when_words(at: datetime) -> str:
     return f"{at:%A} {at:%Y-%m-%d} at {at:%H:%M}"
 
@@ -97,7 +89,7 @@ def _outcomes(changes: list[CellChange]) -> dict[str, list[Any]] | None:
     """Primary outcomes of a change (side effects in slots, referrals, balances implied), or
     None when the change is not something a patient would ask for."""
     out: dict[str, list[Any]] = {"pay": [], "cancel": [], "move": [], "book": [], "refill": []}
-    for key, cols in _by_row(changes, "appointments").items():
+    for key, cols in changes_by_row(changes, "appointments").items():
         aid = json.loads(key)[0]
         op = next(iter(cols.values())).op
         if op == "insert":
@@ -110,9 +102,9 @@ def _outcomes(changes: list[CellChange]) -> dict[str, list[Any]] | None:
             out["move"].append((aid, cols["slot_id"].before, cols["slot_id"].after))
         else:
             return None
-    for cols in _by_row(changes, "fills").values():
+    for cols in changes_by_row(changes, "fills").values():
         out["refill"].append(cols["rx_id"].after)
-    for cols in _by_row(changes, "payments").values():
+    for cols in changes_by_row(changes, "payments").values():
         out["pay"].append(cols["amount"].after)
     return out
 

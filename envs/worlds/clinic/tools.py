@@ -32,6 +32,12 @@ def visit_fee(db: sqlite3.Connection, patient_id: str, type_code: str) -> int:
     return int(fee)
 
 
+def _accepted_plans(db: sqlite3.Connection, provider_id: str) -> list[str]:
+    """The insurance plans in whose network the provider is."""
+    return [r["plan_id"] for r in kit.rows(
+        db, "SELECT plan_id FROM provider_plans WHERE provider_id = ? ORDER BY plan_id", provider_id)]
+
+
 @tool()
 def get_patient_details(db: sqlite3.Connection, patient_id: str) -> dict:
     """Get a patient's profile: date of birth, insurance plan, unpaid balance, referrals,
@@ -63,8 +69,7 @@ def search_providers(db: sqlite3.Connection, specialty: Specialty, plan_id: str 
     providers = kit.rows(db, "SELECT * FROM providers WHERE specialty = ? ORDER BY name", specialty)
     out = []
     for p in providers:
-        p["accepted_plans"] = [r["plan_id"] for r in kit.rows(
-            db, "SELECT plan_id FROM provider_plans WHERE provider_id = ? ORDER BY plan_id", p["provider_id"])]
+        p["accepted_plans"] = _accepted_plans(db, p["provider_id"])
         if plan_id is None or plan_id in p["accepted_plans"]:
             out.append(p)
     return out
@@ -79,8 +84,7 @@ def get_provider_details(db: sqlite3.Connection, provider_id: str) -> dict:
         provider_id: The provider's id, e.g. "dr_kim_104".
     """
     p = kit.need(kit.row(db, "SELECT * FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
-    p["accepted_plans"] = [r["plan_id"] for r in kit.rows(
-        db, "SELECT plan_id FROM provider_plans WHERE provider_id = ? ORDER BY plan_id", provider_id)]
+    p["accepted_plans"] = _accepted_plans(db, provider_id)
     types = kit.rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
     p["appointment_types"] = [t["type_code"] for t in types if offers(t, p["specialty"])]
     return p

@@ -21,23 +21,23 @@ from envs import sql as kit
 from envs.design import Goal, Variant
 from envs.state import CellChange
 
-# The two sides of each compiled rule, in rule order.
-ALLOWED = {
-    "cancel_pending": "R01_CANCEL_PENDING", "stock_exact": "R02_STOCK",
-    "payment_same_account": "R03_PAYMENT_OWNER", "balance_exact": "R04_GIFT_BALANCE",
-    "return_day_30": "R05_RETURN_WINDOW", "return_just_delivered": "R06_DELIVERED_ONLY",
-    "return_remaining": "R07_ITEM_QUANTITY", "exchange_same_product": "R08_SAME_PRODUCT",
-    "refund_gift_card": "R09_REFUND_DESTINATION", "qty_at_limit": "R10_LINE_QUANTITY",
-    "address_processed": "R11_ADDRESS_CHANGE", "address_pending": "R12_CANCELLED_FINAL",
-}
-REJECTED = {
-    "cancel_processed": "R01_CANCEL_PENDING", "stock_short": "R02_STOCK",
-    "payment_other_account": "R03_PAYMENT_OWNER", "balance_short": "R04_GIFT_BALANCE",
-    "return_day_31": "R05_RETURN_WINDOW", "return_not_delivered": "R06_DELIVERED_ONLY",
-    "return_over": "R07_ITEM_QUANTITY", "exchange_other_product": "R08_SAME_PRODUCT",
-    "refund_other_card": "R09_REFUND_DESTINATION", "qty_over_limit": "R10_LINE_QUANTITY",
-    "address_shipped": "R11_ADDRESS_CHANGE", "address_cancelled": "R12_CANCELLED_FINAL",
-}
+# The two sides of each compiled rule, in rule order: (rule, allowed kind, rejected kind).
+_SIDES = [
+    ("R01_CANCEL_PENDING", "cancel_pending", "cancel_processed"),
+    ("R02_STOCK", "stock_exact", "stock_short"),
+    ("R03_PAYMENT_OWNER", "payment_same_account", "payment_other_account"),
+    ("R04_GIFT_BALANCE", "balance_exact", "balance_short"),
+    ("R05_RETURN_WINDOW", "return_day_30", "return_day_31"),
+    ("R06_DELIVERED_ONLY", "return_just_delivered", "return_not_delivered"),
+    ("R07_ITEM_QUANTITY", "return_remaining", "return_over"),
+    ("R08_SAME_PRODUCT", "exchange_same_product", "exchange_other_product"),
+    ("R09_REFUND_DESTINATION", "refund_gift_card", "refund_other_card"),
+    ("R10_LINE_QUANTITY", "qty_at_limit", "qty_over_limit"),
+    ("R11_ADDRESS_CHANGE", "address_processed", "address_shipped"),
+    ("R12_CANCELLED_FINAL", "address_pending", "address_cancelled"),
+]
+ALLOWED = {kind: rule for rule, kind, _ in _SIDES}
+REJECTED = {kind: rule for rule, _, kind in _SIDES}
 RULE_OF = {**ALLOWED, **REJECTED}
 KINDS = [*ALLOWED, *REJECTED]
 PERSONAS = {
@@ -178,7 +178,7 @@ def _key(*values: Any) -> str:
 def variants(conn: sqlite3.Connection, rng: random.Random, n: int) -> list[Variant]:
     """`n` boundary-adjacent variants: the rules in a random order, each on a random side of
     its limit (so up to 12 variants touch 12 different rules)."""
-    sides = [(a, r) for a, r in zip(ALLOWED, REJECTED, strict=True)]
+    sides = [(a, r) for _, a, r in _SIDES]
     out: list[Variant] = []
     order: list[str] = []
     attempts = 0
