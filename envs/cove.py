@@ -33,6 +33,7 @@ from itertools import permutations
 from typing import Any
 
 from data.records import ToolCall
+from envs import sql as kit
 from envs.constraints import FuzzifyError, FuzzyRef
 from envs.design import Goal
 
@@ -63,6 +64,22 @@ def part_of_day(hhmm: str) -> str:
 
 
 EntityViews = dict[str, Callable[[sqlite3.Connection], list[dict[str, Any]]]]
+Field = str | tuple[str, str | Callable[[dict[str, Any]], Any]]
+
+
+def view(sql: str, id_column: str, *fields: Field) -> Callable[[sqlite3.Connection], list[dict[str, Any]]]:
+    """An entity view: each row of `sql` as a record with its `id` (from `id_column`) and, in
+    order, each field: a column by its own name, or ``(attribute, column or function of the row)``."""
+    def records(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        out = []
+        for r in kit.rows(conn, sql):
+            rec = {"id": r[id_column]}
+            for f in fields:
+                name, source = (f, f) if isinstance(f, str) else f
+                rec[name] = source(r) if callable(source) else r[source]
+            out.append(rec)
+        return out
+    return records
 
 
 def matching_ids_in(entities: EntityViews, conn: sqlite3.Connection, entity: str,
@@ -120,6 +137,15 @@ def described(entities: EntityViews, conn: sqlite3.Connection, slot: str, entity
     scope = {among: rec[among]} if isinstance(among, str) else among
     return unique_ref(slot, entity, record_id, cumulative(scope, rec, order), text,
                       lambda where: matching_ids_in(entities, conn, entity, where))
+
+
+def new_ids(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table: str, key: str,
+            where: dict[str, Any]) -> list[str]:
+    """Ids (`key`) of the rows of `table` that match `where` now and did not exist initially."""
+    before = {r[0] for r in conn_initial.execute(f"SELECT {key} FROM {table}")}
+    cond = " AND ".join(f"{k} IS ?" for k in where)
+    found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
+    return [r[0] for r in found if r[0] not in before]
 
 
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:

@@ -415,8 +415,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _reservation(conn: sqlite3.Connection, rid: str) -> dict[str, Any] | None:
-    rows = kit.rows(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
-    return rows[0] if rows else None
+    return kit.row(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,

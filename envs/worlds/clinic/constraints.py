@@ -65,12 +65,8 @@ def _appointments(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return out
 
 
-def _prescriptions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": r["rx_id"], "patient_id": r["patient_id"], "medication": r["medication"]}
-            for r in kit.rows(conn, "SELECT * FROM prescriptions")]
-
-
-ENTITIES = {"slot": _slots, "appointment": _appointments, "prescription": _prescriptions}
+ENTITIES = {"slot": _slots, "appointment": _appointments,
+            "prescription": cove.view("SELECT * FROM prescriptions", "rx_id", "patient_id", "medication")}
 
 
 def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
@@ -374,16 +370,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _appt(conn: sqlite3.Connection, aid: str) -> dict[str, Any] | None:
-    found = kit.rows(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
-    return found[0] if found else None
-
-
-def _new(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table: str, key: str,
-         where: dict[str, Any]) -> list[str]:
-    before = {r[0] for r in conn_initial.execute(f"SELECT {key} FROM {table}")}
-    cond = " AND ".join(f"{k} IS ?" for k in where)
-    found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
-    return [r[0] for r in found if r[0] not in before]
+    return kit.row(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
@@ -402,7 +389,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         f = c.fields
         table, record = "appointments", None
         if c.kind == "book":
-            new = _new(conn_initial, conn_final, "appointments", "appointment_id",
+            new = cove.new_ids(conn_initial, conn_final, "appointments", "appointment_id",
                        {"patient_id": f["patient_id"], "slot_id": f["slot_id"], "type_code": f["appointment_type"],
                         "status": "scheduled"})
             record = new[0] if new else None
@@ -418,12 +405,12 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             reason = c.kind + "d" if ok else (f"status {after['status']}, slot {after['slot_id']}" if after else "missing")
         elif c.kind == "refill":
             table = "fills"
-            new = _new(conn_initial, conn_final, "fills", "fill_id", {"rx_id": f["rx_id"]})
+            new = cove.new_ids(conn_initial, conn_final, "fills", "fill_id", {"rx_id": f["rx_id"]})
             record = new[0] if len(new) == 1 else None
             reason = "refilled" if record else f"{len(new)} new fills of the prescription"
         elif c.kind == "pay":
             table = "payments"
-            new = _new(conn_initial, conn_final, "payments", "payment_id",
+            new = cove.new_ids(conn_initial, conn_final, "payments", "payment_id",
                        {"patient_id": f["patient_id"], "amount": f["amount"]})
             record = new[0] if new else None
             reason = "paid" if record else "no new payment of that amount"
@@ -464,13 +451,13 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                 if a["appointment_id"] not in touched:
                     offer("wrong_target", swap(appointment_id=a["appointment_id"]))
         elif c.kind == "refill":
-            for r in _prescriptions(conn):
+            for r in ENTITIES["prescription"](conn):
                 if r["patient_id"] == pid and r["id"] != f["rx_id"]:
                     offer("wrong_target", swap(rx_id=r["id"]))
         elif c.kind == "pay" and f["amount"] > 1:
             offer("wrong_amount", swap(amount=f["amount"] - 1))
     # An extra write: a refill, a part payment or another booking no constraint asks for.
-    for r in _prescriptions(conn):
+    for r in ENTITIES["prescription"](conn):
         if r["patient_id"] == pid and r["id"] not in touched:
             offer("extra_write", [*reference, ToolCall(name="refill_prescription", arguments={"rx_id": r["id"]})])
     if "balance" not in touched:

@@ -408,18 +408,8 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
     return [*reads, *(write_call(c) for c in constraints)]
 
 
-def _new(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, table: str, key: str,
-         where: dict[str, Any]) -> list[str]:
-    """Ids of rows of `table` that match `where` now and did not exist initially."""
-    before = {r[0] for r in conn_initial.execute(f"SELECT {key} FROM {table}")}
-    cond = " AND ".join(f"{k} IS ?" for k in where)
-    found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
-    return [r[0] for r in found if r[0] not in before]
-
-
 def _order_row(conn: sqlite3.Connection, oid: str) -> dict[str, Any] | None:
-    found = kit.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
-    return found[0] if found else None
+    return kit.row(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
@@ -441,7 +431,7 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
         f = c.fields
         table, record = "orders", None
         if c.kind == "order":
-            for oid in _new(conn_initial, conn_final, "orders", "order_id",
+            for oid in cove.new_ids(conn_initial, conn_final, "orders", "order_id",
                             {"customer_id": f["customer_id"], "payment_id": f["payment_id"], "status": "pending"}):
                 items = conn_final.execute("SELECT variant_id, quantity FROM order_items WHERE order_id = ?",
                                            (oid,)).fetchall()
@@ -468,13 +458,13 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             record = f["order_id"] if ok else None
         elif c.kind == "return":
             table = "returns"
-            new = _new(conn_initial, conn_final, "returns", "return_id",
+            new = cove.new_ids(conn_initial, conn_final, "returns", "return_id",
                        {k: f[k] for k in ("order_id", "variant_id", "quantity", "refund_payment_id")})
             record = new[0] if new else None
             reason = "returned" if record else "no new return of those units with that refund method"
         elif c.kind == "exchange":
             table = "exchanges"
-            new = _new(conn_initial, conn_final, "exchanges", "exchange_id",
+            new = cove.new_ids(conn_initial, conn_final, "exchanges", "exchange_id",
                        {k: f[k] for k in ("order_id", "variant_id", "new_variant_id", "quantity", "payment_id")})
             record = new[0] if new else None
             reason = "exchanged" if record else "no new exchange of those units for that variant and payment method"

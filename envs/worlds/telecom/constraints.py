@@ -54,33 +54,16 @@ MB_PER_GB = 1024
 
 # -- entities -----------------------------------------------------------------------------
 
-def _lines(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": r["line_id"], "customer_id": r["customer_id"], "plan": r["plan_name"], "status": r["status"],
-             "ending": r["phone_number"][-4:]}
-            for r in kit.rows(conn, "SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)")]
-
-
-def _plans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": p["plan_id"], "status": p["status"], "data_gb": p["data_gb"], "monthly_fee": p["monthly_fee"],
-             "roaming": p["roaming_included"]} for p in kit.rows(conn, "SELECT * FROM plans")]
-
-
-def _addons(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": a["addon_id"], "kind": a["kind"], "data_gb": a["data_gb"], "monthly_fee": a["monthly_fee"]}
-            for a in kit.rows(conn, "SELECT * FROM addons")]
-
-
-def _bills(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": b["bill_id"], "customer_id": b["customer_id"], "period": b["period"], "kind": b["kind"],
-             "status": b["status"]} for b in kit.rows(conn, "SELECT * FROM bills")]
-
-
-def _methods(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"id": m["method_id"], "customer_id": m["customer_id"], "kind": m["kind"], "last4": m["last4"]}
-            for m in kit.rows(conn, "SELECT * FROM payment_methods")]
-
-
-ENTITIES = {"line": _lines, "plan": _plans, "addon": _addons, "bill": _bills, "method": _methods}
+# Each entity's records: its query, id column and attributes (a column, or (attribute, column or function)).
+ENTITIES = {
+    "line": cove.view("SELECT l.*, p.name AS plan_name FROM lines l JOIN plans p USING (plan_id)", "line_id",
+                      "customer_id", ("plan", "plan_name"), "status", ("ending", lambda r: r["phone_number"][-4:])),
+    "plan": cove.view("SELECT * FROM plans", "plan_id",
+                      "status", "data_gb", "monthly_fee", ("roaming", "roaming_included")),
+    "addon": cove.view("SELECT * FROM addons", "addon_id", "kind", "data_gb", "monthly_fee"),
+    "bill": cove.view("SELECT * FROM bills", "bill_id", "customer_id", "period", "kind", "status"),
+    "method": cove.view("SELECT * FROM payment_methods", "method_id", "customer_id", "kind", "last4"),
+}
 
 
 def matching_ids(conn: sqlite3.Connection, entity: str, where: dict[str, Any]) -> list[str]:
@@ -417,8 +400,7 @@ def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> 
 
 
 def _line(conn: sqlite3.Connection, lid: str) -> dict[str, Any] | None:
-    found = kit.rows(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
-    return found[0] if found else None
+    return kit.row(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
@@ -489,18 +471,14 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
             key = [f["line_id"], f["addon_id"]] if ok else None
             reason = "add-on removed" if ok else "the line still carries the add-on (or never did)"
         elif c.kind == "new_line":
-            before_ids = {r[0] for r in conn_initial.execute("SELECT line_id FROM lines")}
-            new = [r[0] for r in conn_final.execute(
-                "SELECT line_id FROM lines WHERE customer_id = ? AND plan_id = ? AND status = 'active'"
-                " ORDER BY line_id", (f["customer_id"], f["plan_id"])) if r[0] not in before_ids]
+            new = cove.new_ids(conn_initial, conn_final, "lines", "line_id",
+                               {"customer_id": f["customer_id"], "plan_id": f["plan_id"], "status": "active"})
             key = [new[0]] if new else None
             reason = "line opened" if new else "no new line of the account on that plan"
         elif c.kind == "pay":
             table = "payments"
-            before = {r[0] for r in conn_initial.execute("SELECT payment_id FROM payments")}
-            new = [r[0] for r in conn_final.execute(
-                "SELECT payment_id FROM payments WHERE bill_id = ? AND method_id = ? AND amount = ?"
-                " ORDER BY payment_id", (f["bill_id"], f["method_id"], f["amount"])) if r[0] not in before]
+            new = cove.new_ids(conn_initial, conn_final, "payments", "payment_id",
+                               {"bill_id": f["bill_id"], "method_id": f["method_id"], "amount": f["amount"]})
             key = [new[0]] if new else None
             reason = "paid" if new else "no new payment of that amount on the bill with that method"
         else:
@@ -533,17 +511,17 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
             for lid in lines:
                 offer("wrong_target", swap(line_id=lid))
         if c.kind in ("plan", "new_line"):
-            for p in _plans(conn):
+            for p in ENTITIES["plan"](conn):
                 if p["id"] != f["plan_id"]:
                     offer("wrong_item", swap(plan_id=p["id"]))
         elif c.kind == "addon":
-            for a in _addons(conn):
+            for a in ENTITIES["addon"](conn):
                 if a["id"] != f["addon_id"]:
                     offer("wrong_item", swap(addon_id=a["id"]))
         elif c.kind == "suspend":
             offer("wrong_reason", swap(reason=next(r for r in REASON_WORDS if r != f["reason"])))
         elif c.kind == "pay":
-            for m in _methods(conn):
+            for m in ENTITIES["method"](conn):
                 if m["customer_id"] == cid and m["id"] != f["method_id"]:
                     offer("wrong_payment", swap(method_id=m["id"]))
             if f["amount"] > 1:
@@ -554,7 +532,7 @@ def audit_mutations(conn: sqlite3.Connection, constraints: list[Constraint],
                     offer("wrong_target", swap(bill_id=b["bill_id"], amount=min(b["left"], f["amount"])))
     # An extra write: an add-on, roaming or a suspension on a line no constraint is about.
     for lid in lines:
-        for a in _addons(conn):
+        for a in ENTITIES["addon"](conn):
             offer("extra_write", [*reference, ToolCall(name="add_addon", arguments={"line_id": lid,
                                                                                      "addon_id": a["id"]})])
         offer("extra_write", [*reference, ToolCall(name="suspend_line", arguments={"line_id": lid,

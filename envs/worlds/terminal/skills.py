@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from envs.workspace import TaskSpec, shell, write
 from envs.worlds.terminal.common import (
@@ -130,15 +131,21 @@ def compose_skills(domain: str, rng: random.Random, k: int) -> TaskSpec:
     chain = _chain(rng, SKILLS[domain](rng), k)
     steps = "; then ".join(s.phrase for s in chain)
     names = [s.name for s in chain]
+
+    def applied(data: Any) -> Any:  # the inputs after every skill of the chain
+        for s in chain:
+            data = s.apply(data)
+        return data
+
+    def spec(**kw: Any) -> TaskSpec:
+        return TaskSpec(name=f"skills_{domain}", domain=domain, skills=names, difficulty=round(0.15 * k, 2), **kw)
+
     if domain == "text":
         lines = [(" " * rng.randint(0, 2)) + " ".join(rng.sample(WORDS[:10], 2)).title()
                  * rng.choice([1, 1, 2]) + (" " * rng.randint(0, 2)) for _ in range(14)]
         lines[3:3] = ["", lines[0], ""]
-        out = list(lines)
-        for s in chain:
-            out = s.apply(out)  # type: ignore[assignment]
-        return TaskSpec(
-            name="skills_text", domain="text", skills=names, difficulty=round(0.15 * k, 2),
+        out = applied(list(lines))
+        return spec(
             instruction=f"Transform input.txt line by line and write the result to output.txt: {steps}.",
             files={"input.txt": text_lines(lines)},
             tests=f"def test_output():\n    assert read('output.txt') == {text_lines(out)!r}\n\n"
@@ -147,17 +154,14 @@ def compose_skills(domain: str, rng: random.Random, k: int) -> TaskSpec:
         )
     if domain == "data":
         people = draw_people(rng, 16)
-        out_rows: list[dict[str, str]] = [dict(r) for r in people]
-        for s in chain:
-            out_rows = s.apply(out_rows)  # type: ignore[assignment]
+        out_rows: list[dict[str, str]] = applied([dict(r) for r in people])
         cols = ["name", "city", "age", "score"] + (["grade"] if "grade" in names else [])
         script = ("import csv\nrows = list(csv.DictReader(open('people.csv')))\n"
                   + "".join(s.fragment + "\n" for s in chain)
                   + f"with open('result.csv', 'w', newline='') as f:\n"
                     f"    w = csv.DictWriter(f, fieldnames={cols!r}, lineterminator='\\n')\n"
                     "    w.writeheader()\n    w.writerows(rows)\n")
-        return TaskSpec(
-            name="skills_data", domain="data", skills=names, difficulty=round(0.15 * k, 2),
+        return spec(
             instruction=("people.csv has the columns name,city,age,score. Write result.csv (with a header "
                          f"row) from it by applying these steps in order: {steps}."),
             files={"people.csv": to_csv(people, ["name", "city", "age", "score"])},
@@ -171,11 +175,8 @@ def compose_skills(domain: str, rng: random.Random, k: int) -> TaskSpec:
         tree[f"files/{'deep/' if i % 4 == 0 else ''}{w}.{ext}"] = f"{w} {i}\n"
     for ext in ("log", "tmp", "jpeg", "cfg"):  # every skill has something to act on
         tree[f"files/extra.{ext}"] = f"extra {ext}\n"
-    want = dict(tree)
-    for s in chain:
-        want = s.apply(want)  # type: ignore[assignment]
-    return TaskSpec(
-        name="skills_files", domain="files", skills=names, difficulty=round(0.15 * k, 2),
+    want = applied(dict(tree))
+    return spec(
         instruction=f"Reorganize the files/ folder: {steps}. Do not change any file's contents.",
         files=tree,
         tests="def test_tree():\n"
