@@ -8,6 +8,7 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, date_forms, id_fact
+from envs.worlds.airline.design import payment_phrase
 from envs.worlds.airline.tools import (
     BAG_FEE,
     FREE_BAGS,
@@ -281,11 +282,7 @@ def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | N
     if table == "flights":
         return f"flight {row['flight_number']} on {date_forms(row['date'])[1]}"
     if table == "payment_methods":
-        kind = row["kind"].replace("_", " ")
-        if row["kind"] == "credit_card":
-            return f"my credit card ending in {row['last4']}"
-        same = kit.count(conn, "payment_methods", user_id=row["user_id"], kind=row["kind"])
-        return f"my {kind}" if same == 1 else f"my {kind} with a balance of {row['balance']}"
+        return payment_phrase(conn, row["payment_id"]).replace("your ", "my ", 1)
     return None
 
 

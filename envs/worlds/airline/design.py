@@ -157,7 +157,7 @@ def _flight_phrase(conn: sqlite3.Connection, fid: str) -> str:
     return f"flight {f['flight_number']} from {f['origin']} to {f['destination']} on {f['date']} at {f['departure']}"
 
 
-def _payment_phrase(conn: sqlite3.Connection, pid: str) -> str:
+def payment_phrase(conn: sqlite3.Connection, pid: str) -> str:
     """The payment method as its owner names it (`conn`: the state before the change, so a
     balance is the one the user knows): a card by its last digits, a gift card or
     certificate by its balance when the user holds more than one; never the internal id."""
@@ -184,7 +184,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
                 return None  # booked and cancelled again: nothing a user would ask for
             pax = new["passengers"]
             text = (f"book {pax} passenger{'s' if pax > 1 else ''} in {CABIN_WORDS[new['cabin']]} on "
-                    f"{_flight_phrase(after, new['flight_id'])}, paying with {_payment_phrase(before, new['payment_id'])}, "
+                    f"{_flight_phrase(after, new['flight_id'])}, paying with {payment_phrase(before, new['payment_id'])}, "
                     f"{'with' if new['insurance'] else 'without'} travel insurance")
             if new["bags"]:
                 text += f" and {new['bags']} checked bag{'s' if new['bags'] > 1 else ''}"
@@ -194,7 +194,7 @@ def describe(changes: list[CellChange], before: sqlite3.Connection, after: sqlit
                          " otherwise the other one is fine)")
             pref_pay = variant.preference.get("preferred_payment")
             if pref_pay and pref_pay != new["payment_id"]:
-                text += f" (you would rather use {_payment_phrase(before, pref_pay)} if its balance covers it)"
+                text += f" (you would rather use {payment_phrase(before, pref_pay)} if its balance covers it)"
             parts.append(text)
         elif op == "update":
             rid = key.strip('[]"')

@@ -297,6 +297,19 @@ def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random
     return out
 
 
+# The request sentence of a kind ({field}: the field's description) and what the customer then
+# knows: (the known-info label, the field it is, the id they do not know).
+_LINE_ASKS: dict[str, tuple[str, tuple[str, str, str] | None]] = {
+    "plan": ("move {line_id} to {plan_id}", ("new plan", "plan_id", "the plan id")),
+    "addon": ("add {addon_id} to {line_id}", ("add-on", "addon_id", "the add-on id")),
+    "roaming": ("switch roaming on for {line_id}", None),
+    "new_line": ("open a new line on {plan_id}", ("plan for the new line", "plan_id", "the plan id")),
+    "drop_addon": ("remove {addon_id} from {line_id}", ("add-on to remove", "addon_id", "the add-on id")),
+    "resume": ("reactivate {line_id}", None),
+    "terminate": ("close {line_id} for good", None),
+}
+
+
 def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
     """The user's goal from the descriptions (never the ids but the account's own)."""
     parts: list[str] = []
@@ -322,28 +335,13 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
         if "line_id" in f:
             known["line"] = cove.mine(f["line_id"])
             unknown.add("the line id")
-        if c.kind == "plan":
-            parts.append(f"move {f['line_id']} to {f['plan_id']}")
-            known["new plan"] = f["plan_id"]
-            unknown.add("the plan id")
-        elif c.kind == "addon":
-            parts.append(f"add {f['addon_id']} to {f['line_id']}")
-            known["add-on"] = f["addon_id"]
-            unknown.add("the add-on id")
-        elif c.kind == "roaming":
-            parts.append(f"switch roaming on for {f['line_id']}")
-        elif c.kind == "new_line":
-            parts.append(f"open a new line on {f['plan_id']}")
-            known["plan for the new line"] = f["plan_id"]
-            unknown.add("the plan id")
-        elif c.kind == "drop_addon":
-            parts.append(f"remove {f['addon_id']} from {f['line_id']}")
-            known["add-on to remove"] = f["addon_id"]
-            unknown.add("the add-on id")
-        elif c.kind == "resume":
-            parts.append(f"reactivate {f['line_id']}")
-        elif c.kind == "terminate":
-            parts.append(f"close {f['line_id']} for good")
+        if c.kind in _LINE_ASKS:
+            words, knows = _LINE_ASKS[c.kind]
+            parts.append(words.format(**f))
+            if knows is not None:
+                label, field, id_words = knows
+                known[label] = f[field]
+                unknown.add(id_words)
         elif c.kind == "suspend":
             parts.append(f"suspend {f['line_id']} because {REASON_WORDS[c['reason']]}")
             known["reason"] = c["reason"].replace("_", " ")
