@@ -82,6 +82,15 @@ def view(sql: str, id_column: str, *fields: Field) -> Callable[[sqlite3.Connecti
     return records
 
 
+def worded(text: str, where: dict[str, Any], **clauses: str | Callable[[Any], str]) -> str:
+    """`text`, then the clause of each attribute `where` has, in the order given: a format
+    string of its value (``" on the {} plan"``) or a function of it."""
+    for attr, clause in clauses.items():
+        if attr in where:
+            text += clause(where[attr]) if callable(clause) else clause.format(where[attr])
+    return text
+
+
 def matching_ids_in(entities: EntityViews, conn: sqlite3.Connection, entity: str,
                     where: dict[str, Any]) -> list[str]:
     """Ids of the `entity` records (one of a world's entity views) that fit `where`."""

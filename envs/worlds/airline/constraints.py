@@ -275,19 +275,10 @@ def payment_text(where: dict[str, Any]) -> str:
 
 
 def reservation_text(where: dict[str, Any]) -> str:
-    text = "the reservation for your trip"
-    if "origin" in where:
-        text += f" from {_place(where['origin'])}"
-    if "destination" in where:
-        text += f" to {_place(where['destination'])}"
-    if "date" in where:
-        text += f" on {cove.date_words(where['date'])}"
-    if "cabin" in where:
-        text += f" in {CABIN_WORDS[where['cabin']]}"
-    if "passengers" in where:
-        n = where["passengers"]
-        text += f" for {n} passenger{'s' if n != 1 else ''}"
-    return text
+    return cove.worded("the reservation for your trip", where, origin=lambda c: f" from {_place(c)}",
+                       destination=lambda c: f" to {_place(c)}", date=lambda d: f" on {cove.date_words(d)}",
+                       cabin=lambda c: f" in {CABIN_WORDS[c]}",
+                       passengers=lambda n: f" for {n} passenger{'s' if n != 1 else ''}")
 
 
 def describe_flight(conn: sqlite3.Connection, rng: random.Random, slot: str, flight_id: str) -> FuzzyRef:

@@ -224,12 +224,7 @@ def _when(where: dict[str, Any]) -> str:
 
 def slot_text(where: dict[str, Any]) -> str:
     text = f"an open {SPECIALTY_WORDS[where['specialty']]} slot" if "specialty" in where else "the open slot"
-    text += _when(where)
-    if "location" in where:
-        text += f" at the {where['location']} clinic"
-    if "provider" in where:
-        text += f" with {where['provider']}"
-    return text
+    return cove.worded(text + _when(where), where, location=" at the {} clinic", provider=" with {}")
 
 
 def appointment_text(where: dict[str, Any]) -> str:

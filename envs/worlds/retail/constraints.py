@@ -218,11 +218,8 @@ def variant_text(where: dict[str, Any]) -> str:
 
 def order_text(where: dict[str, Any]) -> str:
     text = "your " + (f"{where['status']} " if "status" in where else "") + "order"
-    if "products" in where:
-        text += " with the " + " and the ".join(where["products"])
-    if "date" in where:
-        text += f" placed on {cove.date_words(where['date'])}"
-    return text
+    return cove.worded(text, where, products=lambda ps: " with the " + " and the ".join(ps),
+                       date=lambda d: f" placed on {cove.date_words(d)}")
 
 
 def line_text(where: dict[str, Any]) -> str:

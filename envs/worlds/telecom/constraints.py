@@ -220,20 +220,11 @@ def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: fl
 
 def line_text(where: dict[str, Any]) -> str:
     text = "your " + (f"{where['status']} " if "status" in where else "") + "line"
-    if "plan" in where:
-        text += f" on the {where['plan']} plan"
-    if "ending" in where:
-        text += f" whose number ends in {where['ending']}"
-    return text
+    return cove.worded(text, where, plan=" on the {} plan", ending=" whose number ends in {}")
 
 
 def plan_text(where: dict[str, Any]) -> str:
-    text = "the plan"
-    if "data_gb" in where:
-        text += f" with {where['data_gb']} GB of data"
-    if "monthly_fee" in where:
-        text += f" for {where['monthly_fee']} a month"
-    return text
+    return cove.worded("the plan", where, data_gb=" with {} GB of data", monthly_fee=" for {} a month")
 
 
 def addon_text(where: dict[str, Any]) -> str:
