@@ -34,7 +34,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import sql as kit
-from envs.constraints import FuzzifyError, FuzzyRef
+from envs.constraints import Constraint, FuzzifyError, FuzzyRef
 from envs.design import Goal
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -155,6 +155,15 @@ def new_ids(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, ta
     cond = " AND ".join(f"{k} IS ?" for k in where)
     found = conn_final.execute(f"SELECT {key} FROM {table} WHERE {cond} ORDER BY {key}", tuple(where.values()))
     return [r[0] for r in found if r[0] not in before]
+
+
+def call_of(c: Constraint, writes: dict[str, tuple[str, ...]]) -> ToolCall:
+    """The write of `c` by the table `writes` (kind -> (tool, its arguments...)): each argument
+    is the constraint's field of the same name."""
+    if c.kind not in writes:
+        raise ValueError(f"unknown constraint kind {c.kind!r}")
+    tool, *names = writes[c.kind]
+    return ToolCall(name=tool, arguments={n: c[n] for n in names})
 
 
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:

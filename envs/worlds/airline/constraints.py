@@ -371,21 +371,21 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
 
 # -- reference and checks ------------------------------------------------------------------
 
+# kind -> the write tool and its arguments (each the constraint's field of that name); booking apart.
+_WRITES = {
+    "cancel": ("cancel_reservation", "reservation_id"),
+    "bags": ("update_baggage", "reservation_id", "total_bags"),
+    "change": ("change_flight", "reservation_id", "new_flight_id"),
+}
+
+
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
     if c.kind == "book":
         return ToolCall(name="book_reservation", arguments={
             "user_id": c["user_id"], "flight_id": c["flight_id"], "cabin": c["cabin"],
             "passengers": c["passengers"], "payment_id": c["payment_id"], "insurance": bool(c["insurance"])})
-    if c.kind == "cancel":
-        return ToolCall(name="cancel_reservation", arguments={"reservation_id": c["reservation_id"]})
-    if c.kind == "bags":
-        return ToolCall(name="update_baggage", arguments={"reservation_id": c["reservation_id"],
-                                                          "total_bags": c["total_bags"]})
-    if c.kind == "change":
-        return ToolCall(name="change_flight", arguments={"reservation_id": c["reservation_id"],
-                                                         "new_flight_id": c["new_flight_id"]})
-    raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:

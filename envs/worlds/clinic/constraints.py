@@ -330,6 +330,14 @@ def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> d
 
 # -- reference and checks ------------------------------------------------------------------
 
+# kind -> the write tool and its arguments (each the constraint's field of that name); booking apart.
+_WRITES = {
+    "cancel": ("cancel_appointment", "appointment_id"),
+    "reschedule": ("reschedule_appointment", "appointment_id", "new_slot_id"),
+    "refill": ("refill_prescription", "rx_id"), "pay": ("pay_balance", "patient_id", "amount"),
+}
+
+
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
     f = c.fields
@@ -338,16 +346,7 @@ def write_call(c: Constraint) -> ToolCall:
         if f.get("referral_id"):
             args["referral_id"] = f["referral_id"]
         return ToolCall(name="book_appointment", arguments=args)
-    if c.kind == "cancel":
-        return ToolCall(name="cancel_appointment", arguments={"appointment_id": f["appointment_id"]})
-    if c.kind == "reschedule":
-        return ToolCall(name="reschedule_appointment", arguments={"appointment_id": f["appointment_id"],
-                                                                  "new_slot_id": f["new_slot_id"]})
-    if c.kind == "refill":
-        return ToolCall(name="refill_prescription", arguments={"rx_id": f["rx_id"]})
-    if c.kind == "pay":
-        return ToolCall(name="pay_balance", arguments={"patient_id": f["patient_id"], "amount": f["amount"]})
-    raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:

@@ -370,25 +370,22 @@ def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> d
 
 # -- reference and checks ------------------------------------------------------------------
 
+# kind -> the write tool and its arguments (each the constraint's field of that name); an order apart.
+_WRITES = {
+    "cancel": ("cancel_pending_order", "order_id", "reason"),
+    "address": ("modify_order_address", "order_id", "address"),
+    "return": ("return_item", "order_id", "variant_id", "quantity", "refund_payment_id"),
+    "exchange": ("exchange_item", "order_id", "variant_id", "new_variant_id", "quantity", "payment_id"),
+}
+
+
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
     f = c.fields
     if c.kind == "order":
         return ToolCall(name="place_order", arguments={"customer_id": f["customer_id"], "variant_ids": [f["variant_id"]],
                                                        "quantities": [f["quantity"]], "payment_id": f["payment_id"]})
-    if c.kind == "cancel":
-        return ToolCall(name="cancel_pending_order", arguments={"order_id": f["order_id"], "reason": f["reason"]})
-    if c.kind == "address":
-        return ToolCall(name="modify_order_address", arguments={"order_id": f["order_id"], "address": f["address"]})
-    if c.kind == "return":
-        return ToolCall(name="return_item", arguments={"order_id": f["order_id"], "variant_id": f["variant_id"],
-                                                       "quantity": f["quantity"],
-                                                       "refund_payment_id": f["refund_payment_id"]})
-    if c.kind == "exchange":
-        return ToolCall(name="exchange_item", arguments={"order_id": f["order_id"], "variant_id": f["variant_id"],
-                                                         "new_variant_id": f["new_variant_id"],
-                                                         "quantity": f["quantity"], "payment_id": f["payment_id"]})
-    raise ValueError(f"unknown constraint kind {c.kind!r}")
+    return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:

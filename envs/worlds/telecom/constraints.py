@@ -348,29 +348,20 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
 
 # -- reference and checks ------------------------------------------------------------------
 
+# kind -> the write tool and its arguments (each the constraint's field of that name).
+_WRITES = {
+    "plan": ("change_plan", "line_id", "plan_id"), "addon": ("add_addon", "line_id", "addon_id"),
+    "suspend": ("suspend_line", "line_id", "reason"), "pay": ("pay_bill", "bill_id", "method_id", "amount"),
+    "new_line": ("add_line", "customer_id", "plan_id"), "drop_addon": ("remove_addon", "line_id", "addon_id"),
+    "resume": ("resume_line", "line_id"), "terminate": ("terminate_line", "line_id"),
+}
+
+
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
-    f = c.fields
-    if c.kind == "plan":
-        return ToolCall(name="change_plan", arguments={"line_id": f["line_id"], "plan_id": f["plan_id"]})
-    if c.kind == "addon":
-        return ToolCall(name="add_addon", arguments={"line_id": f["line_id"], "addon_id": f["addon_id"]})
     if c.kind == "roaming":
-        return ToolCall(name="set_roaming", arguments={"line_id": f["line_id"], "enabled": bool(f["enabled"])})
-    if c.kind == "suspend":
-        return ToolCall(name="suspend_line", arguments={"line_id": f["line_id"], "reason": f["reason"]})
-    if c.kind == "pay":
-        return ToolCall(name="pay_bill", arguments={"bill_id": f["bill_id"], "method_id": f["method_id"],
-                                                    "amount": f["amount"]})
-    if c.kind == "new_line":
-        return ToolCall(name="add_line", arguments={"customer_id": f["customer_id"], "plan_id": f["plan_id"]})
-    if c.kind == "drop_addon":
-        return ToolCall(name="remove_addon", arguments={"line_id": f["line_id"], "addon_id": f["addon_id"]})
-    if c.kind == "resume":
-        return ToolCall(name="resume_line", arguments={"line_id": f["line_id"]})
-    if c.kind == "terminate":
-        return ToolCall(name="terminate_line", arguments={"line_id": f["line_id"]})
-    raise ValueError(f"unknown constraint kind {c.kind!r}")
+        return ToolCall(name="set_roaming", arguments={"line_id": c["line_id"], "enabled": bool(c["enabled"])})
+    return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
@@ -445,20 +436,17 @@ def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,
                 reason = "suspended" if ok else (f"status {after['status']}, reason {after['suspend_reason']}"
                                                  if after else "missing")
             key = [f["line_id"]] if ok else None
-        elif c.kind == "addon":
+        elif c.kind in ("addon", "drop_addon"):
             table = "line_addons"
-            q = "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?"
-            args = (f["line_id"], f["addon_id"])
-            ok = conn_final.execute(q, args).fetchone() is not None and conn_initial.execute(q, args).fetchone() is None
+            had, has = (kit.row(db, "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?", f["line_id"],
+                                f["addon_id"]) is not None for db in (conn_initial, conn_final))
+            if c.kind == "addon":
+                ok = has and not had
+                reason = "add-on added" if ok else "the line does not carry a new add-on of that kind"
+            else:
+                ok = had and not has
+                reason = "add-on removed" if ok else "the line still carries the add-on (or never did)"
             key = [f["line_id"], f["addon_id"]] if ok else None
-            reason = "add-on added" if ok else "the line does not carry a new add-on of that kind"
-        elif c.kind == "drop_addon":
-            table = "line_addons"
-            q = "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?"
-            args = (f["line_id"], f["addon_id"])
-            ok = conn_initial.execute(q, args).fetchone() is not None and conn_final.execute(q, args).fetchone() is None
-            key = [f["line_id"], f["addon_id"]] if ok else None
-            reason = "add-on removed" if ok else "the line still carries the add-on (or never did)"
         elif c.kind == "new_line":
             new = cove.new_ids(conn_initial, conn_final, "lines", "line_id",
                                {"customer_id": f["customer_id"], "plan_id": f["plan_id"], "status": "active"})
