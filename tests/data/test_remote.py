@@ -46,6 +46,7 @@ def test_incomplete_or_corrupt_remote_release_is_refused(tmp_path: Path, tasks: 
         remote.read_remote_table(url)
 
 
+@pytest.mark.slow
 def test_run_mirrors_its_release_to_publish_to(tmp_path: Path) -> None:
     from pipelines import flows
     from pipelines.config import load_config

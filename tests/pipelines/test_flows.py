@@ -65,6 +65,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_run_and_datasets_verify(tmp_path: Path) -> None:
     sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
     r = _cli("run", "--out", str(tmp_path), *sets, "--set", "synthesis.n_tasks=2")
@@ -135,6 +136,7 @@ def test_mixed_worlds_topology_curation_and_report(tmp_path: Path) -> None:
     assert html.count("<svg") >= 3 and "terminal" in html
 
 
+@pytest.mark.slow
 def test_reverify_cli_diffs_a_new_verifier_version(tmp_path: Path) -> None:
     """Re-scoring stored rollouts needs no model: the CLI writes new verdicts with a diff."""
     from pipelines import flows

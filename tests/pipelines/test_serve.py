@@ -111,6 +111,7 @@ def _pending_run(api: str, deployment_id: Any) -> Any:
         return client.create_flow_run_from_deployment(deployment_id, state=Pending()).id
 
 
+@pytest.mark.slow
 def test_missed_runs_collapse_into_one_catch_up_run(tmp_path: Path, prefect_api: str) -> None:
     """Serve, stop, let runs come due while nothing serves, serve again: at most one of the
     missed runs runs (late_runs: collapse, the default; the others end Cancelled as

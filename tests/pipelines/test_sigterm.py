@@ -32,6 +32,7 @@ def _rollout_parts(out: Path) -> list[Path]:
     return sorted((out / "parts" / "rollout").glob("*/*.parquet"))
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_in_seconds_and_the_rerun_resumes(tmp_path: Path, prefect_api: str) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "PREFECT_API_URL": prefect_api}

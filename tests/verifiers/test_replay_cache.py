@@ -114,6 +114,7 @@ def test_cached_constraint_replay_scores_like_full_replay() -> None:
             assert kept == _write_amounts(task, writes)  # a replay of its own
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", ["airline", "retail", "telecom", "clinic"])
 def test_watched_env_hash_matches_full_hash(world: str) -> None:
     """A copy of a state reference hashes from the reference's cached table JSONs and a
