@@ -40,6 +40,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -140,6 +141,7 @@ class PrefectServer:
         self.home = home
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None  # where the server writes its log, once started
         self.api_url = f"http://127.0.0.1:{self.port}/api"
 
     def start(self) -> str:
@@ -150,12 +152,17 @@ class PrefectServer:
         exe = Path(sys.executable).with_name("prefect")
         cmd = [str(exe) if exe.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
                "--port", str(self.port)]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+        # The server's log goes to a file: a pipe nobody reads fills (64 KB of errors, e.g. runs
+        # marked late) and then blocks the server's event loop for good.
+        folder = self.home or Path(tempfile.mkdtemp(prefix="trajforge-prefect-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.log_path = folder / f"server-{self.port}.log"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+                err = self.log_path.read_bytes()[-2000:].decode(errors="replace")
                 raise RuntimeError(f"prefect server exited with code {self.proc.returncode}: {err}")
             if _healthy(self.api_url):
                 return self.api_url

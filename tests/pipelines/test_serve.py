@@ -174,3 +174,30 @@ def test_missed_runs_collapse_into_one_catch_up_run(tmp_path: Path, prefect_api:
     assert settled["cancelled"] >= 1 and settled["kept"] == 0
     assert not [r for r in _deployment_runs(prefect_api, name)
                 if r.state_type == StateType.SCHEDULED and r.expected_start_time.timestamp() < time.time() - 1]
+
+
+def test_the_servers_log_goes_to_a_file_never_an_unread_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose stderr was a pipe nobody read blocked for good once 64 KB of errors
+    (runs marked late after the serve tests) filled it: every later flow hung."""
+    from pipelines import serve as serve_module
+
+    seen: dict = {}
+
+    class Exited:
+        returncode = 3
+
+        def __init__(self, cmd: list[str], **kw: object) -> None:
+            seen.update(kw)
+            out = kw["stdout"]
+            out.write(b"boom: the server could not start\n")  # type: ignore[attr-defined]
+            self.pid = 0
+
+        def poll(self) -> int:
+            return 3
+
+    monkeypatch.setattr(serve_module.subprocess, "Popen", Exited)
+    server = serve_module.PrefectServer(home=tmp_path / "home", startup_timeout_s=5)
+    with pytest.raises(RuntimeError, match="exited with code 3: boom: the server could not start"):
+        server.start()
+    assert seen["stdout"] is not subprocess.PIPE and seen["stderr"] is subprocess.STDOUT
+    assert server.log_path is not None and server.log_path.parent == tmp_path / "home"
