@@ -48,17 +48,8 @@ CREATE TABLE loans (
     item_id TEXT NOT NULL REFERENCES items (item_id),
     status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'returned')));
 
-CREATE TABLE ledger (
-    ref TEXT NOT NULL, event TEXT NOT NULL, amount INTEGER NOT NULL DEFAULT 0,
-    detail TEXT NOT NULL DEFAULT '', n INTEGER NOT NULL,
-    PRIMARY KEY (ref, event, amount, detail, n));
-CREATE VIEW ledger_append AS SELECT ref, event, amount, detail FROM ledger;
-CREATE TRIGGER ledger_number INSTEAD OF INSERT ON ledger_append
-BEGIN
-    INSERT INTO ledger (ref, event, amount, detail, n)
-    SELECT NEW.ref, NEW.event, NEW.amount, NEW.detail, COUNT(*) FROM ledger
-        WHERE ref = NEW.ref AND event = NEW.event AND amount = NEW.amount AND detail = NEW.detail;
-END;
+-- the kit's ledger (envs/ledger.sql); this world's AFTER triggers append to ledger_append
+-- include: ledger
 
 CREATE TRIGGER r01_item_available BEFORE INSERT ON loans
 WHEN (SELECT status FROM items WHERE item_id = NEW.item_id) IS NOT 'available'

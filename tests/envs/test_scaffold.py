@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs.scaffold import FILES, new_world
+from envs.sql import schema_script
 
 
 @pytest.fixture()
@@ -36,7 +37,7 @@ def test_python_files_compile_and_the_schema_enforces_the_policys_rules(folder: 
     assert enforced == {"R01_ITEM_AVAILABLE", "R02_LOAN_LIMIT", "R03_LOAN_OPEN"}
     assert enforced == set(re.findall(r"RAISE\(ABORT, '(R\d+_[A-Z_]+)", schema))
     db = sqlite3.connect(":memory:")
-    db.executescript(schema)
+    db.executescript(schema_script(folder / "schema.sql"))  # the kit's ledger included, as the loader does
     db.executescript("INSERT INTO members VALUES ('m1', 'Ada', 1); INSERT INTO items (item_id, title) VALUES "
                      "('i1', 'Atlas'), ('i2', 'River');")
     db.execute("INSERT INTO loans (loan_id, member_id, item_id) VALUES ('l1', 'm1', 'i1')")
