@@ -30,13 +30,6 @@ def deciding_verdicts(cfg: RunConfig, tasks: Sequence[Task], verdicts: Sequence[
     return [v for v in verdicts if v.verifier == primary.get(v.task_id)]
 
 
-def verdict_summary(trajectories: Sequence[Trajectory], verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """Counts of every verifier's verdicts on the policy's trajectories (the summary's rates)."""
-    policy = {t.id for t in trajectories if not t.reference}
-    pv = [v for v in verdicts if v.trajectory_id in policy]
-    return {"verdicts": len(pv), "passed": sum(v.passed for v in pv), "score": float(sum(v.score for v in pv))}
-
-
 def shard_figures(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[Trajectory],
                   verdicts: Sequence[Verdict], selection: Selection, graphs: int = 0) -> dict[str, Any]:
     """The figures of one shard (or of a whole run held in memory); `graphs`: how many graph
@@ -78,7 +71,6 @@ def shard_figures(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[
                   "completion_tokens": sum(t.usage.completion_tokens for t in policy)},
         "rewards": dict(rewards),
         "verifiers": {v.verifier: v.verifier_version for v in verdicts},
-        "summary": verdict_summary(trajectories, verdicts),
         "sft": len(selection.sft),
         "rl": len(selection.rl),
         "drops": dict(selection.drops),
