@@ -292,6 +292,8 @@ def run_sections(run: dict[str, Any]) -> str:
             replayed = (f"{rp.get('checked', 0)} re-judged, {rp.get('dropped', 0)} dropped"
                         + (f" ({'; '.join(f'{k}: {v}' for k, v in rp.get('reasons', {}).items())})"
                            if rp.get("dropped") else "")) if rp.get("enabled") else "off"
+            if sc.get("dropped_call_arguments"):  # never released with a placeholder in a tool call
+                replayed = f"{sc['dropped_call_arguments']} dropped (a placeholder in a call's arguments); {replayed}"
             rows.append([name, sc.get("rows", d.get("input", "-")), dups, c.get("kept", d.get("kept", "-")),
                          json.dumps(sc.get("replacements", {}), sort_keys=True) or "{}",
                          json.dumps(sc.get("synthetic_kept", {}), sort_keys=True), replayed,

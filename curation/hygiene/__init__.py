@@ -31,7 +31,10 @@ typed report for the dataset card. Nothing reads or writes files.
   whole row (``[REDACTED_EMAIL]``, a second one ``[REDACTED_EMAIL_2]``): messages, tool
   arguments, observations and the task JSON, whose ids, hashes and initial-state recipe are
   never rewritten (`SKIP_KEYS`). `Scrubber` decides each value once, then rewrites every
-  occurrence, also where no pattern matches it (a secret without its label).
+  occurrence, also where no pattern matches it (a secret without its label). A placeholder is
+  never released in a tool call's arguments: a row whose scrubbing would change any call's
+  arguments (`call_arguments`) is dropped from the release and counted
+  (`ScrubReport.dropped_call_arguments`), since it would teach a call that cannot work.
 - **Re-judging**: a row that scrubbing changed is judged again on the scrubbed text (a
   `Replay` the pipeline supplies: the row's verifier) and dropped, counted, if it fails.
 """
@@ -71,6 +74,7 @@ from curation.hygiene.scrubbing import (
     ScrubReport,
     Synthetic,
     SyntheticOf,
+    call_arguments,
     find_matches,
     norm_value,
     placeholder,
@@ -81,4 +85,4 @@ from curation.hygiene.scrubbing import (
     scrub_text,
 )
 
-__all__ = ["BandIndex", "ContaminationReport", "Decontaminator", "DedupReport", "Deduper", "EVAL_SETS", "EvalSet", "EvalSetReport", "HygieneReport", "Item", "Match", "PII_KINDS", "Replay", "ReplayReport", "Row", "SECRET_PATTERNS", "SKIP_KEYS", "ScrubReport", "Scrubber", "Synthetic", "SyntheticOf", "WORLD_KEYS", "clean_release", "decontaminate", "dedup", "exact_key", "find_matches", "get_eval_set", "item_of", "jaccard", "norm_value", "normalize", "placeholder", "register_eval_set", "replay_scrubbed", "scrub_all", "scrub_record", "scrub_row", "scrub_rows", "scrub_text", "shingles", "tokens"]
+__all__ = ["BandIndex", "ContaminationReport", "Decontaminator", "DedupReport", "Deduper", "EVAL_SETS", "EvalSet", "EvalSetReport", "HygieneReport", "Item", "Match", "PII_KINDS", "Replay", "ReplayReport", "Row", "SECRET_PATTERNS", "SKIP_KEYS", "ScrubReport", "Scrubber", "Synthetic", "SyntheticOf", "WORLD_KEYS", "call_arguments", "clean_release", "decontaminate", "dedup", "exact_key", "find_matches", "get_eval_set", "item_of", "jaccard", "norm_value", "normalize", "placeholder", "register_eval_set", "replay_scrubbed", "scrub_all", "scrub_record", "scrub_row", "scrub_rows", "scrub_text", "shingles", "tokens"]

@@ -1,7 +1,16 @@
 """Secret and PII scrubbing: typed placeholders for API keys, cloud and service tokens, JWTs,
 private keys, e-mail addresses and phone numbers in every string of every column (JSON
 strings decoded and re-encoded), keeping the values the world generated (`Synthetic`);
-`Scrubber` decides each value once per row and rewrites every occurrence."""
+`Scrubber` decides each value once per row and rewrites every occurrence.
+
+Hygiene never releases a placeholder in a tool call's arguments: a row would then teach (or,
+in an rl row's reference solution, reward) a call that cannot work. `scrub_all` (and
+`scrub_rows`, the release path) drops a row whose scrubbing would change any call's
+arguments (`call_arguments`: the assistant turns' calls in `messages`/`prompt`, the
+`reference_solution` column, the `task` JSON's reference solution and dialogue calls, a
+generic row's `tool_calls`) and counts it in `ScrubReport.dropped_call_arguments`; the row
+is not rewritten elsewhere and kept, since its other text already passed the value on.
+`scrub_row` and `Scrubber` still rewrite everything (for records and texts, not releases)."""
 
 from __future__ import annotations
 
@@ -337,6 +346,9 @@ class ScrubReport(BaseModel):
     by_column: dict[str, int] = Field(default_factory=dict)  # column -> count
     # matches left alone because the world generated them (its users' e-mails, phones), by kind
     synthetic_kept: dict[str, int] = Field(default_factory=dict)
+    # rows dropped, not released, because scrubbing would have written a placeholder into a
+    # tool call's arguments (module docstring); `rows_changed` and the counts above cover the kept rows
+    dropped_call_arguments: int = 0
 
     @property
     def total(self) -> int:
@@ -376,8 +388,45 @@ def scrub_rows(rows: Iterable[Row], columns: Iterable[str] | None = None,
     return out, report
 
 
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _message_calls(messages: Any) -> list[Any]:
+    out: list[Any] = []
+    for m in messages if isinstance(messages, list) else []:
+        for c in (m.get("tool_calls") or []) if isinstance(m, dict) else []:
+            fn = c.get("function", c) if isinstance(c, dict) else {}
+            out.append(_json(fn.get("arguments")) if isinstance(fn, dict) else c)
+    return out
+
+
+def call_arguments(row: Row) -> list[Any]:
+    """Every tool call's arguments a row holds, decoded (module docstring): what a model learns
+    to send or a reward replays."""
+    out = _message_calls(row.get("messages")) + _message_calls(row.get("prompt"))
+    ref = _json(row.get("reference_solution"))
+    out += [c.get("arguments") for c in ref if isinstance(c, dict)] if isinstance(ref, list) else []
+    task = _json(row.get("task"))
+    if isinstance(task, dict):
+        out += [c.get("arguments") for c in task.get("reference_solution") or [] if isinstance(c, dict)]
+        for turn in task.get("dialogue") or []:
+            if isinstance(turn, dict):
+                out += [c.get("arguments") for c in turn.get("tool_calls") or [] if isinstance(c, dict)]
+    calls = row.get("tool_calls")
+    out += [_json(c.get("arguments")) if isinstance(c, dict) else c for c in calls] if isinstance(calls, list) else []
+    return out
+
+
 def scrub_all(rows: Iterable[Row], columns: list[str] | None,
                synthetic: SyntheticOf) -> tuple[list[Row], ScrubReport, list[Scrubber]]:
+    """`scrub_row` over `rows`: the kept rows, the report and each kept row's scrubber; a row
+    whose scrubbing would change a tool call's arguments is dropped and counted."""
     report = ScrubReport()
     total: Counter[str] = Counter()
     kept: Counter[str] = Counter()
@@ -387,6 +436,9 @@ def scrub_all(rows: Iterable[Row], columns: list[str] | None,
     for row in rows:
         new, s = scrub_row(row, columns, synthetic)
         report.rows += 1
+        if s.counts and call_arguments(new) != call_arguments(row):
+            report.dropped_call_arguments += 1
+            continue
         report.rows_changed += bool(s.counts)
         total.update(s.counts)
         kept.update(s.kept_counts)

@@ -39,8 +39,9 @@ def secret_part(kind: str, text: str) -> str:
     return text.split("=", 1)[1] if kind == "AWS_SECRET_KEY" else text
 
 
-def row_with_canaries() -> dict[str, Any]:
-    """An sft row with every canary in a message, tool arguments and an observation."""
+def row_with_canaries(in_arguments: bool = True) -> dict[str, Any]:
+    """An sft row with every canary in a message, tool arguments (unless not `in_arguments`:
+    release hygiene drops a row whose call arguments it would rewrite) and an observation."""
     all_text = "; ".join(f"my {k.lower()} is {v} ok" for k, v in CANARIES.items())
     return {
         "messages": [
@@ -55,7 +56,7 @@ def row_with_canaries() -> dict[str, Any]:
                         "type": "function",
                         "function": {
                             "name": "transfer_to_human_agents",
-                            "arguments": json.dumps({"summary": all_text}),
+                            "arguments": json.dumps({"summary": all_text if in_arguments else "see above"}),
                         },
                     }
                 ],

@@ -7,7 +7,15 @@ import json
 import re
 from typing import Any
 
-from curation.hygiene import Synthetic, scrub_record, scrub_rows, scrub_text
+from curation.hygiene import (
+    Synthetic,
+    call_arguments,
+    scrub_all,
+    scrub_record,
+    scrub_row,
+    scrub_rows,
+    scrub_text,
+)
 from data.records import Task, canonical_json
 from envs.registry import get_world
 from pipelines.config import RunConfig
@@ -25,18 +33,22 @@ from verifiers.audit import build_trajectory
 
 def test_every_planted_secret_is_caught_everywhere() -> None:
     row = row_with_canaries()
-    [clean], report = scrub_rows([row])
+    clean, scrubber = scrub_row(row)  # one row, everything rewritten (the release drops it: below)
     dumped = json.dumps(clean)
     for kind, value in CANARIES.items():
         secret = secret_part(kind, value)
         for piece in (secret, secret.split("\n")[0][-12:]):
             assert piece not in dumped and json.dumps(piece)[1:-1] not in dumped, kind
-        assert report.replacements.get(kind) == 3, (
+        assert scrubber.counts.get(kind) == 3, (
             kind,
-            report.replacements,
+            scrubber.counts,
         )  # message, arguments, observation
         assert f"[REDACTED_{kind}]" in clean["messages"][1]["content"]
-    assert report.rows_changed == 1 and report.by_column == {"messages": 30} and report.total == 30
+    assert scrubber.by_column == {"messages": 30} and sum(scrubber.counts.values()) == 30
+    assert scrub_rows([row]) == ([], scrub_rows([row])[1]) and scrub_rows([row])[1].dropped_call_arguments == 1
+    [kept], report = scrub_rows([row_with_canaries(in_arguments=False)])
+    assert report.rows_changed == 1 and report.total == 20 and report.dropped_call_arguments == 0
+    assert not any(piece in json.dumps(kept) for piece in CANARIES.values())
     args = json.loads(clean["messages"][2]["tool_calls"][0]["function"]["arguments"])
     obs = json.loads(clean["messages"][3]["content"])
     assert (
@@ -85,8 +97,10 @@ def test_world_synthetic_emails_stay_intact(world_tasks: dict[str, list[Task]], 
         assert report["scrub"]["replacements"] == {} and report["scrub"]["synthetic_kept"]["EMAIL"] > 0
         assert report["replay"]["checked"] == 0
     # Without the world's values the same e-mail would be taken for the user's PII.
-    [blind], _ = scrub_rows(rows["sft"][:1])
+    blind, _ = scrub_row(rows["sft"][0])
     assert [a["email"] for n, a in calls(blind) if n == "find_customer_by_email"][0] == "[REDACTED_EMAIL]"
+    # ... and release hygiene would not release that row rather than teach a redacted call
+    assert scrub_rows(rows["sft"][:1])[0] == [] and scrub_rows(rows["sft"][:1])[1].dropped_call_arguments == 1
 
 
 def test_world_phone_numbers_stay_intact(world_tasks: dict[str, list[Task]], tmp_path: Any) -> None:
@@ -145,7 +159,7 @@ def test_planted_secret_gets_one_placeholder_everywhere() -> None:
         "task": canonical_json(task),
         "task_id": "task-1",
     }
-    [clean], report = scrub_rows([row])
+    clean, scrubber = scrub_row(row)
     dumped = json.dumps(clean)
     assert key not in dumped and other not in dumped and secret not in dumped
     user = clean["messages"][0]["content"]
@@ -160,8 +174,41 @@ def test_planted_secret_gets_one_placeholder_everywhere() -> None:
     assert scrubbed["reference_solution"][0]["arguments"] == {"note": "[REDACTED_API_KEY]"}
     assert {k: scrubbed[k] for k in ("id", "initial_state", "target_state_hash")} == {
         k: task[k] for k in ("id", "initial_state", "target_state_hash")}
-    assert report.replacements == {"API_KEY": 7, "AWS_SECRET_KEY": 2}  # 4 + 3 and 1 + 1
-    assert report.by_column == {"messages": 5, "task": 4}
+    assert scrubber.counts == {"API_KEY": 7, "AWS_SECRET_KEY": 2}  # 4 + 3 and 1 + 1
+    assert scrubber.by_column == {"messages": 5, "task": 4}
+    # the key is a call's argument (in the messages and the task's reference solution): not released
+    assert scrub_rows([row])[1].dropped_call_arguments == 1
+
+
+def test_release_hygiene_never_writes_a_placeholder_into_a_call_argument() -> None:
+    """A row whose scrubbing would change a tool call's arguments (an assistant call, an rl row's
+    reference solution, the task's) is dropped and counted; PII outside calls is scrubbed and
+    the row kept; the world's own values in a call keep the row as it is."""
+    typo = "alice.chen@example.comX"  # a mistyped argument: no world made this address
+    world = "alice.chen@example.com"
+
+    def sft(rid: str, email: str, in_call: bool) -> dict[str, Any]:
+        args = json.dumps({"email": email if in_call else world})
+        return {"trajectory_id": rid, "messages": [
+            {"role": "user", "content": f"I am {email}"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "find_user", "arguments": args}}]},
+            {"role": "tool", "tool_call_id": "c0", "name": "find_user", "content": '{"user_id": "u1"}'},
+            {"role": "assistant", "content": "Found you."}]}
+
+    rl = {"task_id": "t1", "prompt": [{"role": "user", "content": "hi"}],
+          "reference_solution": json.dumps([{"name": "find_user", "arguments": {"email": typo}}]),
+          "task": json.dumps({"instruction": "x", "reference_solution": [{"name": "find_user",
+                                                                          "arguments": {"email": typo}}]})}
+    known = Synthetic.of_texts([world])
+    rows = [sft("typo-in-call", typo, True), sft("typo-in-text", typo, False), sft("world", world, True), rl]
+    kept, report, scrubbers = scrub_all(rows, None, known)
+    assert [r.get("trajectory_id") for r in kept] == ["typo-in-text", "world"]
+    assert report.dropped_call_arguments == 2 and report.rows == 4 and report.rows_changed == 1
+    assert len(scrubbers) == len(kept)  # aligned with the kept rows (replay reads them together)
+    assert kept[0]["messages"][0]["content"] == "I am [REDACTED_EMAIL]" and kept[1] == rows[2]
+    assert all("REDACTED" not in json.dumps(call_arguments(r)) for r in kept)
+    assert call_arguments(rl) == [{"email": typo}, {"email": typo}]
 
 
 def test_workspace_world_declares_its_files() -> None:
