@@ -6,7 +6,8 @@ share, so a world folder holds only its domain logic.
 - SQL text: `q` quotes a value as an SQL literal (for Set Designer patches);
 - time: every world keeps its clock in `meta.now` (`NOW_SQL`); `now`, `now_dt`, `today`, `ts`;
 - schema text: `schema_script` reads a world's schema.sql, each line `-- include: NAME`
-  replaced by the kit's `envs/NAME.sql` (`-- include: ledger`: the event ledger);
+  replaced by `NAME.sql` of the world's folder or else of the kit (`-- include: ledger`: the
+  event ledger), its `{{param}}` placeholders filled from the line's `param=value`s;
 - ids: `mint_id` makes the ids a world creates from the content of the record (and how
   many records of that content exist already), so two independent writes get the same ids
   in either order and a replay reaches the same state hash whatever the order.
@@ -25,7 +26,10 @@ from envs.tools import ToolError
 
 NOW_SQL = "(SELECT value FROM meta WHERE key = 'now')"
 TODAY_SQL = f"date({NOW_SQL})"
-INCLUDE_RE = re.compile(r"^-- include: (\w+)[ \t]*$", re.MULTILINE)
+INCLUDE_RE = re.compile(r"^-- include: (\w+)((?:[ \t]+\w+=(?:'(?:[^']|'')*'|\"[^\"]*\"|[^\s'\"]+))*)[ \t]*$",
+                        re.MULTILINE)
+_ARG_RE = re.compile(r"(\w+)=('(?:[^']|'')*'|\"[^\"]*\"|[^\s'\"]+)")
+_PLACEHOLDER_RE = re.compile(r"\{\{(\w+)(?::([^}]*))?\}\}")
 
 
 def _params(args: tuple[Any, ...]) -> Any:
@@ -108,8 +112,41 @@ def mint_id(prefix: str, content: dict[str, Any], n: int = 0, length: int = 6, d
     return prefix + (f"{int(h[:12], 16) % 9_000_000 + 1_000_000}" if digits else h[:length].upper())
 
 
+def include_args(text: str) -> dict[str, str]:
+    """An include line's `param=value`s as SQL text: a bare token as it is, `'...'` as the SQL
+    string literal it is (quotes kept), `"..."` as the text between the double quotes."""
+    return {k: v[1:-1] if v.startswith('"') else v for k, v in _ARG_RE.findall(text)}
+
+
+def fill(template: str, args: dict[str, str], name: str = "include") -> str:
+    """`template` with each `{{param}}` (or `{{param:default}}`) replaced by `args[param]`
+    (ValueError for a parameter without value or default, and for an argument it has no
+    placeholder for)."""
+    used = set(_PLACEHOLDER_RE.findall(template))
+    unknown = set(args) - {p for p, _ in used}
+    if unknown:
+        raise ValueError(f"{name}: no parameter {', '.join(sorted(unknown))}")
+
+    def value(m: re.Match[str]) -> str:
+        if m[1] in args:
+            return args[m[1]]
+        if m[2] is None:
+            raise ValueError(f"{name}: parameter {m[1]!r} has no value")
+        return m[2]
+
+    return _PLACEHOLDER_RE.sub(value, template)
+
+
 def schema_script(path: Path) -> str:
-    """The schema script at `path` with each line `-- include: NAME` replaced by the kit's
-    `envs/NAME.sql` (FileNotFoundError for a name the kit does not have)."""
+    """The schema script at `path` with each line `-- include: NAME param=value ...`
+    replaced by `NAME.sql` of the script's folder, or else of the kit (`envs/NAME.sql`),
+    its placeholders filled (`fill`, `include_args`); FileNotFoundError for a name neither
+    has."""
     kit = Path(__file__).parent
-    return INCLUDE_RE.sub(lambda m: (kit / f"{m[1]}.sql").read_text().rstrip("\n"), path.read_text())
+
+    def expand(m: re.Match[str]) -> str:
+        local = path.parent / f"{m[1]}.sql"
+        source = local if local.name != path.name and local.exists() else kit / f"{m[1]}.sql"
+        return fill(source.read_text().rstrip("\n"), include_args(m[2]), f"-- include: {m[1]}")
+
+    return INCLUDE_RE.sub(expand, path.read_text())

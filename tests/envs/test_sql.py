@@ -61,3 +61,30 @@ def test_schema_script_inlines_the_kit(tmp_path: Path) -> None:
     path.write_text("-- include: nothing_like_it\n")
     with pytest.raises(FileNotFoundError):
         sql.schema_script(path)
+
+
+def test_schema_script_fills_an_includes_parameters(tmp_path: Path) -> None:
+    (tmp_path / "rule.sql").write_text("CREATE TABLE {{table}} (x TEXT DEFAULT {{value:'none'}});\n")
+    path = tmp_path / "schema.sql"
+    path.write_text("-- include: rule table=a value=\"'it''s'\"\n-- include: rule table=b\n")
+    text = sql.schema_script(path)  # the schema's own folder before the kit
+    assert text == "CREATE TABLE a (x TEXT DEFAULT 'it''s');\nCREATE TABLE b (x TEXT DEFAULT 'none');\n"
+    assert sql.include_args("""a=1 b='x y' c="NEW.p - OLD.p\"""") == {"a": "1", "b": "'x y'", "c": "NEW.p - OLD.p"}
+    path.write_text("-- include: rule\n")
+    with pytest.raises(ValueError, match="'table' has no value"):
+        sql.schema_script(path)
+    path.write_text("-- include: rule table=a colour=red\n")
+    with pytest.raises(ValueError, match="no parameter colour"):
+        sql.schema_script(path)
+
+
+def test_the_kits_change_log_appends_old_and_new(tmp_path: Path) -> None:
+    path = tmp_path / "schema.sql"
+    path.write_text("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL);\n-- include: ledger\n"
+                    "-- include: ledger_change name=log_n table=t column=n ref=id event='n_changed' amount=\"NEW.n - OLD.n\"\n")
+    db = sqlite3.connect(":memory:")
+    db.executescript(sql.schema_script(path))
+    db.execute("INSERT INTO t VALUES ('a', 1)")
+    db.execute("UPDATE t SET n = 3 WHERE id = 'a'")
+    db.execute("UPDATE t SET n = 3 WHERE id = 'a'")  # no change, no row
+    assert db.execute("SELECT ref, event, amount, detail, n FROM ledger").fetchall() == [("a", "n_changed", 2, "1 -> 3", 0)]

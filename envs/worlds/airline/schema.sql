@@ -81,9 +81,7 @@ BEGIN SELECT RAISE(ABORT, 'R11_NO_DUPLICATE: the user already holds an active re
 
 -- Change and cancellation rules --------------------------------------------------------
 
-CREATE TRIGGER r07_cancelled_final BEFORE UPDATE ON reservations
-WHEN OLD.status = 'cancelled'
-BEGIN SELECT RAISE(ABORT, 'R07_CANCELLED_FINAL: a cancelled reservation cannot be changed'); END;
+-- include: final_status name=r07_cancelled_final table=reservations status='cancelled' message='R07_CANCELLED_FINAL: a cancelled reservation cannot be changed'
 
 CREATE TRIGGER r12_departed BEFORE UPDATE ON reservations
 WHEN (SELECT status FROM flights WHERE flight_id = OLD.flight_id) = 'departed'
@@ -172,16 +170,5 @@ BEGIN
         CASE WHEN NEW.status = 'cancelled' THEN -OLD.total_paid ELSE 0 END, OLD.payment_id);
 END;
 
-CREATE TRIGGER log_change AFTER UPDATE OF flight_id ON reservations
-WHEN NEW.flight_id <> OLD.flight_id
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.reservation_id, 'flight_changed', NEW.total_paid - OLD.total_paid,
-        printf('%s -> %s', OLD.flight_id, NEW.flight_id));
-END;
-
-CREATE TRIGGER log_bags AFTER UPDATE OF bags ON reservations
-WHEN NEW.bags <> OLD.bags
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.reservation_id, 'bags_changed', NEW.total_paid - OLD.total_paid,
-        printf('%d -> %d', OLD.bags, NEW.bags));
-END;
+-- include: ledger_change name=log_change table=reservations column=flight_id ref=reservation_id event='flight_changed' amount="NEW.total_paid - OLD.total_paid"
+-- include: ledger_change name=log_bags table=reservations column=bags ref=reservation_id event='bags_changed' amount="NEW.total_paid - OLD.total_paid" format=%d

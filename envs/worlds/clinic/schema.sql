@@ -58,6 +58,12 @@ CREATE TABLE slots (
     status       TEXT NOT NULL CHECK (status IN ('open', 'booked', 'blocked'))
 );
 
+-- Each slot's start and end in whole seconds (R05 compares them).
+CREATE VIEW slot_spans AS
+SELECT slot_id, CAST(strftime('%s', start_at) AS INTEGER) AS start_s,
+       CAST(strftime('%s', start_at) AS INTEGER) + 60 * duration_min AS end_s
+FROM slots;
+
 CREATE TABLE referrals (
     referral_id    TEXT PRIMARY KEY,
     patient_id     TEXT NOT NULL REFERENCES patients(patient_id),
@@ -168,12 +174,9 @@ BEGIN SELECT RAISE(ABORT, 'R04_AGE_RANGE: the patient''s age on the visit date i
 
 CREATE TRIGGER r05_no_overlap_insert BEFORE INSERT ON appointments
 WHEN EXISTS (
-    SELECT 1 FROM appointments a JOIN slots s ON s.slot_id = a.slot_id, slots n
+    SELECT 1 FROM appointments a JOIN slot_spans s ON s.slot_id = a.slot_id, slot_spans n
     WHERE n.slot_id = NEW.slot_id AND a.patient_id = NEW.patient_id AND a.status = 'scheduled'
-      AND CAST(strftime('%s', s.start_at) AS INTEGER)
-          < CAST(strftime('%s', n.start_at) AS INTEGER) + 60 * n.duration_min
-      AND CAST(strftime('%s', n.start_at) AS INTEGER)
-          < CAST(strftime('%s', s.start_at) AS INTEGER) + 60 * s.duration_min)
+      AND s.start_s < n.end_s AND n.start_s < s.end_s)
 BEGIN SELECT RAISE(ABORT, 'R05_NO_OVERLAP: the patient already has a scheduled appointment at an overlapping time'); END;
 
 CREATE TRIGGER r06_active_limit BEFORE INSERT ON appointments
@@ -231,13 +234,10 @@ BEGIN SELECT RAISE(ABORT, 'R04_AGE_RANGE: the patient''s age on the new date is 
 
 CREATE TRIGGER r05_no_overlap_reschedule BEFORE UPDATE OF slot_id ON appointments
 WHEN NEW.slot_id IS NOT OLD.slot_id AND EXISTS (
-    SELECT 1 FROM appointments a JOIN slots s ON s.slot_id = a.slot_id, slots n
+    SELECT 1 FROM appointments a JOIN slot_spans s ON s.slot_id = a.slot_id, slot_spans n
     WHERE n.slot_id = NEW.slot_id AND a.patient_id = OLD.patient_id AND a.status = 'scheduled'
       AND a.appointment_id <> OLD.appointment_id
-      AND CAST(strftime('%s', s.start_at) AS INTEGER)
-          < CAST(strftime('%s', n.start_at) AS INTEGER) + 60 * n.duration_min
-      AND CAST(strftime('%s', n.start_at) AS INTEGER)
-          < CAST(strftime('%s', s.start_at) AS INTEGER) + 60 * s.duration_min)
+      AND s.start_s < n.end_s AND n.start_s < s.end_s)
 BEGIN SELECT RAISE(ABORT, 'R05_NO_OVERLAP: the new time overlaps another scheduled appointment of the patient'); END;
 
 -- Prescription rules --------------------------------------------------------------------
@@ -313,12 +313,7 @@ BEGIN
         printf('%s %s, %s', NEW.slot_id, NEW.type_code, NEW.patient_id));
 END;
 
-CREATE TRIGGER log_appointment_status AFTER UPDATE OF status ON appointments
-WHEN NEW.status <> OLD.status
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.appointment_id, NEW.status, 0,
-        printf('%s -> %s', OLD.status, NEW.status));
-END;
+-- include: ledger_change name=log_appointment_status table=appointments column=status ref=appointment_id event=NEW.status
 
 CREATE TRIGGER log_late_fee AFTER UPDATE OF late_fee ON appointments
 WHEN NEW.late_fee <> OLD.late_fee
@@ -326,12 +321,7 @@ BEGIN
     INSERT INTO ledger_append VALUES (NEW.appointment_id, 'late_fee', NEW.late_fee - OLD.late_fee, NEW.patient_id);
 END;
 
-CREATE TRIGGER log_reschedule AFTER UPDATE OF slot_id ON appointments
-WHEN NEW.slot_id IS NOT OLD.slot_id
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'rescheduled', 0,
-        printf('%s -> %s', OLD.slot_id, NEW.slot_id));
-END;
+-- include: ledger_change name=log_reschedule table=appointments column=slot_id ref=appointment_id event='rescheduled'
 
 CREATE TRIGGER log_fill AFTER INSERT ON fills
 BEGIN

@@ -131,9 +131,7 @@ BEGIN SELECT RAISE(ABORT, 'R02_STOCK: not enough units of this variant in stock'
 
 -- Cancelling and changing orders ----------------------------------------------------------
 
-CREATE TRIGGER r12_cancelled_final BEFORE UPDATE ON orders
-WHEN OLD.status = 'cancelled'
-BEGIN SELECT RAISE(ABORT, 'R12_CANCELLED_FINAL: a cancelled order cannot be changed'); END;
+-- include: final_status name=r12_cancelled_final table=orders status='cancelled' message='R12_CANCELLED_FINAL: a cancelled order cannot be changed'
 
 CREATE TRIGGER r01_cancel_pending BEFORE UPDATE OF status ON orders
 WHEN NEW.status = 'cancelled' AND OLD.status NOT IN ('pending', 'cancelled')
@@ -145,20 +143,7 @@ BEGIN SELECT RAISE(ABORT, 'R11_ADDRESS_CHANGE: the address cannot change once th
 
 -- Returns -------------------------------------------------------------------------------
 
-CREATE TRIGGER r06_delivered_return BEFORE INSERT ON returns
-WHEN (SELECT status FROM orders WHERE order_id = NEW.order_id) IS NOT 'delivered'
-BEGIN SELECT RAISE(ABORT, 'R06_DELIVERED_ONLY: only items of delivered orders can be returned'); END;
-
-CREATE TRIGGER r05_window_return BEFORE INSERT ON returns
-WHEN (SELECT CAST(strftime('%s', (SELECT value FROM meta WHERE key = 'now')) AS INTEGER)
-           - CAST(strftime('%s', delivered_at) AS INTEGER)
-      FROM orders WHERE order_id = NEW.order_id AND status = 'delivered') > 30 * 86400
-BEGIN SELECT RAISE(ABORT, 'R05_RETURN_WINDOW: returns are accepted up to 30 days after delivery'); END;
-
-CREATE TRIGGER r07_quantity_return BEFORE INSERT ON returns
-WHEN NEW.quantity > (SELECT quantity - returned - exchanged FROM order_items
-                     WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id)
-BEGIN SELECT RAISE(ABORT, 'R07_ITEM_QUANTITY: more units than were bought and not yet returned or exchanged'); END;
+-- include: item_rules table=returns kind=return done=returned
 
 CREATE TRIGGER r09_refund_destination BEFORE INSERT ON returns
 WHEN NEW.refund_payment_id IS NOT (SELECT payment_id FROM orders WHERE order_id = NEW.order_id)
@@ -170,20 +155,7 @@ BEGIN SELECT RAISE(ABORT, 'R09_REFUND_DESTINATION: refunds go to the original pa
 
 -- Exchanges -----------------------------------------------------------------------------
 
-CREATE TRIGGER r06_delivered_exchange BEFORE INSERT ON exchanges
-WHEN (SELECT status FROM orders WHERE order_id = NEW.order_id) IS NOT 'delivered'
-BEGIN SELECT RAISE(ABORT, 'R06_DELIVERED_ONLY: only items of delivered orders can be exchanged'); END;
-
-CREATE TRIGGER r05_window_exchange BEFORE INSERT ON exchanges
-WHEN (SELECT CAST(strftime('%s', (SELECT value FROM meta WHERE key = 'now')) AS INTEGER)
-           - CAST(strftime('%s', delivered_at) AS INTEGER)
-      FROM orders WHERE order_id = NEW.order_id AND status = 'delivered') > 30 * 86400
-BEGIN SELECT RAISE(ABORT, 'R05_RETURN_WINDOW: exchanges are accepted up to 30 days after delivery'); END;
-
-CREATE TRIGGER r07_quantity_exchange BEFORE INSERT ON exchanges
-WHEN NEW.quantity > (SELECT quantity - returned - exchanged FROM order_items
-                     WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id)
-BEGIN SELECT RAISE(ABORT, 'R07_ITEM_QUANTITY: more units than were bought and not yet returned or exchanged'); END;
+-- include: item_rules table=exchanges kind=exchange done=exchanged
 
 CREATE TRIGGER r08_same_product BEFORE INSERT ON exchanges
 WHEN NEW.new_variant_id = NEW.variant_id
@@ -283,12 +255,7 @@ BEGIN
                CASE WHEN NEW.cancel_reason IS NOT NULL THEN ': ' || NEW.cancel_reason ELSE '' END));
 END;
 
-CREATE TRIGGER log_address AFTER UPDATE OF address ON orders
-WHEN NEW.address IS NOT OLD.address
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.order_id, 'address_changed', 0,
-        printf('%s -> %s', OLD.address, NEW.address));
-END;
+-- include: ledger_change name=log_address table=orders column=address ref=order_id event='address_changed'
 
 CREATE TRIGGER log_return AFTER INSERT ON returns
 BEGIN

@@ -131,9 +131,7 @@ BEGIN SELECT RAISE(ABORT, 'R12_DATA_USAGE: data already used this cycle exceeds 
 
 -- Suspended and terminated lines ------------------------------------------------------------
 
-CREATE TRIGGER r13_terminated_final BEFORE UPDATE ON lines
-WHEN OLD.status = 'terminated'
-BEGIN SELECT RAISE(ABORT, 'R13_TERMINATED_FINAL: a terminated line cannot be changed or reactivated'); END;
+-- include: final_status name=r13_terminated_final table=lines status='terminated' message='R13_TERMINATED_FINAL: a terminated line cannot be changed or reactivated'
 
 CREATE TRIGGER r13_terminated_addon BEFORE INSERT ON line_addons
 WHEN (SELECT status FROM lines WHERE line_id = NEW.line_id) = 'terminated'
@@ -302,11 +300,7 @@ BEGIN
         printf('%s %s, %s', NEW.phone_number, NEW.plan_id, NEW.customer_id));
 END;
 
-CREATE TRIGGER log_plan AFTER UPDATE OF plan_id ON lines
-WHEN NEW.plan_id <> OLD.plan_id
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.line_id, 'plan_changed', 0, printf('%s -> %s', OLD.plan_id, NEW.plan_id));
-END;
+-- include: ledger_change name=log_plan table=lines column=plan_id ref=line_id event='plan_changed'
 
 CREATE TRIGGER log_line_status AFTER UPDATE OF status ON lines
 WHEN NEW.status <> OLD.status
