@@ -1,5 +1,7 @@
 -- Northwind Goods: the rules an item's return and its exchange share (R06 delivered orders
--- only, R05 the 30-day window, R07 no more units than were bought and are still kept).
+-- only, R05 the 30-day window, R07 no more units than were bought and are still kept), and
+-- their shared effect: the units are counted on the order line and go back in stock
+-- (fx_return and fx_exchange do the rest).
 -- schema.sql takes them once per table with `-- include: item_rules table=TABLE kind=KIND
 -- done=PAST` (returns, return, returned; exchanges, exchange, exchanged).
 
@@ -17,3 +19,10 @@ CREATE TRIGGER r07_quantity_{{kind}} BEFORE INSERT ON {{table}}
 WHEN NEW.quantity > (SELECT quantity - returned - exchanged FROM order_items
                      WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id)
 BEGIN SELECT RAISE(ABORT, 'R07_ITEM_QUANTITY: more units than were bought and not yet returned or exchanged'); END;
+
+CREATE TRIGGER fx_{{kind}}_units AFTER INSERT ON {{table}}
+BEGIN
+    UPDATE order_items SET {{done}} = {{done}} + NEW.quantity
+        WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id;
+    UPDATE variants SET stock = stock + NEW.quantity WHERE variant_id = NEW.variant_id;
+END;

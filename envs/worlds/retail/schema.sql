@@ -210,9 +210,6 @@ END;
 
 CREATE TRIGGER fx_return AFTER INSERT ON returns
 BEGIN
-    UPDATE order_items SET returned = returned + NEW.quantity
-        WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id;
-    UPDATE variants SET stock = stock + NEW.quantity WHERE variant_id = NEW.variant_id;
     INSERT INTO transactions VALUES (NEW.order_id, NEW.return_id, NEW.refund_payment_id, 'refund',
                                      NEW.amount, NEW.created_at);
     UPDATE payment_methods SET balance = balance + NEW.amount
@@ -221,9 +218,6 @@ END;
 
 CREATE TRIGGER fx_exchange AFTER INSERT ON exchanges
 BEGIN
-    UPDATE order_items SET exchanged = exchanged + NEW.quantity
-        WHERE order_id = NEW.order_id AND variant_id = NEW.variant_id;
-    UPDATE variants SET stock = stock + NEW.quantity WHERE variant_id = NEW.variant_id;
     UPDATE variants SET stock = stock - NEW.quantity WHERE variant_id = NEW.new_variant_id;
     INSERT INTO transactions
         SELECT NEW.order_id, NEW.exchange_id, NEW.payment_id,
