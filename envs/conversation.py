@@ -53,6 +53,16 @@ from typing import Any
 
 from data.records import Fact, ToolCall
 from envs.contract import ACCOUNT_KEYS, Identity, declared, hook
+from envs.dialogue_acts import (  # noqa: F401  (the text checks' home; re-exported for their users)
+    asks_confirmation,
+    claims_change,
+    claims_success,
+    is_affirmative,
+    is_decline,
+    reply_act,
+    signals_refusal,
+    states_rule,
+)
 from envs.loader import load_module
 from envs.state import primary_key, tables
 from envs.tools import ToolSpec
@@ -301,6 +311,8 @@ _DATE_WORDS = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\.
 _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in _MONTHS)
                         + r")[a-z]*\.?(?:,?\s+(\d{4}))?", re.I)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(?![\d/.-])")
+_YEAR_FIRST = re.compile(r"(?<![\d/.-])(\d{4})[/.](\d{1,2})[/.](\d{1,2})(?![\d/.-])")
 
 
 @lru_cache(maxsize=512)  # a conversation's text is checked for many values in a row
@@ -324,10 +336,18 @@ def numbers_in(text: str) -> frozenset[float]:
 
 @lru_cache(maxsize=512)
 def dates_in(text: str) -> frozenset[str]:
-    """Dates written in the text, as 'MM-DD' and 'YYYY-MM-DD' where a year is given."""
+    """Dates written in the text, as 'MM-DD' and 'YYYY-MM-DD' where a year is given: ISO,
+    month names ("May 13", "13th of May"), and numbers (05/13/1990, 13.05.1990, 1990/05/13;
+    a numeric date that reads both ways, 03/05/1990, gives both)."""
     out: set[str] = set()
     for y, mo, d in _ISO.findall(text or ""):
         out |= {f"{mo}-{d}", f"{y}-{mo}-{d}"}
+    for y, mo, d in _YEAR_FIRST.findall(text or ""):
+        out |= {f"{int(mo):02d}-{int(d):02d}", f"{y}-{int(mo):02d}-{int(d):02d}"}
+    for a, b, y in _NUMERIC_DATE.findall(text or ""):  # 03/05/1990: month first, or day first where that reads
+        for mo, d in ((int(a), int(b)), (int(b), int(a))):
+            if 1 <= mo <= 12 and 1 <= d <= 31:
+                out |= {f"{mo:02d}-{d:02d}", f"{y}-{mo:02d}-{d:02d}"}
     for mon, d, y in _DATE_WORDS.findall(text or ""):
         mm = [m[:3] for m in _MONTHS].index(mon.lower()[:3]) + 1
         out.add(f"{mm:02d}-{int(d):02d}")
@@ -371,60 +391,6 @@ def date_forms(iso: str) -> list[str]:
     """'2026-05-13' and 'May 13': how a date may be told."""
     d = date.fromisoformat(iso[:10])
     return [iso[:10], f"{_MONTHS[d.month - 1].title()} {d.day}"]
-
-
-_AFFIRM = re.compile(r"\b(yes|yeah|yep|sure|ok|okay|please do|go ahead|confirm(ed)?|correct|that's right|"
-                     r"that is right|do it|proceed|sounds good|absolutely|of course|please)\b", re.I)
-_DECLINE = re.compile(r"\b(no|nope|don't|do not|stop|never mind|nevermind|not now|cancel that|hold on|wait)\b", re.I)
-
-
-def is_affirmative(text: str) -> bool:
-    """A user reply that says yes to what the agent proposed (and does not also say no)."""
-    t = text or ""
-    return bool(_AFFIRM.search(t)) and not is_decline(t)
-
-
-def is_decline(text: str) -> bool:
-    t = re.sub(r"\bno problem\b|\bno worries\b", "", text or "", flags=re.I)
-    return bool(_DECLINE.search(t))
-
-
-_ASKS = re.compile(r"\b(shall i|should i|do you want me to|would you like me to|can i go ahead|may i|"
-                   r"do you confirm|please confirm|is that (ok|okay|right|correct)|go ahead\?|proceed\?)", re.I)
-
-
-def asks_confirmation(text: str) -> bool:
-    return "?" in (text or "") and bool(_ASKS.search(text or ""))
-
-
-_CLAIM = re.compile(
-    r"\b(i(?:'ve| have)? (?:now )?(?:cancel+ed|booked|changed|updated|refunded|processed|placed|returned|exchanged|"
-    r"paid|rescheduled|moved|added|removed|suspended|resumed|terminated|modified|issued|completed)|"
-    r"(?:has|have|was|were) been (?:successfully )?(?:cancel+ed|booked|changed|updated|refunded|processed|placed|"
-    r"returned|exchanged|paid|rescheduled|moved|added|removed|suspended|resumed|terminated|modified|issued)|"
-    r"(?:is|are) (?:now )?(?:cancel+ed|confirmed|booked|refunded|rescheduled)|successfully|all (?:set|done)|"
-    r"you(?:'re| are) all set|request is complete|^done\b|done[.!])", re.I)
-_NEGATION = re.compile(r"\b(not|cannot|can't|can not|couldn't|unable|won't|isn't|aren't|wasn't|no longer|never|"
-                       r"unfortunately|sorry|only)\b", re.I)
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text or "") if s.strip()]
-
-
-def claims_success(text: str) -> bool:
-    """Whether a message says a change was made ("I've cancelled it", "is confirmed", "Done."),
-    in a sentence that does not negate it."""
-    return any(_CLAIM.search(s) and not _NEGATION.search(s) for s in _sentences(text))
-
-
-_REFUSAL = re.compile(r"\b(can't|cannot|can not|unable|not able|not possible|not allowed|not eligible|"
-                      r"isn't possible|is not possible|won't be able|i'm sorry|i am sorry|unfortunately|"
-                      r"no longer|not permitted)\b", re.I)
-
-
-def signals_refusal(text: str) -> bool:
-    return bool(_REFUSAL.search(text or ""))
 
 
 def tool_result(content: str) -> Any:

@@ -10,9 +10,15 @@ dates in any common form, ids case-insensitively. The facts of a change count on
 said after the agent's first successful write: the result must be reported, not just the
 plan. By the task's expected outcome (`verification.outcome`):
 
-- "refusal": no assistant message may claim that a change was made (`claims_success`), and
-  the replies must say that the request cannot be done (`signals_refusal`);
+- "refusal": no assistant message may claim that a change was made (`claims_change`, in any
+  of the common wordings, "…but I went ahead and processed it anyway" included), and the
+  replies must say that the request cannot be done (`signals_refusal`). The rule's fact is
+  told when a reply states its substance, in the policy's words or its own
+  (`states_rule`: the rule's numbers and most of its content words, or their synonyms);
 - "answer": the facts are the answer (any assistant message counts).
+
+Whatever the outcome, a trajectory that wrote nothing must not claim a change ("Done, it's
+cancelled" with no write behind it).
 
 Score (ours) = share of the checks passed; `passed` = all passed and a clean termination.
 A task with nothing to tell and no refusal passes, as in τ²-bench.
@@ -23,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from data.records import Task, Trajectory, Verdict
-from envs.conversation import claims_success, is_error_result, mentions_value, signals_refusal
+from envs.conversation import is_error_result, mentions_value
+from envs.dialogue_acts import claims_change, signals_refusal, states_rule
 from verifiers.base import OutcomeVerifier, episode_checks, register
 
 
@@ -51,6 +58,18 @@ def agent_messages_to_user(trajectory: Trajectory) -> list[str]:
     ]
 
 
+def wrote(trajectory: Trajectory, write_tools: set[str]) -> bool:
+    """Whether any write call of the trajectory succeeded."""
+    results = {m.get("tool_call_id"): m for m in trajectory.messages if m.get("role") == "tool"}
+    for m in trajectory.messages:
+        for call in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            result = results.get(call.get("id"))
+            if ((call.get("function") or {}).get("name") in write_tools and result is not None
+                    and not is_error_result(message_text(result))):
+                return True
+    return False
+
+
 def replies_after_first_write(trajectory: Trajectory, write_tools: set[str]) -> list[str]:
     """The agent's replies to the user after its first successful write (all replies when it
     made none)."""
@@ -74,7 +93,7 @@ class CommunicateVerifier(OutcomeVerifier):
     """The facts the user must hear were said; a refusal was said, and no success was claimed."""
 
     name = "communicate"
-    version = "2.0.0"
+    version = "3.0.0"  # 3.0: claims in any wording, claims with nothing written, rules in own words
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
 
@@ -90,18 +109,24 @@ class CommunicateVerifier(OutcomeVerifier):
         write_tools = _write_tools(task.world)
         replies = (agent_messages_to_user(trajectory) if v.outcome in ("refusal", "answer", "transfer")
                    else replies_after_first_write(trajectory, write_tools))
-        found = [any(mentions_value(r, x) for x in f.any_of for r in replies) for f in facts]
+        found = [any(states_rule(r, f.any_of) for r in replies) if f.kind == "rule"
+                 else any(mentions_value(r, x) for x in f.any_of for r in replies) for f in facts]
         reasons = [f"never told the user the {f.label} ({f.any_of[0]!r})" for f, ok in zip(facts, found, strict=True)
                    if not ok]
         checks = len(facts)
         if v.outcome == "refusal":
             said = agent_messages_to_user(trajectory)
-            claims = [r for r in said if claims_success(r)]
+            claims = [r for r in said if claims_change(r)]
             checks += 2
             if claims:
                 reasons.append(f"claimed a change on a request the policy refuses: {claims[0][:120]!r}")
             if not any(signals_refusal(r) for r in said):
                 reasons.append("never told the user that the request cannot be done")
+        elif write_tools and not wrote(trajectory, write_tools):
+            claims = [r for r in agent_messages_to_user(trajectory) if claims_change(r)]
+            checks += 1
+            if claims:
+                reasons.append(f"claimed a change, but nothing was written: {claims[0][:120]!r}")
         score = (checks - len(reasons)) / checks if checks else 1.0
         score, clean, episode = episode_checks(
             trajectory, trajectory.final_state_hash or "", score, self.options.require_clean_termination, task

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, Field
 
 from data.records import Sampling, Task, Trajectory, Verdict, content_hash
+from envs.dialogue_acts import Act
 from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
 
 T = TypeVar("T")
@@ -127,6 +128,31 @@ class _LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+ACT_SYSTEM = """An agent proposed a change to a customer's account and the customer replied. Decide
+whether the reply is an unambiguous yes to everything proposed. Answer with exactly one word:
+yes (a clear go-ahead, no condition, no doubt, not only part of it), no (the customer
+declines), or unsure (a hedge, a question, a condition, a yes to only part of it)."""
+_ACT_WORD = re.compile(r"\b(yes|no|unsure)\b", re.I)
+_loop: _LoopThread | None = None
+
+
+def judge_act(model: JudgeModel, plan: str, reply: str, sampling: Sampling | None = None) -> Act | None:
+    """The judge's reading of a user's `reply` to the agent's `plan`: ``confirm``, ``decline``
+    or ``unsure``; None when the judge's answer cannot be read or the call fails (the
+    caller then keeps "unsure": a judge that cannot answer never makes a yes)."""
+    global _loop
+    messages = [{"role": "system", "content": ACT_SYSTEM},
+                {"role": "user", "content": f"Agent: {plan.strip()[-2000:]}\n\nCustomer: {reply.strip()[:1000]}"}]
+    if _loop is None:
+        _loop = _LoopThread()
+    try:
+        answer = _loop.run(model.chat(messages, [], sampling or Sampling(temperature=0.0, max_tokens=8, seed=0)))
+    except Exception:  # noqa: BLE001 - a judge that fails leaves the reply unsure
+        return None
+    m = _ACT_WORD.search(str(getattr(answer, "text", "") or ""))
+    return {"yes": "confirm", "no": "decline", "unsure": "unsure"}[m.group(1).lower()] if m else None
 
 
 class JudgeOptions(VerifierOptions):

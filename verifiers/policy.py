@@ -18,6 +18,21 @@ agent made (a successful one or a refused one):
   created (a line just opened) is named as it is once those earlier writes are replayed;
 - `no_write_after_decline`: the last user message before it is not a refusal ("no, don't").
 
+What a user reply means is read by `envs.dialogue_acts.reply_act`: only an unambiguous yes
+confirms; a hedge, a question, a condition or a yes to part of the plan is "unsure", and
+unsure is never a confirmation. The announcement is what the agent said between the
+previous write and that yes: a plan, the user's question, the agent's answer and its
+"shall I go ahead?" count together. When a judge model is configured (`model`), it reads
+the replies the rules find unsure, and its reading decides (`judge_act`).
+The identity lookup's argument must be said by the user as a value of its own, not read out
+of a longer code the user quoted (an account number inside a bill id).
+
+And over every assistant message, whatever the world's clauses:
+
+- `supported_facts`: every amount, id and date the agent states was shown before it (the
+  policy, the user's words, tool results, the task's facts to tell, what the writes moved;
+  `verifiers.facts`): an invented fee, discount, id or date fails.
+
 Score = checks passed / checks made (1.0 for a trajectory without writes); `passed` = every
 check passed and a clean termination. Each failed check is a reason naming its clause.
 """
@@ -25,28 +40,34 @@ check passed and a clean termination. Each failed check is a reason naming its c
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.records import Task, ToolCall, Trajectory, Verdict
+from pydantic import Field
+
+from data.records import Sampling, Task, ToolCall, Trajectory, Verdict
 from envs.conversation import (
     Conversation,
     argument_values,
     conversation,
     grounded_params,
-    is_affirmative,
-    is_decline,
     is_error_result,
     mentions_name,
     mentions_value,
+    normalize,
     record_of,
     tool_result,
     value_mentions,
 )
+from envs.dialogue_acts import Act, reply_act
 from envs.registry import get_world
 from envs.world import World
 from verifiers.base import BaseVerifier, VerifierOptions, episode_checks, register
 from verifiers.communicate import message_text
+from verifiers.facts import stated, unsupported
+from verifiers.llm_judge import judge_act
 from verifiers.state import replayer_for
 
 
@@ -70,8 +91,8 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
     by_user: list[str] = []
     last_user: str | None = None
     last_user_at = -1
-    last_text_before_user: str | None = None
-    last_agent_text: str | None = None
+    agent_texts: list[tuple[int, str]] = []  # (index, text) of the agent's messages to the user
+    write_at: list[int] = []  # indexes of the assistant messages that made writes
     identified = False
     identity_record: dict[str, Any] = {}
     pending: dict[str, ToolCall] = {}  # tool_call_id -> identity lookup awaiting its result
@@ -84,21 +105,20 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
             seen.append(text)
             last_user = text
             last_user_at = i
-            last_text_before_user = last_agent_text
         elif role == "tool":
             content = text
             seen.append(content)
             call = pending.pop(m.get("tool_call_id") or "", None)
             if call is not None and not is_error_result(content):
                 args = conv.identity.lookups.get(call.name, [])
-                if all(any(mentions_value(u, str(call.arguments.get(a, ""))) for u in by_user) for a in args):
+                if all(any(said_alone(u, str(call.arguments.get(a, ""))) for u in by_user) for a in args):
                     identified = True
                     body = tool_result(content)
                     if isinstance(body, dict):
                         identity_record = body
         elif role == "assistant":
             if text.strip():
-                last_agent_text = text
+                agent_texts.append((i, text))
             for wire in m.get("tool_calls") or []:
                 fn = wire.get("function") or {}
                 name = fn.get("name") or ""
@@ -117,9 +137,31 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
                 user_said = "\n".join(by_user)
                 confirmed = {f: identity_record.get(f) is not None and mentions_value(user_said, str(identity_record[f]))
                              for f in conv.identity.confirm}
-                writes.append(_Write(call, i, "\n".join(seen), user_said, last_user, last_text_before_user,
+                # the plan: what the agent said since the last write before the user's reply
+                since = max((j for j in write_at if j < last_user_at), default=-1)
+                plan = "\n".join(t for j, t in agent_texts if since < j < last_user_at) or None
+                writes.append(_Write(call, i, "\n".join(seen), user_said, last_user, plan,
                                      identified, confirmed, last_user_at))
+                write_at.append(i)
     return writes
+
+
+def said_alone(text: str, value: str) -> bool:
+    """Whether `text` states `value` as a value of its own: not only inside a longer code
+    (``AC100027`` inside ``bill_AC100027_2026-05`` is not the user saying their account)."""
+    if not mentions_value(text, value):
+        return False
+    v = normalize(str(value).strip())
+    if not v or v[0].isdigit() and v.replace(".", "").isdigit():
+        return True  # a number: mentions_value compares numbers as numbers
+    pattern = r"(?<![a-z0-9_])" + re.escape(v) + r"(?![a-z0-9_])"
+    return re.search(pattern, normalize(text)) is not None
+
+
+class PolicyOptions(VerifierOptions):
+    # a configured judge model reads the replies the rules find unsure (a yes or not)
+    judge_unsure: bool = True
+    judge_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=8, seed=0))
 
 
 def _write_amounts(task: Task, calls: list[ToolCall]) -> list[list[float]]:
@@ -150,13 +192,33 @@ class PolicyVerifier(BaseVerifier):
     """The world's working rules over the trajectory (see the module docstring)."""
 
     name = "policy"
-    version = "1.0.0"
+    version = "2.0.0"  # 2.0: replies read as acts (unsure is no yes), the plan since the last write, stated facts
     basis_name = "POLICY"
     audit_kinds = frozenset({"skip_confirmation", "ungrounded_id", "skip_identity", "write_after_decline"})
     alternative_kinds = frozenset({"reorder_writes", "extra_reads", "other_identity"})
+    takes_model = True  # a judge model, when configured, reads the replies the rules find unsure
+    options_model = PolicyOptions
+    options: PolicyOptions
 
-    def __init__(self, require_clean_termination: bool = True) -> None:
-        self.require_clean_termination = require_clean_termination
+    def __init__(self, options: PolicyOptions | Mapping[str, Any] | None = None, model: Any = None,
+                 **fields: Any) -> None:
+        super().__init__(options, model, **fields)
+        self._judged: dict[tuple[str, str], Act | None] = {}
+
+    @property
+    def require_clean_termination(self) -> bool:
+        return self.options.require_clean_termination
+
+    def act(self, plan: str, reply: str) -> Act:
+        """What `reply` does to `plan`: the rules' reading, or the judge's where the rules are
+        unsure and a judge model is configured (its answers are kept per plan and reply)."""
+        act = reply_act(reply)
+        if act != "unsure" or self.model is None or not self.options.judge_unsure:
+            return act
+        key = (plan, reply)
+        if key not in self._judged:
+            self._judged[key] = judge_act(self.model, plan, reply, self.options.judge_sampling)
+        return self._judged[key] or "unsure"
 
     def applies_to(self, task: Task) -> bool:
         """Conversations in tool-use worlds: tasks with a reference dialogue or that name
@@ -173,7 +235,7 @@ class PolicyVerifier(BaseVerifier):
         world = get_world(task.world)
         conv = conversation(world)
         writes = _walk(world, conv, trajectory)
-        amounts = _write_amounts(task, [w.call for w in writes]) if "announce_and_confirm" in conv.clauses else []
+        amounts = _write_amounts(task, [w.call for w in writes])
         r = replayer_for(task.world, task.initial_state)
         conn = r.env.conn if r is not None else None
         memo = r.memo if r is not None else {}
@@ -223,12 +285,12 @@ class PolicyVerifier(BaseVerifier):
             values = [(p, v) for p in grounded_params(spec) for v in argument_values(w.call.arguments.get(p))]
             unseen = [f"{p}={v}" for p, v in values if not mentions_value(w.seen, v)]
             check("grounded_arguments", not unseen, f"{label} uses {', '.join(unseen)}, never shown before")
-            declined = w.last_user is not None and is_decline(w.last_user)
-            check("no_write_after_decline", not declined, f"{label} after the user said {w.last_user!r:.80}")
+            text = w.announcement or ""
+            act = self.act(text, w.last_user) if w.last_user is not None else "unsure"
+            check("no_write_after_decline", act != "decline", f"{label} after the user said {w.last_user!r:.80}")
             # one yes per write: a reply given before the previous write was already used by it
             fresh = k == 0 or w.last_user_at > writes[k - 1].at
-            confirmed = fresh and w.last_user is not None and is_affirmative(w.last_user)
-            text = w.announcement or ""
+            confirmed = fresh and act == "confirm"
             missing = []
             for p, v in values:
                 if p in own_ids:
@@ -238,12 +300,28 @@ class PolicyVerifier(BaseVerifier):
             missing += [f"amount {a:g}" for a in (amounts[k] if k < len(amounts) else [])
                         if not mentions_value(text, f"{a:g}")]
             if not confirmed:
-                check("announce_and_confirm", False, f"{label} without the user confirming it")
+                why = "the reply it followed was not a clear yes" if fresh and act == "unsure" else "no fresh yes"
+                check("announce_and_confirm", False,
+                      f"{label} without the user confirming it ({why}: {(w.last_user or '')!r:.80})")
             else:
                 check("announce_and_confirm", bool(text) and not missing,
                       f"{label} was not announced with {', '.join(missing) or 'its values'}")
         for env in replayed.values():
             env.close()
+        # stated facts: whatever the world's clauses, the agent tells the user nothing unsupported
+        known = [world.policy] + [x for f in task.verification.communicate for x in f.any_of]
+        moved = [a for got in amounts for a in got]
+        wrong = unsupported(trajectory.messages, known, moved)
+        stating = sum(1 for m in trajectory.messages if m.get("role") == "assistant" and stated(message_text(m)))
+        if stating:
+            counts = checks.setdefault("supported_facts", [0, 0])
+            counts[0] += stating
+            by_message: dict[int, list[str]] = {}
+            for i, f in wrong:
+                by_message.setdefault(i, []).append(f"{f.kind} {f.text!r}")
+            counts[1] += len(by_message)
+            failures += [f"supported_facts: message {i} states {', '.join(fs)}, which nothing before it shows"
+                         for i, fs in by_message.items()]
         return checks, failures
 
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
@@ -257,4 +335,4 @@ class PolicyVerifier(BaseVerifier):
                        reasons=failures + episode, details={"checks": checks, "failed": len(failures), "clauses": clauses})
 
 
-register(PolicyVerifier.name, options=VerifierOptions)(PolicyVerifier)
+register(PolicyVerifier.name)(PolicyVerifier)

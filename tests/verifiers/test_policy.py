@@ -44,7 +44,9 @@ def test_each_clause_is_counted_over_every_write(tasks: list[Task]) -> None:
     assert policy.applies_to(task) and not policy.applies_to(bare(task))  # no dialogue, no POLICY basis
     gold = policy.verify(task, build_dialogue(task, task.dialogue))
     clauses = gold.details["clauses"]
+    facts = clauses.pop("supported_facts")  # counted per message that states a fact
     assert gold.passed and gold.score == 1.0 and all(n == 2 and bad == 0 for n, bad in clauses.values()), clauses
+    assert facts[0] >= 2 and facts[1] == 0
     turns = list(task.dialogue)
     first = next(i for i, t in enumerate(turns) if any(world.tools[c.name].write for c in t.tool_calls))
     assert turns[first - 1].role == "user"

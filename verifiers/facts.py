@@ -1,0 +1,169 @@
+"""Stated facts: every amount, id and date the agent tells the user must be supported.
+
+An assistant message's text is read for the facts it states (`stated`):
+
+- dates, in any form `envs.conversation.dates_in` reads (2026-05-13, May 13, 05/13/2026);
+- ids: tokens with letters and digits, four characters or more ("HAT123", "#W2378156",
+  "AC100027"), not times, ordinals or sizes ("10am", "3rd", "20GB");
+- amounts and other numbers, once dates, ids and times are taken out: every number above 10,
+  and any number that a money word (a currency sign, fee, charge, refund, discount, total,
+  credit, balance, cost, price...) within three words of its clause, or a percent sign,
+  goes with.
+
+A fact is supported (`unsupported` returns those that are not) when what came before the
+message shows it: the system prompt (the policy's own numbers), the user's messages and the
+tool results so far, and what the verifier knows the conversation must establish (the
+task's facts to communicate, the amounts the trajectory's writes moved, read from the
+world's ledger). An amount may also be the sum or difference of two of the amounts moved or
+the user's own figures, of an amount moved and a number shown (a balance after a charge),
+or the sum of all the writes moved (a total over two items). A
+fact the agent invents (a fee nobody charged, a discount no tool gave, a reservation id no
+result returned) is unsupported wherever it appears: in a plan, a report or an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from typing import Any
+
+from envs.conversation import dates_in, normalize, numbers_in
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DATE_SPANS = re.compile(
+    r"\b\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{4}\b|\b\d{4}[/.]\d{1,2}[/.]\d{1,2}\b|"
+    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b|"
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?\b",
+    re.I)
+_TIME = re.compile(r"\b\d{1,2}(?::\d{2})+\s*(?:[ap]\.?m\.?)?|\b\d{1,2}\s*[ap]\.?m\.?(?![a-z])", re.I)
+_ID = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_#-]*[A-Za-z0-9]")
+_NOT_ID = re.compile(r"^\d+(?:st|nd|rd|th|am|pm|[a-z]{1,3})$|^[a-z]+-\d+$", re.I)  # 3rd, 10am, 20gb, covid-19
+_NUMBER = re.compile(r"(?<![\w.])([-+]?\$?\d[\d,]*(?:\.\d+)?)(\s*%)?(?![\w])")
+_MONEY = re.compile(r"\$|€|£|\b(?:usd|dollars?|fees?|charged?|charges|refund(?:ed|s)?|discount(?:ed|s)?|total|credit(?:ed|s)?|"
+                    r"balance|cost(?:s)?|price[ds]?|paid|pay(?:ment)?|amount|owe[ds]?|due|penalty|compensation|"
+                    r"voucher|surcharge|rebate|cashback|bill(?:ed)?|copay|deposit)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact a message states."""
+
+    kind: str  # "amount", "id" or "date"
+    text: str  # as written
+    value: str  # the number, the id (lower case) or the date (YYYY-MM-DD or MM-DD)
+
+
+def _is_id(token: str) -> bool:
+    t = token.lstrip("#")
+    return (len(t) >= 4 and any(c.isdigit() for c in t) and any(c.isalpha() for c in t)
+            and not _NOT_ID.match(t))
+
+
+@lru_cache(maxsize=4096)
+def stated(text: str) -> tuple[Fact, ...]:
+    """The dates, ids and amounts `text` states (see the module docstring)."""
+    facts: list[Fact] = []
+    rest = text or ""
+    for m in _DATE_SPANS.finditer(rest):
+        for d in sorted(dates_in(m.group(0))):
+            if len(d) == 10 or not any(x.endswith(d) and len(x) == 10 for x in dates_in(m.group(0))):
+                facts.append(Fact("date", m.group(0), d))
+    rest = _TIME.sub(" ", _DATE_SPANS.sub(" ", rest))
+    for m in _ID.finditer(rest):
+        if _is_id(m.group(0)):
+            facts.append(Fact("id", m.group(0), normalize(m.group(0).lstrip("#"))))
+    rest = _ID.sub(lambda m: " " if _is_id(m.group(0)) else m.group(0), rest)
+    for m in _NUMBER.finditer(rest):
+        raw = m.group(1).replace("$", "").replace(",", "")
+        try:
+            value = abs(float(raw))
+        except ValueError:
+            continue
+        before = re.split(r"[,;.!?:()]\s", rest[max(0, m.start() - 40): m.start()])[-1].split()[-3:]
+        after = re.split(r"[,;.!?:()]\s|[,;.!?:]$", rest[m.end(): m.end() + 40])[0].split()[:3]
+        window = " ".join(before + [m.group(0)] + after)
+        if value > 10 or m.group(2) or _MONEY.search(window):
+            facts.append(Fact("amount", m.group(0).strip(), f"{value:g}"))
+    return tuple(facts)
+
+
+class Support:
+    """What a conversation has shown so far, grown message by message."""
+
+    def __init__(self, known: Iterable[str] = (), amounts: Iterable[float] = ()) -> None:
+        self.texts: list[str] = []
+        self.numbers: set[float] = set()
+        self.dates: set[str] = set()
+        self.amounts = {round(abs(a), 2) for a in amounts}
+        self.operands = set(self.amounts)  # what sums and differences may be made of
+        self._derived: set[float] | None = None
+        for t in known:
+            self.add(t)
+
+    def add(self, text: str, operands: bool = False) -> None:
+        """Count `text` as shown; with `operands`, its numbers may also be added up (the
+        user's own figures; a tool result's many numbers would make any small sum)."""
+        if not text:
+            return
+        self.texts.append(normalize(text))
+        found = {round(abs(x), 2) for x in numbers_in(text)}
+        self.numbers |= found
+        if operands:
+            self.operands |= found
+        self.dates |= dates_in(text)
+        self._derived = None
+
+    @property
+    def derived(self) -> set[float]:
+        """The sums and differences of two operands, and the sum of what the writes moved."""
+        if self._derived is None:
+            out = {round(sum(self.amounts), 2)}
+            for a, b in combinations(sorted(self.operands), 2):
+                out.add(round(a + b, 2))
+                out.add(round(abs(a - b), 2))
+            for a in self.amounts:  # a balance after a charge, a total with a fee shown
+                for n in self.numbers:
+                    out.add(round(a + n, 2))
+                    out.add(round(abs(n - a), 2))
+            self._derived = out
+        return self._derived
+
+    def supports(self, fact: Fact) -> bool:
+        if fact.kind == "date":
+            return fact.value in self.dates or fact.value[5:] in self.dates
+        if fact.kind == "id":
+            pattern = re.compile(r"(?<![a-z0-9])" + re.escape(fact.value) + r"(?![a-z0-9])")
+            return any(pattern.search(t) for t in self.texts)
+        value = round(float(fact.value), 2)
+        if value in self.numbers or value in self.amounts:
+            return True
+        digits = fact.value.split(".")[0]
+        if float(fact.value).is_integer() and any(re.search(rf"(?<!\d){digits}(?!\d)", t) for t in self.texts):
+            return True  # said inside a longer code: a card's last four digits
+        return value in self.derived
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def unsupported(messages: Sequence[dict[str, Any]], known: Iterable[str] = (),
+                amounts: Iterable[float] = ()) -> list[tuple[int, Fact]]:
+    """(message index, fact) of every fact an assistant message states that nothing before it
+    supports (`known`: texts the verifier knows to be true; `amounts`: what the writes moved)."""
+    support = Support(known, amounts)
+    out: list[tuple[int, Fact]] = []
+    for i, m in enumerate(messages):
+        text = message_text(m)
+        if m.get("role") == "assistant":
+            out += [(i, f) for f in stated(text) if not support.supports(f)]
+            # what the agent said stays its own claim; it is not support for later messages
+        else:
+            support.add(text, operands=m.get("role") == "user")
+    return out
