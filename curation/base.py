@@ -10,8 +10,9 @@ curation (methods.md §4) registers beside it.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,6 +63,64 @@ def combine_stats(parts: list[dict[str, Any]], means: Mapping[str, str | tuple[s
 def failed_calls(t: Trajectory) -> int:
     """Steps of `t` that failed: tool errors and calls that did not parse."""
     return sum(1 for s in t.steps if s.error)
+
+
+MALFORMED_CALL = "invalid_tool_call"  # the name `rollout.agent` gives a call the parser could not read
+
+
+def is_error_result(content: Any) -> bool:
+    """Whether a tool message's content is the world's error object (`envs.calls.error_observation`
+    and the agent's parse error: a JSON object with an ``"error"`` key), read as JSON, not by words."""
+    if not isinstance(content, str) or not content.lstrip().startswith("{"):
+        return False
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and bool(body.get("error"))
+
+
+def failed_message_turns(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str] | None = None) -> set[int]:
+    """Indices of the assistant messages in `messages` that hold a failed call: one the parser
+    could not read (`MALFORMED_CALL`), one to a tool not in `tool_names` (when given), or one
+    whose tool result is an error (`is_error_result`, matched by `tool_call_id`)."""
+    known = set(tool_names) if tool_names is not None else None
+    owner: dict[str, int] = {}
+    out: set[int] = set()
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or c
+                name = fn.get("name")
+                if name == MALFORMED_CALL or (known is not None and name not in known):
+                    out.add(i)
+                if c.get("id"):
+                    owner[str(c["id"])] = i
+        elif m.get("role") == "tool" and is_error_result(m.get("content")):
+            j = owner.get(str(m.get("tool_call_id")))
+            if j is None:  # a result no call of the row names: the nearest assistant turn before it made it
+                j = next((k for k in range(i - 1, -1, -1) if messages[k].get("role") == "assistant"), None)
+            if j is not None:
+                out.add(j)
+    return out
+
+
+def failed_turns(t: Trajectory) -> set[int]:
+    """Indices in `t.messages` of the assistant turns that failed, from the trajectory's own
+    records: the turns of its failed steps (`Step.error`: tool errors, rule violations, unknown
+    tools, bad arguments, calls the parser could not read; step turn k is the k-th assistant
+    message, as `rollout.branching` reads it), and the turns `failed_message_turns` finds in its
+    messages (an error result, a malformed call). A failed step whose turn has no assistant
+    message raises `ValueError`: the mistake cannot be located, so no row may be made of it."""
+    assistant = [i for i, m in enumerate(t.messages) if m.get("role") == "assistant"]
+    out = failed_message_turns(t.messages)
+    for s in t.steps:
+        if s.error:
+            if not 1 <= s.turn <= len(assistant):
+                raise ValueError(f"{t.id}: failed step {s.index} names turn {s.turn}, but the trajectory has "
+                                 f"{len(assistant)} assistant messages")
+            out.add(assistant[s.turn - 1])
+    return out
 
 
 def cleanest_first(t: Trajectory) -> tuple[int, bool, int, str]:

@@ -33,8 +33,9 @@ from data.records import (
 JSON = pa.json_()  # Arrow's canonical JSON extension type (storage: utf8)
 
 
-def _messages_type(arguments: pa.DataType) -> pa.ListType:
-    """A list of OpenAI-format messages whose tool calls hold their `arguments` as `arguments`."""
+def _messages_type(arguments: pa.DataType, train: bool = False) -> pa.ListType:
+    """A list of OpenAI-format messages whose tool calls hold their `arguments` as `arguments`
+    (with `train`: a per-message loss mark, `train: false` on an assistant turn not to learn)."""
     function = pa.struct([("name", pa.string()), ("arguments", arguments)])
     tool_call = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", function)])
     return pa.list_(pa.struct(
@@ -44,6 +45,7 @@ def _messages_type(arguments: pa.DataType) -> pa.ListType:
             ("tool_calls", pa.list_(tool_call)),
             ("tool_call_id", pa.string()),
             ("name", pa.string()),
+            *([("train", pa.bool_())] if train else []),
         ]
     ))
 
@@ -53,6 +55,9 @@ MESSAGE_TYPE = MESSAGES_TYPE.value_type
 # Released rows: the same message shape with tool-call `arguments` as JSON (see above).
 RELEASE_MESSAGES_TYPE = _messages_type(JSON)
 RELEASE_MESSAGE_TYPE = RELEASE_MESSAGES_TYPE.value_type
+# The `sft_recovery` config's messages: each also says whether its turn carries loss
+# (`train: false` on a failed assistant turn; null on the others).
+RELEASE_MARKED_MESSAGES_TYPE = _messages_type(JSON, train=True)
 
 TASK_SCHEMA = pa.schema(
     [
@@ -173,6 +178,11 @@ SFT_SCHEMA = pa.schema(
         ("selection_reason", pa.string()),
     ]
 )
+# The `sft_recovery` config: rows that recover from a failed call, the `sft` columns with
+# each failed assistant turn marked `train: false` (chat templates leave it out of the loss).
+SFT_RECOVERY_SCHEMA = pa.schema([("messages", RELEASE_MARKED_MESSAGES_TYPE), *list(SFT_SCHEMA)[1:]])
+# The release configs of sft rows: the default (no failed assistant turn) and the recoveries.
+SFT_KINDS = ("sft", "sft_recovery")
 RL_SCHEMA = pa.schema(
     [
         ("prompt", RELEASE_MESSAGES_TYPE),

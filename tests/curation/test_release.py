@@ -193,3 +193,145 @@ def test_card_warns_when_rows_exceed_trls_default_max_length() -> None:
     assert f"Set `SFTConfig(max_length={lengths['total']['max']})`" in text
     assert f"max_length={lengths['total']['max']}))" in text  # the card's code sets it
 
+
+
+# ------------------------------------------------------------------ failed turns and the sft configs
+
+
+def error(code: str) -> str:
+    return json.dumps({"error": "tool_error", "code": code, "message": "no such user"})
+
+
+def recovery_messages() -> list[dict[str, Any]]:
+    """A mistyped id rejected by the tool (turn 1), the recovery (turn 2), the reply (turn 3)."""
+    return [
+        {"role": "system", "content": "You help airline customers."},
+        {"role": "user", "content": "Look me up: mia_1."},
+        {"role": "assistant", "content": "", "tool_calls": [call(0, "mia_1X")]},
+        {"role": "tool", "tool_call_id": "c0", "name": "get_user_details", "content": error("not_found")},
+        {"role": "assistant", "content": "", "tool_calls": [call(1, "mia_1")]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_user_details", "content": '{"name": "Mia"}'},
+        {"role": "assistant", "content": "Found you, Mia."},
+    ]
+
+
+def recovery_trajectory(tid: str = "rec", error_turn: int = 1) -> Trajectory:
+    from data.records import Step, ToolCall
+
+    steps = [Step(index=0, turn=error_turn, action=ToolCall(name="get_user_details", arguments={"user_id": "mia_1X"}),
+                  observation=error("not_found"), error="tool_error"),
+             Step(index=1, turn=2, action=ToolCall(name="get_user_details", arguments={"user_id": "mia_1"}),
+                  observation='{"name": "Mia"}'),
+             Step(index=2, turn=3)]
+    # the step records say which turn failed, also where the result reads as a success
+    messages = recovery_messages()
+    messages[3] = {**messages[3], "content": '{"name": "nobody"}'}
+    return Trajectory(id=tid, task_id="task0", trial=0, model="m", messages=messages, tools=TOOLS, steps=steps)
+
+
+def configs(*trajs: Trajectory) -> dict[str, list[dict[str, Any]]]:
+    from curation.release import sft_configs
+
+    verdict = Verdict(trajectory_id="x", task_id="task0", verifier="v", verifier_version="1", passed=True, score=1.0)
+    return sft_configs(Selection(sft=[(t, verdict) for t in trajs]), {}, {}, {})
+
+
+def test_a_conversation_with_a_failed_turn_goes_to_sft_recovery_with_the_turn_marked() -> None:
+    """Failed turns come from the trajectory's records (a step error, an error result, a call the
+    parser could not read); the default config holds only conversations without one, and a
+    recovery's failed turns are marked `train: false`, its good ones `train: true`."""
+    from curation.base import failed_turns
+    from data.schema import SFT_RECOVERY_SCHEMA
+
+    clean = Trajectory(id="clean", task_id="task0", trial=0, model="m", messages=hostile_messages(), tools=TOOLS)
+    by_step = recovery_trajectory()
+    by_result = Trajectory(id="result", task_id="task0", trial=0, model="m", messages=recovery_messages(), tools=TOOLS)
+    unparsed = recovery_messages()
+    unparsed[2] = {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function", "function": {
+        "name": "invalid_tool_call", "arguments": '<tool_call>{"name": "get_user_details", "arguments": {"oops"'}}]}
+    unparsed[3] = {**unparsed[3], "name": "invalid_tool_call", "content": '{"oops": "shown as text"}'}
+    malformed = Trajectory(id="malformed", task_id="task0", trial=0, model="m", messages=unparsed, tools=TOOLS)
+    lost = recovery_trajectory("lost", error_turn=9)  # a failed step no assistant message made
+    assert [failed_turns(t) for t in (clean, by_step, by_result, malformed)] == [set(), {2}, {2}, {2}]
+    with pytest.raises(ValueError, match="turn 9"):
+        failed_turns(lost)
+    out = configs(clean, by_step, by_result, malformed, lost)
+    assert [r["trajectory_id"] for r in out["sft"]] == ["clean"] and not out["sft"][0]["recovery"]
+    assert [r["trajectory_id"] for r in out["sft_recovery"]] == ["rec", "result", "malformed"]
+    for row in out["sft_recovery"]:
+        assert row["recovery"]
+        assert [m["train"] for m in row["messages"]] == [None, None, False, None, True, None, True]
+    assert "train" not in out["sft"][0]["messages"][2]
+    table_from_rows(out["sft"], SFT_SCHEMA)
+    marked = decode_row(table_from_rows(out["sft_recovery"], SFT_RECOVERY_SCHEMA).to_pylist()[0], SFT_RECOVERY_SCHEMA)
+    assert [m["train"] for m in marked["messages"]] == [None, None, False, None, True, None, True]
+
+
+def test_trained_failures_counts_rows_whose_failed_turn_carries_loss() -> None:
+    from curation.release import trained_failures
+
+    out = configs(recovery_trajectory(), Trajectory(id="clean", task_id="task0", trial=0, model="m",
+                                                    messages=hostile_messages(), tools=TOOLS))
+    assert trained_failures(out["sft"]) == 0 and trained_failures(out["sft_recovery"]) == 0
+    unmarked = [{**r, "messages": [{k: v for k, v in m.items() if k != "train"} for m in r["messages"]]}
+                for r in configs(Trajectory(id="r", task_id="task0", trial=0, model="m",
+                                            messages=recovery_messages(), tools=TOOLS))["sft_recovery"]]
+    assert trained_failures(unmarked) == 1  # the same row without its mark trains the mistake
+    unknown = recovery_messages()
+    unknown[2] = {**unknown[2], "tool_calls": [{**call(0, "mia_1"), "function": {
+        "name": "get_user_details_v2", "arguments": "{}"}}]}
+    unknown[3] = {**unknown[3], "content": '{"name": "Mia"}'}  # even when no error came back
+    assert trained_failures([{"messages": unknown, "tools": json.dumps(TOOLS)}]) == 1
+    assert trained_failures([{"messages": unknown}]) == 0  # no tools to check the name against
+
+
+def test_the_template_gives_a_marked_failed_turn_no_loss(tokenizer: Any) -> None:
+    """TRL's assistant mask (`apply_chat_template(..., return_assistant_tokens_mask=True)`, as
+    SFTTrainer tokenises) over a released `sft_recovery` row, as `datasets` yields it: all
+    zeros over the failed turn, ones over the recovery and the reply."""
+    from data.schema import SFT_RECOVERY_SCHEMA
+
+    [row] = configs(recovery_trajectory())["sft_recovery"]
+    row = decode_row(table_from_rows([row], SFT_RECOVERY_SCHEMA).to_pylist()[0], SFT_RECOVERY_SCHEMA)
+    messages, tools = row["messages"], row["tools"]
+
+    def ids(n: int) -> list[int]:
+        return tokenizer.apply_chat_template(messages[:n], tools=tools, tokenize=True, return_dict=True)["input_ids"]
+
+    out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    mask = out["assistant_masks"]
+    assert out["input_ids"][: len(ids(5))] == ids(5)  # prefix preserving: spans by prefix lengths
+    failed, recovery, reply = (mask[len(ids(n)): len(ids(n + 1))] for n in (2, 4, 6))
+    assert failed and not any(failed)
+    assert any(recovery) and any(reply)
+    plain = [{k: v for k, v in m.items() if k != "train"} for m in messages]
+    unmarked = tokenizer.apply_chat_template(plain, tools=tools, tokenize=True, return_dict=True,
+                                             return_assistant_tokens_mask=True)
+    assert unmarked["input_ids"] == out["input_ids"]  # the mark changes the loss, never the text
+    assert any(unmarked["assistant_masks"][len(ids(2)): len(ids(3))])
+
+
+def test_a_noisy_scripted_release_trains_no_failed_turn(tmp_path: Any) -> None:
+    """A real run with a noisy scripted policy (malformed calls, unknown tools, wrong
+    arguments): its released `sft` config holds no failed turn that carries loss, its recovery
+    rows hold failed turns and carry no loss on them; unmarked, they would."""
+    from curation.release import release_trained_failures, sft_configs, trained_failures
+    from data import store
+    from pipelines import stages
+    from pipelines.config import load_config
+    from tests.pipeline_run import curated_run
+
+    cfg = load_config(None, {"rollout.model.kind": "scripted", "rollout.model.noise": 0.6,
+                             "rollout.trials": 2, "synthesis.n_tasks": 6})
+    tasks, selection, curated = curated_run(cfg, tmp_path)
+    released = stages.release(cfg, tmp_path, curated)
+    assert store.read_manifest(released["sft"]).rows > 0
+    assert release_trained_failures(released["sft"]) == 0
+    by_id = {t.id: t for t in tasks}
+    rows = sft_configs(selection, {t: x.split for t, x in by_id.items()}, {}, {})
+    recovery = rows["sft_recovery"]
+    assert recovery and trained_failures(recovery) == 0
+    unmarked = [{**r, "messages": [{k: v for k, v in m.items() if k != "train"} for m in r["messages"]]}
+                for r in recovery]
+    assert trained_failures(unmarked) == len(recovery)  # every one of them would train its mistake
