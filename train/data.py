@@ -1,8 +1,12 @@
 """Released datasets into the shapes TRL's trainers read.
 
-A release (`<out>/releases/<sft|rl>/<version>/`) is verified through its manifest
-(`data.store.read_manifest`: `_SUCCESS`, checksums) before its Parquet files are loaded
-with `datasets`.
+A release (`<out>/releases/<sft|sft_recovery|rl>/<version>/`) is verified through its
+manifest (`data.store.read_manifest`: `_SUCCESS`, checksums) before its Parquet files are
+loaded with `datasets`. An `sft_recovery` release (rows that recover from a failed call) has
+the `sft` columns, and each message says whether its turn carries loss: `train: false` on a
+failed assistant turn. `to_trl_sft` keeps that key on the messages it hands to TRL, whose
+tokenizer passes it to the chat template (ours leaves such a turn out of its
+`{% generation %}` blocks); `loss_marked_turns` counts the marked turns.
 
 Since release schema version 2, `tools`, tool-call `arguments`, `task` and
 `reference_solution` are JSON-typed (`data.schema`): `datasets` yields them as objects
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data import store
-from data.schema import RL_SCHEMA, SFT_SCHEMA, strip_message
+from data.schema import RL_SCHEMA, SFT_KINDS, SFT_SCHEMA, strip_message
 from rollout.control_tokens import control_tokens, escape_messages
 
 if TYPE_CHECKING:
@@ -124,7 +128,7 @@ def to_trl_sft(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     missing = [c for c in SFT_COLUMNS if c not in ds.column_names]
     if missing:
         raise ValueError(f"not an sft release: missing columns {missing}")
-    ds = ds.select_columns(list(SFT_COLUMNS))
+    ds = ds.select_columns(list(SFT_COLUMNS))  # messages keep their `train` marks (sft_recovery)
     for i, row in enumerate(ds):
         decode_tools(row["tools"])
         if not any(m["role"] == "assistant" for m in row["messages"]):
@@ -132,6 +136,26 @@ def to_trl_sft(ds: Dataset, tokenizer: Any | None = None) -> Dataset:
     tokens = control_tokens(tokenizer) if tokenizer is not None else []
     return ds.map(lambda messages: {"messages": escape_messages(messages, tokens)},
                   input_columns=["messages"], features=ds.features)
+
+
+def loss_marked_turns(ds: Dataset) -> int:
+    """Assistant turns of an sft dataset marked ``train: false`` (an `sft_recovery` release's
+    failed turns, which must carry no loss); 0 when the messages have no `train` key."""
+    if "train" not in _message_fields(ds):
+        return 0
+    return sum(m.get("role") == "assistant" and m.get("train") is False
+               for messages in ds["messages"] for m in messages)
+
+
+def _message_fields(ds: Dataset) -> set[str]:
+    feature = ds.features.get("messages")
+    inner = getattr(feature, "feature", None) or (feature[0] if isinstance(feature, list) and feature else None)
+    return set(inner) if isinstance(inner, dict) else set()
+
+
+def is_sft_kind(kind: str) -> bool:
+    """Whether a release kind holds sft rows (`data.schema.SFT_KINDS`: `sft`, `sft_recovery`)."""
+    return kind in SFT_KINDS
 
 
 def render_prompt(tokenizer: Any, prompt: list[dict[str, Any]], tools: str | list | None) -> str:

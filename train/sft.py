@@ -29,7 +29,7 @@ from data import store
 from rollout.embedded import hub_offline
 from train.config import SFTStageConfig, TrainerStageConfig
 from train.curves import write_curves
-from train.data import load_release, release_files, to_trl_sft
+from train.data import is_sft_kind, load_release, loss_marked_turns, release_files, to_trl_sft
 from train.lineage import write_run_record
 
 if TYPE_CHECKING:
@@ -117,6 +117,36 @@ def check_generation_markers(tokenizer: Any) -> str:
             "Set sft.chat_template_path to a template that has them (docs/training.md) or "
             "sft.assistant_only_loss=false.")
     return "trl"
+
+
+def check_loss_marks(dataset_path: Path | str, cfg: SFTStageConfig, tokenizer: Any, marked: int,
+                     chat_template: str | None = None) -> None:
+    """`DatasetError` unless the loss leaves out the `marked` turns (``train: false``: an
+    `sft_recovery` release's failed turns): that needs assistant-only loss and a chat
+    template whose `{% generation %}` blocks skip a marked message (ours does; TRL's training
+    templates do not). Probed with TRL's own call (`return_assistant_tokens_mask`) on a
+    conversation whose failed turn must get no loss token while the recovery gets some."""
+    if not marked:
+        return
+    why = None
+    if not cfg.assistant_only_loss:
+        why = "sft.assistant_only_loss=false would train every token, the failed turns' too"
+    else:
+        probe = [{"role": "user", "content": "Look up u1."},
+                 {"role": "assistant", "content": "Looking u1 up, wrongly.", "train": False},
+                 {"role": "user", "content": "That failed."},
+                 {"role": "assistant", "content": "Found u1."}]
+        masks = [tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True, chat_template=chat_template,
+                                               return_assistant_tokens_mask=True)["assistant_masks"]
+                 for msgs in (probe[:2], probe)]
+        if any(masks[0]) or not any(masks[1]):
+            why = ("the chat template puts assistant messages marked `train: false` inside its {% generation %} "
+                   "blocks, so their tokens would carry loss")
+    if why:
+        raise store.DatasetError(
+            f"{dataset_path}: {marked} failed assistant turns are marked `train: false`, but {why}. Train with "
+            "sft.assistant_only_loss=true and a template that renders a marked message outside {% generation %} "
+            "(rollout/templates/smollm2_tools.jinja does; sft.chat_template_path), or train on the `sft` config.")
 
 
 def training_template(tokenizer: Any) -> str | None:
@@ -262,7 +292,8 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
                       callbacks: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """An `SFTTrainer` on a verified `sft` release, ready to `train()`, and facts for the summary.
 
-    Call inside `hub_offline()`. TRL truncates to `cfg.max_length` (keeping the start) and
+    Call inside `hub_offline()`. An `sft_recovery` release's failed turns (`train: false`)
+    get no loss: `check_loss_marks` refuses a setup that would train them. TRL truncates to `cfg.max_length` (keeping the start) and
     drops rows left without loss tokens; with packing it cuts overflow instead. Raises
     `DatasetError`, before loading the weights, when `cfg.max_length` would drop rows
     (`check_max_length`, naming the length needed), and when no loss token is left. The eval set is `cfg.eval_split` when it has rows.
@@ -271,7 +302,7 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
 
     out = Path(out_dir)
     manifest, _ = release_files(dataset_path)
-    if manifest.kind != "sft":
+    if not is_sft_kind(manifest.kind):
         raise store.DatasetError(f"{dataset_path} is a {manifest.kind!r} dataset, not an sft release")
     model_path = resolve_model(cfg.model)
     tokenizer = load_tokenizer(model_path)
@@ -283,6 +314,8 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     eval_ds = to_trl_sft(load_release(dataset_path, cfg.eval_split), tokenizer) if cfg.eval_split else None
     eval_ds = eval_ds if eval_ds is not None and len(eval_ds) else None
     template = training_template(tokenizer) if markers == "trl" else None
+    check_loss_marks(dataset_path, cfg, tokenizer,
+                     sum(loss_marked_turns(d) for d in (train_ds, eval_ds) if d is not None), template)
     check_renders_tool_use(dataset_path, tokenizer, train_ds, template)
     lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds}, template)
     model = load_weights(model_path)

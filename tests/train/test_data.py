@@ -91,3 +91,27 @@ def test_to_trl_sft_refuses_rows_without_an_assistant_turn(tmp_path: Path) -> No
         to_trl_sft(load_release(path, None))
     with pytest.raises(ValueError, match="not an rl release"):
         to_trl_prompts(load_release(path, None))
+
+
+def test_an_sft_recovery_release_keeps_its_loss_marks_for_trl(tmp_path: Path) -> None:
+    """`to_trl_sft` hands TRL the messages with their `train` marks; `loss_marked_turns` counts
+    the marked (failed) assistant turns, 0 for a release without marks."""
+    from data.schema import RELEASE_SCHEMA_VERSION, SFT_RECOVERY_SCHEMA
+    from train.data import loss_marked_turns
+
+    rows = _sft_rows()
+    for r in rows:
+        r["messages"] = [{**m, "train": (i != 2) if m["role"] == "assistant" else None}
+                         for i, m in enumerate(r["messages"])]
+        r.update(reference=False, recovery=True, selection_reason="test", tools=json.dumps(TOOLS))
+    with store.DatasetWriter(tmp_path, "sft_recovery", "sft_recovery", SFT_RECOVERY_SCHEMA,
+                             RELEASE_SCHEMA_VERSION, "v1") as w:
+        w.write_rows(rows)
+        path = w.commit(store.Lineage())
+    ds = to_trl_sft(load_release(path, "train"))
+    assert [m["train"] for m in ds[0]["messages"]][2:] == [False, None, True]
+    assert loss_marked_turns(ds) == 2
+    plain = to_trl_sft(load_release(path, "train").map(
+        lambda messages: {"messages": [{k: v for k, v in m.items() if k != "train"} for m in messages]},
+        input_columns=["messages"], remove_columns=["messages"]))
+    assert loss_marked_turns(plain) == 0

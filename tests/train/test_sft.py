@@ -94,3 +94,41 @@ def test_sft_lora_packing_checkpoints_and_curves(releases: dict[str, Path], tiny
     assert s["dataset"]["train_tokens"]["rows"] <= s["dataset"]["train_rows"]
     [run] = runs_on_release(releases["sft"], tmp_path / "train")
     assert run["status"] == "done" and run["config"]["lora"] is True and run["final_loss"] == s["final_loss"]
+
+
+def recovery_release(root: Path) -> Path:
+    """An `sft_recovery` release of two recoveries (a mistyped id the tool rejected, then the
+    right call and a reply), made by the release code."""
+    from data.schema import RELEASE_SCHEMA_VERSION, SFT_RECOVERY_SCHEMA
+    from tests.curation.test_release import configs, recovery_trajectory
+
+    rows = configs(recovery_trajectory("r1"), recovery_trajectory("r2"))["sft_recovery"]
+    with store.DatasetWriter(root, "sft_recovery", "sft_recovery", SFT_RECOVERY_SCHEMA, RELEASE_SCHEMA_VERSION) as w:
+        w.write_rows(rows)
+        return w.commit(store.Lineage())
+
+
+def test_sft_on_an_sft_recovery_release_gives_its_failed_turns_no_loss(tiny_model: Path, tmp_path: Path) -> None:
+    """SFTTrainer's labels over an `sft_recovery` release: the failed call (`mia_1X`) stays in
+    the input, never in the loss; the recovery and the reply are trained. Without
+    assistant-only loss, or with a template that ignores the mark (TRL's Qwen2.5 training
+    template), training is refused before the weights load."""
+    import trl
+
+    from train.sft import build_sft_trainer, hub_offline
+
+    path = recovery_release(tmp_path / "releases")
+    cfg = SFTStageConfig(model=str(tiny_model), max_steps=1, per_device_train_batch_size=1,
+                         gradient_checkpointing=False)
+    with hub_offline():
+        trainer, facts = build_sft_trainer(path, cfg, tmp_path / "run")
+    tok = facts["tokenizer"]
+    for ids, labels in zip(trainer.train_dataset["input_ids"], trainer.train_dataset["labels"], strict=True):
+        trained = tok.decode([i for i, label in zip(ids, labels, strict=True) if label != -100])
+        assert "mia_1X" in tok.decode(ids) and "mia_1X" not in trained
+        assert '"user_id": "mia_1"' in trained and "Found you, Mia." in trained
+    with hub_offline(), pytest.raises(store.DatasetError, match="2 failed assistant turns.*assistant_only_loss=false"):
+        build_sft_trainer(path, cfg.model_copy(update={"assistant_only_loss": False}), tmp_path / "full")
+    qwen = str(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja")
+    with hub_offline(), pytest.raises(store.DatasetError, match="inside its \\{% generation %\\} blocks"):
+        build_sft_trainer(path, cfg.model_copy(update={"chat_template_path": qwen}), tmp_path / "qwen")
