@@ -73,3 +73,33 @@ def insist(want: str, summary: str, close: str) -> Out:
     """A request the policy does not allow, which the user insists on: a hand-over to a human
     agent with `summary` as its note ("`want`. `close`: "`summary`".")."""
     return {"summary": summary}, f'{want}. {close}: "{summary}".'
+
+
+# -- words of a sentence ------------------------------------------------------------------------
+
+def article(phrase: str) -> str:
+    """`phrase` with its indefinite article: "an annual physical", "a follow up", "a unit"."""
+    first = phrase.split()[0].lower() if phrase.split() else ""
+    vowel = first[:1] in "aeiou" and not first.startswith(("uni", "use", "usu", "uti", "one", "eu"))
+    return f"{'an' if vowel or first.startswith(('hour', 'honest')) else 'a'} {phrase}"
+
+
+def count_of(n: Any, noun: str, plural: str | None = None) -> str:
+    """`n` and `noun` agreeing: "1 unit", "2 units", "1 refill", "3 checked bags"."""
+    one = str(n).strip() in ("1", "1.0")
+    return f"{n} {noun if one else (plural or noun + 's')}"
+
+
+def enum_words(value: Any) -> str:
+    """A schema enum value as a user says it: "lost_or_stolen" -> "lost or stolen"."""
+    return str(value).replace("_", " ")
+
+
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December"]
+
+
+def month_words(period: str) -> str:
+    """A 'YYYY-MM' period as said: "2026-05" -> "May 2026"."""
+    year, month = str(period)[:7].split("-")
+    return f"{_MONTHS[int(month) - 1]} {year}"

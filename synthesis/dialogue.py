@@ -52,6 +52,7 @@ from envs.world import World
 from rollout.agent import AgentConfig, run_episode
 from rollout.model import ChatResponse
 from rollout.user import ScriptedUser
+from synthesis.dialogue_checks import CALCULATE, said, unshown_ids
 from synthesis.scenario import outcome_assertions, write_scenario
 
 ASK_CONFIRM = ["Shall I go ahead?", "Would you like me to go ahead with that?", "Should I proceed?",
@@ -59,6 +60,8 @@ ASK_CONFIRM = ["Shall I go ahead?", "Would you like me to go ahead with that?", 
 OPEN_PLAN = ["I'll {plan}.", "Here is what I can do: {plan}.", "I can {plan}."]
 DONE = ["Done.", "That's done.", "All set."]
 FOUND = ["Here is what I found: {facts}.", "I've looked it up: {facts}.", "According to our records, {facts}."]
+# the result of a calculation the user asked for is worked out, not found in the records
+WORKED_OUT = ["By my calculation, {facts}.", "I worked it out: {facts}.", "Worked out, {facts}."]
 TRANSFER = ["I can't resolve that within our policy, so I'm transferring you to a human agent now.",
             "That is something a human agent has to handle; I'm transferring you to one now."]
 APOLOGY = ["I'm sorry, I can't {action}.", "Unfortunately I'm not able to {action}.",
@@ -121,26 +124,45 @@ def _known(task: Task) -> dict[str, str]:
     return {_norm_key(k): str(v) for k, v in task.user.known_info.items()}
 
 
-def _identity_question(conv: Conversation, task: Task, opening: str, rng: random.Random) -> str | None:
-    """The agent's identity question, when the opening does not already identify the user."""
+def _identity_keys(conv: Conversation, task: Task) -> list[str]:
+    """The identity keys the user answers with (the first key set they know, confirm fields too)."""
     known = _known(task)
     for keys in conv.identity.keys:
         if all(_norm_key(k) in known for k in keys):
-            missing = [k for k in [*keys, *conv.identity.confirm]
-                       if _norm_key(k) in known and known[_norm_key(k)] not in opening]
-            return rng.choice(conv.ask_identity) if missing else None
-    return None
+            return [k for k in [*keys, *conv.identity.confirm] if _norm_key(k) in known]
+    return []
+
+
+def _identity_question(conv: Conversation, task: Task, opening: str, rng: random.Random) -> str | None:
+    """The agent's identity question, when the opening does not already identify the user
+    (a value inside a longer id, "AC100027" in "bill_AC100027_2026-05", does not)."""
+    known = _known(task)
+    keys = _identity_keys(conv, task)
+    if not keys:
+        return None
+    missing = [k for k in keys if not said(opening, known[_norm_key(k)])]
+    return rng.choice(conv.ask_identity) if missing else None
+
+
+def _plural_label(label: str) -> bool:
+    """A label naming several things ("checked bags", "refills left", "free seats")."""
+    words = label.split()
+    return any(w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3 for w in words[:2]) \
+        and not label.startswith(("status", "address"))
 
 
 def answer_text(facts: list[Fact]) -> str:
     """The facts of an answer in a sentence ("the membership tier is gold; the reservation
-    ids are R1 and R2"), each by its first spelling."""
+    ids are R1 and R2; the number of checked bags is 1"), each by its first spelling."""
     by_label: dict[str, list[str]] = {}
     for f in facts:
         by_label.setdefault(f.label, []).append(f.any_of[0])
     parts = []
     for label, values in by_label.items():
-        if len(values) == 1:
+        if len(values) == 1 and _plural_label(label):
+            count = re.fullmatch(r"-?\d+(?:\.\d+)?", values[0]) is not None
+            parts.append(f"the number of {label} is {values[0]}" if count else f"the {label} are {values[0]}")
+        elif len(values) == 1:
             parts.append(f"the {label} is {values[0]}")
         else:
             parts.append(f"the {label}s are {', '.join(values[:-1])} and {values[-1]}")
@@ -164,9 +186,13 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
     transfer = next((c for c in task.reference_solution if c.name == TRANSFER_TOOL), None)
     env = world.env(task.initial_state)
     try:
-        grounding = conv.hook("grounding")
-        needed = [grounding(env.conn, c, task.user.known_info) if callable(grounding) else []
-                  for c in [*([refused] if refused else []), *writes]]
+        hook = conv.hook("grounding")
+
+        def grounding(call: ToolCall) -> list[ToolCall]:
+            found = hook(env.conn, call, task.user.known_info) if callable(hook) else []
+            return [g for g in found if g.key() != call.key()]
+
+        needed = [grounding(c) for c in [*([refused] if refused else []), *writes]]
         # a conditional preference the write does not take: the reads that show why, and a
         # sentence saying so before its plan (the world's `preference` hook)
         prefer = conv.hook("preference")
@@ -185,9 +211,12 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
                     planned.append(c)
 
         for read in reads:
-            place([*before_read.get(read.key(), []), read])
+            place([*before_read.get(read.key(), []), *grounding(read), read])
         for reads_of in needed:
             place(reads_of)
+        known = _known(task)
+        said_first = [opening, *(known[_norm_key(k)] for k in _identity_keys(conv, task))]
+        planned, results = _in_shown_order(world, task, planned, said_first)
         for read in planned:
             out.turns.append(Turn(role="assistant", tool_calls=[read]))
         if refused is not None:
@@ -226,8 +255,13 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
             out.turns.append(Turn(role="assistant", tool_calls=[call]))
         closing = f"{rng.choice(DONE)} {' '.join(r for r in reports if r)}".strip() if writes else ""
         if answer:
-            found = rng.choice(FOUND).format(facts=answer_text(answer))
-            closing = f"{closing} {found[:1].upper() + found[1:]}".strip()
+            worked = [r for c, r in results if c.name == CALCULATE]
+            calc = [f for f in answer if any(mentions_value(r, x) for r in worked for x in f.any_of)]
+            records = [f for f in answer if f not in calc]
+            for bank, facts in ((FOUND, records), (WORKED_OUT, calc)):
+                if facts:
+                    found = rng.choice(bank).format(facts=answer_text(facts))
+                    closing = f"{closing} {found[:1].upper() + found[1:]}".strip()
             out.facts += list(answer)
         if transfer is not None:
             out.turns.append(Turn(role="assistant", content=f"{closing} {rng.choice(TRANSFER)}".strip(),
@@ -237,6 +271,27 @@ def plan(world: World, task: Task, refused: ToolCall | None = None, rule: str | 
         return out
     finally:
         env.close()
+
+
+def _in_shown_order(world: World, task: Task, reads: list[ToolCall], said_first: list[str]
+                    ) -> tuple[list[ToolCall], list[tuple[ToolCall, str]]]:
+    """`reads` in an order in which every id a read takes was shown before it (said by the
+    user, `said_first`, or in an earlier read's result): each time the first read whose ids
+    are all shown, else the first left. Returns the order and each read's result."""
+    env = world.env(task.initial_state)
+    shown = list(said_first)
+    out: list[tuple[ToolCall, str]] = []
+    pending = list(reads)
+    try:
+        while pending:
+            ready = next((c for c in pending if not unshown_ids(env.conn, c, shown)), pending[0])
+            pending.remove(ready)
+            content = env.call(ToolCall(name=ready.name, arguments=dict(ready.arguments))).content
+            shown.append(content)
+            out.append((ready, content))
+    finally:
+        env.close()
+    return [c for c, _ in out], out
 
 
 def _plain_action(call: ToolCall) -> str:

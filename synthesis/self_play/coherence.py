@@ -30,6 +30,7 @@ from envs.world import World
 from rollout.generation import grounding_values
 from synthesis.base import internal_id_leaks, user_facing_texts
 from synthesis.dialogue import with_dialogue
+from synthesis.dialogue_checks import past_dates
 from synthesis.self_play.generators import Note, accounts
 from synthesis.self_play.world_check import WorldCheck
 
@@ -245,7 +246,8 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Note
     a change and of the answer (`note.answer`, each found in a read's result, else
     ``answer_not_in_result``); a task that changes nothing and has nothing to tell is
     ``nothing_to_tell``. A task whose user-facing text still states an internal id is an
-    ``internal_id_leak``; a transfer to a human agent must be the last call of a task that
+    ``internal_id_leak``, one that asks about a date before the world's today
+    ``asks_about_past``; a transfer to a human agent must be the last call of a task that
     changes nothing (else ``transfer_not_last``)."""
     assert check.initial_state is not None and check.target_state_hash is not None
     names = [c.name for c in gen.calls]
@@ -296,6 +298,8 @@ def as_conversation(world: World, gen: Generation, check: WorldCheck, note: Note
     ).with_id()
     if internal_id_leaks(world, task):
         return None, "internal_id_leak"
+    if past_dates(world, task):
+        return None, "asks_about_past"
     done, why = with_dialogue(world, task, basis=list(BASIS), answer=answer)
     if done is None:
         return None, why

@@ -25,6 +25,7 @@ from rollout.generation import (
     validity,
 )
 from synthesis.base import SynthesisConfig, SynthesisResult, register
+from synthesis.dialogue_checks import is_trivial
 from synthesis.self_play.coherence import CALCULATE, as_conversation
 from synthesis.self_play.generators import Generator, ModelGenerator, ScriptedGenerator
 from synthesis.self_play.prompts import sample_spec
@@ -51,6 +52,10 @@ class SelfPlayOptions(BaseModel):
     dedup_threshold: float | None = Field(None, ge=0, le=1)  # Jaccard distance; None: no dedup
     # at most this share of n_tasks may be questions for the calculator alone
     max_calculator_share: float = Field(0.1, ge=0, le=1)
+    # at most this share of n_tasks may be trivial: no write and at most one call of its own
+    # (`synthesis.dialogue_checks.is_trivial`: one lookup and its answer); questions for the
+    # calculator alone count under max_calculator_share instead
+    max_trivial_share: float = Field(0.1, ge=0, le=1)
     # Share of specs that target a write tool no accepted task has yet (issue 16 §2: every
     # write tool is some task's target); 0: tools drawn uniformly.
     cover_write_tools: float = Field(0.5, ge=0, le=1)
@@ -89,9 +94,11 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     `options.min_agreement` (0.2) of `options.filter_k` (10) answers. `options.dedup_threshold`
     (off by default) drops near-duplicate questions. A kept candidate then becomes a
     conversation (`coherence.as_conversation`; its drops: cross_user, no_identity,
-    internal_id_leak, answer_not_in_result, nothing_to_tell, reference_dialogue_fails:...),
+    internal_id_leak, asks_about_past, answer_not_in_result, nothing_to_tell, reference_dialogue_fails:...),
     and questions for the calculator alone are kept up to `options.max_calculator_share`
-    (0.1) of `n_tasks` (calculator_cap). Every drop is counted by reason.
+    (0.1) of `n_tasks` (calculator_cap), other trivial tasks (no write, at most one call of
+    their own, `dialogue_checks.is_trivial`) up to `options.max_trivial_share` (0.1; trivial_cap).
+    Every drop is counted by reason.
     """
     opts: SelfPlayOptions = cfg.method_options()
     rng = random.Random(cfg.seed)
@@ -106,6 +113,8 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     attempted = 0
     max_calculator = math.floor(opts.max_calculator_share * cfg.n_tasks + 1e-9)
     calculator = 0
+    max_trivial = math.floor(opts.max_trivial_share * cfg.n_tasks + 1e-9)
+    trivial = 0
     notes = getattr(generator, "notes", None)
     try:
         while len(result.tasks) < cfg.n_tasks and attempted < max_attempts:
@@ -142,9 +151,14 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
                 if task is None:
                     result.drops[why] += 1
                     continue
+                is_small = is_trivial(world, task) and not calculator_only  # those have their own cap
+                if is_small and trivial >= max_trivial:
+                    result.drops["trivial_cap"] += 1
+                    continue
                 if not result.keep(task, cfg.test_fraction):
                     continue
                 calculator += calculator_only
+                trivial += is_small
                 if len(result.tasks) >= cfg.n_tasks:
                     break
     finally:
@@ -157,6 +171,7 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
         "calls_per_task": {str(n): sum(len(t.metadata["gold_calls"]) == n for t in result.tasks) for n in (1, 2)},
         "tools": sorted({c["name"] for t in result.tasks for c in t.metadata["gold_calls"]}),
         "outcomes": dict(sorted(Counter(t.verification.outcome for t in result.tasks).items())),
+        "trivial": trivial,
     }
     return result
 

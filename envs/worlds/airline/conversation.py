@@ -239,7 +239,7 @@ PHRASINGS: list[tuple[str, list[str]]] = [
     (r", with travel insurance",
      [", with travel insurance", ", and add travel insurance", ", insured", ", including travel insurance"]),
     (r" \(you would prefer (.+?) if it has room for everyone, otherwise the other one is fine\)",
-     [r"; \1 would suit you better if it still has room for everyone, but otherwise the first one is fine",
+     [r"; \1 would be better for you if it still has room for everyone, but otherwise the first one is fine",
       r"; you are hoping for \1, if everyone still fits on it; otherwise the first one is fine",
       r"; ideally it would be \1, as long as everyone fits on it; if not, the first one will do"]),
     (r" \(you would rather use (.+?) if its balance covers it\)",

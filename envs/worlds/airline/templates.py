@@ -37,8 +37,11 @@ def air_reservation(conn: sqlite3.Connection, rng: random.Random) -> Out:
                    (f"Which flight is my reservation {rid} on?", [told("flight number", r["flight_number"], "id")])])
 
 
+_AHEAD = f"SELECT * FROM flights WHERE date > {TODAY}"  # a user asks about flights still to come
+
+
 def air_search(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    f = pick(conn, rng, "SELECT * FROM flights")
+    f = pick(conn, rng, _AHEAD)
     if f is None:
         return None
     o, d, day = f["origin"], f["destination"], f["date"]
@@ -53,7 +56,7 @@ def air_search(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def air_flight(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    return ask(conn, rng, "SELECT * FROM flights", "flight_id", lambda f, fid: [
+    return ask(conn, rng, _AHEAD, "flight_id", lambda f, fid: [
         (f"Is {fid} still on schedule?", [told("flight status", f["status"])]),
         (f"How many seats are still free on {fid}?", [told("free seats", f["seats_available"], "count")]),
         (f"What does a business seat cost on {fid}?", [told("business fare", f["price_business"], "amount")])])

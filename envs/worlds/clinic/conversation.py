@@ -8,6 +8,7 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, date_forms, id_fact
+from envs.templating import article, count_of
 
 IDENTITY = Identity(keys=[["patient_id", "date_of_birth"]], lookups={"get_patient_details": ["patient_id"]},
                     confirm=["date_of_birth"])
@@ -192,12 +193,12 @@ PHRASINGS: list[tuple[str, list[str]]] = [
       " and keep the same provider"]),
     (r"\bbook (?=an? )", ["book ", "schedule ", "set up ", "make an appointment for "]),
     (r" \(you would prefer (.+?) with the same provider if it is possible, otherwise this time is fine\)",
-     [r"; \1 with the same provider would suit you better if it is possible, but otherwise this time is fine",
+     [r"; \1 with the same provider would be better for you if it is possible, but otherwise this time is fine",
       r"; you were hoping for \1 with the same provider, but if that cannot be done, this time works",
       r"; ideally you would have \1 with the same provider instead, but if that is not possible, this time is"
       r" fine"]),
     (r" \(you would prefer (.+?) if they take your insurance, otherwise this provider is fine\)",
-     [r"; \1 would suit you better if they take your insurance, but otherwise this provider is fine",
+     [r"; \1 would be better for you if they take your insurance, but otherwise this provider is fine",
       r"; you were hoping to see \1, as long as they take your insurance; otherwise this provider is fine",
       r"; if \1 takes your insurance, you'd rather see them, but otherwise this provider is fine"]),
     (r" \(you asked for (an? [^;()]+?); if that is not possible, this type of visit is fine\)",
@@ -257,8 +258,8 @@ def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:
         fee = visit_fee(conn, a["patient_id"], a["appointment_type"])
         kind = str(a["appointment_type"]).replace("_", " ")
         ref = " using your referral" if a.get("referral_id") else ""
-        return [f"book a {kind} with {s['provider']} on {when(s['start_at'])}{ref}; the visit costs {fee}",
-                f"schedule a {kind} with {s['provider']} for {when(s['start_at'])}{ref}, at a cost of {fee}"]
+        return [f"book {article(kind)} with {s['provider']} on {when(s['start_at'])}{ref}; the visit costs {fee}",
+                f"schedule {article(kind)} with {s['provider']} for {when(s['start_at'])}{ref}, at a cost of {fee}"]
     if call.name == "cancel_appointment":
         appt = kit.one(conn, "SELECT a.*, t.late_cancel_fee FROM appointments a JOIN appointment_types t"
                              " USING (type_code) WHERE appointment_id = ?", a["appointment_id"])
@@ -273,8 +274,9 @@ def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:
                 f"with {new['provider']}, at no cost"]
     if call.name == "refill_prescription":
         rx = kit.one(conn, "SELECT * FROM prescriptions WHERE rx_id = ?", a["rx_id"])
-        return [f"refill your {rx['medication']} prescription ({rx['rx_id']}) today; that uses one of your "
-                f"{rx['refills_remaining']} remaining refills"]
+        return [f"refill your {rx['medication']} prescription ({rx['rx_id']}) today; that uses "
+                + ("your last remaining refill" if rx["refills_remaining"] == 1 else
+                   f"one of your {rx['refills_remaining']} remaining refills")]
     if call.name == "pay_balance":
         p = kit.one(conn, "SELECT * FROM patients WHERE patient_id = ?", a["patient_id"])
         return [f"charge {a['amount']} to your card on file ending in {p['card_last4']}, which leaves a balance "
@@ -307,7 +309,8 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
         return [f"Appointment {result['appointment_id']} is now on {when(result['start_at'])} with "
                 f"{result['provider_name']}."]
     if call.name == "refill_prescription":
-        return [f"Your {result['medication']} is refilled; {result['refills_remaining']} refills remain."]
+        left = result["refills_remaining"]
+        return [f"Your {result['medication']} is refilled; {count_of(left, 'refill')} {'remains' if left == 1 else 'remain'}."]
     if call.name == "pay_balance":
         return [f"The payment of {result['paid']} went through; your balance is now {result['balance_due']}."]
     return []
@@ -345,21 +348,25 @@ def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any])
                 f"{p['name']} does not accept your insurance plan.")
     if wanted.get("wanted_type") and wanted["wanted_type"] != a.get("appointment_type") and patient:
         t = kit.one(conn, "SELECT * FROM appointment_types WHERE type_code = ?", wanted["wanted_type"])
-        return [], (f"A {t['name'].lower()} is only for patients aged {t['min_age']} to {t['max_age']}, which"
+        return [], (f"{article(t['name'].lower()).capitalize()} is only for patients aged {t['min_age']} to {t['max_age']}, which"
                     " you are not on the day of the visit.")
     return None
 
 
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
+    """The reads that show a call's ids: appointments and prescriptions by their details,
+    providers by a search of their specialty, slots by the provider's open slots that day."""
     a = call.arguments
     out: list[ToolCall] = []
     if "appointment_id" in a:
         out.append(ToolCall(name="get_appointment_details", arguments={"appointment_id": a["appointment_id"]}))
+    if "provider_id" in a:  # a provider read: the provider is shown by a search of their specialty
+        p = kit.one(conn, "SELECT specialty FROM providers WHERE provider_id = ?", a["provider_id"])
+        out.append(ToolCall(name="search_providers", arguments={"specialty": p["specialty"]}))
     for key in ("slot_id", "new_slot_id"):
         if key in a:
             s = _slot(conn, a[key])
-            if key == "slot_id":
-                out.append(ToolCall(name="search_providers", arguments={"specialty": s["specialty"]}))
+            out.append(ToolCall(name="search_providers", arguments={"specialty": s["specialty"]}))
             out.append(ToolCall(name="find_open_slots", arguments={"provider_id": s["provider_id"],
                                                                    "date": s["start_at"][:10]}))
     if "rx_id" in a:

@@ -14,7 +14,18 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, each, insist, pick, told
+from envs.templating import (
+    Out,
+    Question,
+    Template,
+    article,
+    ask,
+    each,
+    enum_words,
+    insist,
+    pick,
+    told,
+)
 
 SPECIALTIES = ["primary_care", "pediatrics", "cardiology", "dermatology", "orthopedics"]
 TYPES_BY = {"primary_care": ["annual_physical", "sick_visit", "follow_up"], "pediatrics": ["well_child", "follow_up"]}
@@ -86,8 +97,9 @@ def types(conn: sqlite3.Connection, rng: random.Random) -> Out:
     t = pick(conn, rng, "SELECT * FROM appointment_types")
     if t is None:
         return None
-    return {}, rng.choice([f"What does a {t['name'].lower()} cost at the clinic without insurance?",
-                           f"What is the full fee of a {t['name'].lower()}?"]), [told("fee", t["fee"], "amount")]
+    name = article(t["name"].lower())
+    return {}, rng.choice([f"What does {name} cost at the clinic without insurance?",
+                           f"What is the full fee of {name}?"]), [told("fee", t["fee"], "amount")]
 
 
 def appointment(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -122,8 +134,8 @@ def book(conn: sqlite3.Connection, rng: random.Random) -> Out:
         if _tries(conn, sql, (p["patient_id"], s["slot_id"], t)):
             args = {"patient_id": p["patient_id"], "slot_id": s["slot_id"], "appointment_type": t}
             return args, rng.choice([
-                f"I'm patient {p['patient_id']}. Please book {s['slot_id']} as a {t.replace('_', ' ')}.",
-                f"Book a {t} in {s['slot_id']} for me, patient {p['patient_id']}.",
+                f"I'm patient {p['patient_id']}. Please book {s['slot_id']} as {article(enum_words(t))}.",
+                f"Book {article(enum_words(t))} in {s['slot_id']} for me, patient {p['patient_id']}.",
             ])
     return None
 

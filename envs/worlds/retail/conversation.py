@@ -8,6 +8,7 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, id_fact
+from envs.templating import count_of
 from envs.worlds.retail.design import item_phrase, payment_phrase
 
 IDENTITY = Identity(keys=[["email"], ["name", "zip code"]],
@@ -210,7 +211,7 @@ PHRASINGS: list[tuple[str, list[str]]] = [
      [r"order \1 of ", r"buy \1 of ", r"place an order for \1 of ", r"get \1 of "]),
     (r", paying with ", [", paying with ", ", charged to ", ", and pay with ", ", using "]),
     (r" \(you would prefer (.+?) if there are enough in stock; otherwise this one is fine\)",
-     [r"; \1 would suit you better if there are enough in stock, but otherwise this one is fine",
+     [r"; \1 would be better for you if there are enough in stock, but otherwise this one is fine",
       r"; you had your eye on \1, if enough are in stock; otherwise this one is fine",
       r"; ideally you would get \1 instead, if enough are in stock, but if not, this one will do"]),
     (r" \(you would rather pay with (.+?) if possible\)",
@@ -231,7 +232,7 @@ PHRASINGS: list[tuple[str, list[str]]] = [
     (r" \(you would rather get it on (.+?) if that is allowed\)",
      [r"; if that is allowed, you'd rather have the refund on \1 instead",
       r"; you would like the money back on \1, if that is allowed",
-      r"; \1 would suit you better for the refund, if that is allowed"]),
+      r"; \1 would be better for you for the refund, if that is allowed"]),
     (r"\bexchange (\d+ units? of )?(?=the )", [r"exchange \1", r"swap \1", r"trade in \1"]),
     (r", settling any price difference with ",
      [", settling any price difference with ", ", with any price difference settled using ",
@@ -319,7 +320,8 @@ def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:
         item = item_phrase(conn, a["variant_id"])
         pay = _pay(conn, a["refund_payment_id"])
         return [f"return {a['quantity']} × {item[4:]} from order {a['order_id']} and refund {refund} to {pay}",
-                f"process the return of {item} ({a['quantity']} unit(s)) from {a['order_id']}: {refund} back to {pay}"]
+                f"process the return of {count_of(a['quantity'], 'unit')} of {item} from {a['order_id']}: {refund} back"
+                f" to {pay}"]
     if call.name == "exchange_item":
         line = kit.one(conn, "SELECT * FROM order_items WHERE order_id = ? AND variant_id = ?", a["order_id"],
                        a["variant_id"])
@@ -345,11 +347,12 @@ def facts(before: sqlite3.Connection, after: sqlite3.Connection, call: ToolCall,
         return [Fact(label="new address", any_of=[result["address"]], kind="text")]
     if call.name == "return_item":
         new = [r for r in result["returns"] if r["variant_id"] == a["variant_id"]][-1]
-        return [amount_fact("amount refunded", new["amount"])]
+        return [id_fact("return id", new["return_id"]), amount_fact("amount refunded", new["amount"])]
     if call.name == "exchange_item":
         new = [r for r in result["exchanges"] if r["variant_id"] == a["variant_id"]][-1]
         diff = new["price_difference"]
-        return [amount_fact("amount charged" if diff > 0 else "amount refunded", diff)] if diff else []
+        money = [amount_fact("amount charged" if diff > 0 else "amount refunded", diff)] if diff else []
+        return [id_fact("exchange id", new["exchange_id"]), *money]
     return []
 
 
@@ -364,13 +367,18 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
                 f"{_pay(conn, result['payment_id'])}."]
     if call.name == "modify_order_address":
         return [f"Order {result['order_id']} will now ship to {result['address']}."]
+    said = {f.label: f.any_of[0] for f in facts}
     if call.name == "return_item":
-        amount = facts[0].any_of[0] if facts else "the price paid"
-        return [f"The return is registered and {amount} will be refunded to {_pay(conn, a['refund_payment_id'])}."]
+        amount = said.get("amount refunded", "the price paid")
+        pay = _pay(conn, a["refund_payment_id"])
+        return [f"The return {said.get('return id', '')} is registered and {amount} will be refunded to {pay}.",
+                f"Your return number is {said.get('return id', '')}; {amount} will be refunded to {pay}."]
     if call.name == "exchange_item":
-        money = (f"{facts[0].any_of[0]} was {'charged to' if 'charged' in facts[0].label else 'refunded to'} "
-                 f"{_pay(conn, a['payment_id'])}" if facts else "there is no price difference")
-        return [f"The exchange is registered; {money}."]
+        money = next((f"{f.any_of[0]} was {'charged to' if 'charged' in f.label else 'refunded to'} "
+                      f"{_pay(conn, a['payment_id'])}" for f in facts if f.kind == "amount"),
+                     "there is no price difference")
+        return [f"The exchange {said.get('exchange id', '')} is registered; {money}.",
+                f"Your exchange number is {said.get('exchange id', '')}; {money}."]
     return []
 
 
@@ -404,12 +412,16 @@ def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any])
 
 
 def grounding(conn: sqlite3.Connection, call: ToolCall, known: dict[str, str]) -> list[ToolCall]:
-    """Reads that show a write's ids: the order's details (not of an order the conversation
-    is placing: its own write's result shows it), and the products of new items."""
+    """Reads that show a call's ids: the order's details (not of an order the conversation
+    is placing: its own write's result shows it), and the products of new items (a product
+    by its category's list)."""
     a = call.arguments
     out: list[ToolCall] = []
     if "order_id" in a and conn.execute("SELECT 1 FROM orders WHERE order_id = ?", (a["order_id"],)).fetchone():
         out.append(ToolCall(name="get_order_details", arguments={"order_id": a["order_id"]}))
+    if "product_id" in a:  # a product read: the product is shown by its category's list
+        row = kit.one(conn, "SELECT category FROM products WHERE product_id = ?", a["product_id"])
+        out.append(ToolCall(name="list_products", arguments={"category": row["category"]}))
     variants = list(a.get("variant_ids") or []) + ([a["new_variant_id"]] if a.get("new_variant_id") else [])
     for v in variants:
         row = kit.one(conn, "SELECT p.product_id, p.category FROM variants v JOIN products p USING (product_id)"

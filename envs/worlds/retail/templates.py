@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, each, insist, pick, told
+from envs.templating import Out, Question, Template, ask, count_of, each, insist, pick, told
 
 CATEGORIES = ["apparel", "footwear", "outdoor", "home", "kitchen", "electronics", "office"]
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane"]
@@ -159,7 +159,7 @@ def return_item(conn: sqlite3.Connection, rng: random.Random) -> Out:
     return args, rng.choice([
         f"I want to return {q} of {ln['variant_id']} from my order {ln['order_id']}; refund it to"
         f" {ln['payment_id']}.",
-        f"Return {q} unit(s) of {ln['variant_id']} in my order {ln['order_id']} with the refund going to"
+        f"Return {count_of(q, 'unit')} of {ln['variant_id']} in my order {ln['order_id']} with the refund going to"
         f" {ln['payment_id']}.",
     ])
 

@@ -8,9 +8,10 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, id_fact
+from envs.templating import enum_words, month_words
 
 IDENTITY = Identity(keys=[["user_id"], ["customer_id"]], lookups={"get_customer_details": ["customer_id"]})
-USER_FACING_IDS = ["customer_id", "user_id", "bill_id"]  # the account and its bills; lines go by phone number
+USER_FACING_IDS = ["customer_id", "user_id"]  # the account; lines go by phone number, bills by their month
 CLAUSES = DEFAULT_CLAUSES
 ASK_IDENTITY = [
     "I can help with that. Could you give me your user id (your account id)?",
@@ -263,7 +264,7 @@ PHRASINGS: list[tuple[str, list[str]]] = [
     (r"\b(bill|bill for [A-Z][a-z]+ \d{4}) with (your (?:card|bank account))\b",
      [r"\1 with \2", r"\1 using \2", r"\1, paying with \2", r"\1 from \2"]),
     (r" \(you would rather use (.+?) if it is accepted\)",
-     [r"; \1 would suit you better if it is accepted",
+     [r"; \1 would be better for you if it is accepted",
       r"; you would like to use \1, if it is accepted",
       r"; you'd rather pay with \1 if it is accepted"]),
     (r"\badd (the [^;]+?) to your\b", [r"add \1 to your", r"put \1 on your", r"get \1 added to your"]),
@@ -272,7 +273,7 @@ PHRASINGS: list[tuple[str, list[str]]] = [
     (r"\b(?P<verb>switch|move) (your [^;]+?) to (?=the )",
      [r"\g<verb> \2 to ", r"move \2 over to ", r"change \2 to ", r"have \2 switched to "]),
     (r" \(you would prefer the (.+?) plan if you can still get it\)",
-     [r"; the \1 plan would suit you better if you can still get it",
+     [r"; the \1 plan would be better for you if you can still get it",
       r"; you have your heart set on the \1 plan, if it can still be had",
       r"; if the \1 plan is still available, you would rather have that one"]),
     (r"\b(?P<on>switch on roaming on|switch roaming on for) your\b",
@@ -297,7 +298,7 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     if table == "payment_methods":
         return [row["last4"]] if row.get("last4") else [row["kind"].replace("_", " ")]
     if table == "bills":
-        return [row["period"], row["bill_id"]]
+        return [row["period"], month_words(row["period"]), row["bill_id"]]
     return []
 
 
@@ -311,7 +312,9 @@ def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | N
     if table == "addons":
         return f"the {row['name']} add-on"
     if table == "payment_methods":
-        return f"my {row['kind'].replace('_', ' ')} ending in {row['last4']}"
+        return f"my {enum_words(row['kind'])} ending in {row['last4']}"
+    if table == "bills":
+        return f"my {month_words(row['period'])} bill"
     return None
 
 
@@ -330,7 +333,7 @@ def _addon(conn: sqlite3.Connection, addon_id: str) -> dict[str, Any]:
 
 def _method(conn: sqlite3.Connection, method_id: str) -> str:
     m = kit.one(conn, "SELECT * FROM payment_methods WHERE method_id = ?", method_id)
-    return f"the {m['kind'].replace('_', ' ')} ending in {m['last4']}" if m["last4"] else f"the {m['kind']}"
+    return f"the {enum_words(m['kind'])} ending in {m['last4']}" if m["last4"] else f"the {enum_words(m['kind'])}"
 
 
 def action(conn: sqlite3.Connection, call: ToolCall) -> list[str]:

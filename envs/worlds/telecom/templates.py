@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, each, pick, told
+from envs.templating import Out, Question, Template, ask, each, enum_words, month_words, pick, told
 
 _NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"
                f" AND b.due_date < {TODAY})")
@@ -93,9 +93,9 @@ def addons(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
     return ask(conn, rng, "SELECT * FROM bills", "bill_id", lambda b, bid: [
-        (f"How much is still owed on my bill {bid}?", [told("amount owed", b["amount"] - b["amount_paid"], "amount")]),
-        (f"What was the amount of my bill {bid}?", [told("bill amount", b["amount"], "amount")]),
-        (f"When is my bill {bid} due?", [told("due date", b["due_date"], "date")])])
+        (f"How much is still owed on {bid}?", [told("amount owed", b["amount"] - b["amount_paid"], "amount")]),
+        (f"What was the amount of {bid}?", [told("bill amount", b["amount"], "amount")]),
+        (f"When is {bid} due?", [told("due date", b["due_date"], "date")])])
 
 
 def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -157,7 +157,7 @@ def suspend(conn: sqlite3.Connection, rng: random.Random) -> Out:
     reason = rng.choice(["lost_or_stolen", "travel"])
     why = "my phone was stolen" if reason == "lost_or_stolen" else "I'm travelling for a few months"
     return {"line_id": ln["line_id"], "reason": reason}, (f"Please suspend my line {ln['line_id']}, {why}"
-                                                         f" (reason: {reason}).")
+                                                         f" (reason: {enum_words(reason)}).")
 
 
 def resume(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -199,8 +199,8 @@ def pay(conn: sqlite3.Connection, rng: random.Random) -> Out:
     left = b["amount"] - b["amount_paid"]
     amount = left if rng.random() < 0.7 else max(1, left // 2)
     return {"bill_id": b["bill_id"], "method_id": b["method_id"], "amount": amount}, rng.choice([
-        f"Pay {amount} towards my bill {b['bill_id']} with {b['method_id']}.",
-        f"Please charge {amount} to {b['method_id']} for my bill {b['bill_id']}.",
+        f"Pay {amount} towards {b['bill_id']} with {b['method_id']}.",
+        f"Please charge {amount} to {b['method_id']} for {b['bill_id']}.",
     ])
 
 
@@ -209,10 +209,10 @@ def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     b = pick(conn, rng, "SELECT * FROM bills")
     if b is None:
         return None
-    summary = f"Account {b['customer_id']} disputes the amount of bill {b['bill_id']}"
+    summary = f"Account {b['customer_id']} disputes the amount of the {month_words(b['period'])} bill"
     return {"summary": summary}, rng.choice([
-        f'The amount of my bill {b["bill_id"]} is wrong and I dispute it. Please pass this on to a person: "{summary}".',
-        f'I want to dispute my bill {b["bill_id"]}; put me through to someone who can. The note is: "{summary}".',
+        f'The amount of {b["bill_id"]} is wrong and I dispute it. Please pass this on to a person: "{summary}".',
+        f'I want to dispute {b["bill_id"]}; put me through to someone who can. The note is: "{summary}".',
     ])
 
 
