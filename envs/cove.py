@@ -6,7 +6,9 @@ described in `envs/constraints.py`).
 - `unique_ref`: the first description on a ladder of growing attribute sets that matches
   exactly its record (`FuzzifyError` when even the most specific one is ambiguous);
 - `sample_set`: the sampling loop of a world's ``sample_constraints`` (one request, maybe a
-  second on other records, solvable in every write order);
+  second on other records, solvable in every write order); `constraint_sampler` makes a
+  world's whole ``sample_constraints`` (its owners, `sample_set`, or `sample_dependent` for a
+  dependent kind);
 - `trial`: whether a list of calls all succeed on a connection, run inside a savepoint that
   is rolled back (sampling checks a set is solvable in every write order with it, and the
   audit keeps only mutants whose writes all succeed);
@@ -299,6 +301,28 @@ def sample_set(conn: sqlite3.Connection, rng: Any, world: str, owners: list[Any]
                 return out
     return []
 
+
+
+def constraint_sampler(world: str, owners: Callable[[sqlite3.Connection], list[Any]], kinds: list[str],
+                       dependent: Iterable[str], on_dependent: Callable[..., list[Any]],
+                       sample: Callable[[str, sqlite3.Connection, Any, Any, set[str]], Any],
+                       touched: Callable[[Any], set[str]], write_call: Callable[[Any], ToolCall],
+                       p_extra: float = 0.5, doc: str = "") -> Callable[..., list[Any]]:
+    """A world's ``sample_constraints(conn, rng, p_extra, kind)``: a set for one of
+    `owners(conn)`; for a kind in `dependent`, the first non-empty `on_dependent(conn, rng,
+    owner, kind)` (`sample_dependent`), for any other, `sample_set` over `kinds` (starting
+    with `kind` when given). `doc` is its docstring."""
+    dependent = list(dependent)
+
+    def sample_constraints(conn: sqlite3.Connection, rng: Any, p_extra: float = p_extra,
+                           kind: str | None = None) -> list[Any]:
+        found = owners(conn)
+        if kind in dependent:
+            return sample_dependent(rng, found, lambda owner: on_dependent(conn, rng, owner, kind))
+        return sample_set(conn, rng, world, found, kinds, sample, touched, write_call, p_extra, first=kind)
+
+    sample_constraints.__doc__ = doc
+    return sample_constraints
 
 class KnownInfo(dict):  # type: ignore[type-arg]
     """known_info for the i-th constraint of a set: a key an earlier constraint already

@@ -2,7 +2,8 @@
 share, so a world folder holds only its domain logic.
 
 - rows and records: `rows`, `row` (None when absent), `one` (LookupError when absent),
-  `need` (a tool's NOT_FOUND error when absent), `count`;
+  `need` (a tool's NOT_FOUND error when absent), `count`; `set_new` (a tool's change of one
+  field, NO_CHANGE when it has that value already);
 - SQL text: `q` quotes a value as an SQL literal (for Set Designer patches);
 - time: every world keeps its clock in `meta.now` (`NOW_SQL`); `now`, `now_dt`, `today`, `ts`;
 - schema text: `schema_script` reads a world's schema.sql, each line `-- include: NAME`
@@ -65,6 +66,16 @@ def need(record: dict[str, Any] | None, what: str, key: Any) -> dict[str, Any]:
     if record is None:
         raise ToolError("NOT_FOUND", f"{what} {key!r} not found")
     return record
+
+
+def set_new(db: sqlite3.Connection, table: str, key: str, key_value: Any, column: str, value: Any,
+            current: Any, unchanged: str) -> None:
+    """Set `column` of the row of `table` whose `key` is `key_value` to `value`: a tool's
+    change of one field, with the NO_CHANGE error (message `unchanged`) when its value now
+    (`current`) is `value` already."""
+    if current == value:
+        raise ToolError("NO_CHANGE", unchanged)
+    db.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE "{key}" = ?', (value, key_value))
 
 
 def count(db: sqlite3.Connection, table: str, **where: Any) -> int:

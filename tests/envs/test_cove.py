@@ -4,6 +4,7 @@ outcome-equivalent paths and fails known-bad ones."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from typing import Any
@@ -229,3 +230,26 @@ def test_metadata_is_json() -> None:
         assert json.loads(json.dumps(t.metadata)) == t.metadata
 
 
+
+
+def test_constraint_sampler_dispatches_dependent_kinds() -> None:
+    """A world's sample_constraints from `cove.constraint_sampler`: a dependent kind goes to
+    `on_dependent` (owner and kind passed), any other to `sample_set`; the rng's stream and the
+    defaults are the world's."""
+    seen: list[tuple[Any, str]] = []
+
+    def on_dependent(conn: Any, rng: random.Random, owner: str, kind: str) -> list[str]:
+        seen.append((owner, kind))
+        return [f"{kind}:{owner}"] if owner == "b" else []
+
+    def sample(kind: str, conn: Any, rng: random.Random, owner: str, avoid: set[str]) -> None:
+        return None  # nothing fits: sample_set gives an empty set
+
+    sampler = cove.constraint_sampler("airline", lambda conn: ["a", "b", "c"], ["x"], ["dep"], on_dependent,
+                                      sample, lambda c: set(), lambda c: ToolCall(name="n", arguments={}),
+                                      p_extra=0.3, doc="Docs.")
+    assert sampler(None, random.Random(1), kind="dep") == ["dep:b"] and ("b", "dep") in seen
+    assert sampler(None, random.Random(1)) == [] and sampler.__doc__ == "Docs."
+    with pytest.raises(ValueError, match="unknown kind"):
+        sampler(None, random.Random(1), kind="nope")
+    assert inspect.signature(sampler).parameters["p_extra"].default == 0.3

@@ -88,3 +88,12 @@ def test_the_kits_change_log_appends_old_and_new(tmp_path: Path) -> None:
     db.execute("UPDATE t SET n = 3 WHERE id = 'a'")
     db.execute("UPDATE t SET n = 3 WHERE id = 'a'")  # no change, no row
     assert db.execute("SELECT ref, event, amount, detail, n FROM ledger").fetchall() == [("a", "n_changed", 2, "1 -> 3", 0)]
+
+
+def test_set_new_changes_one_field_or_says_no_change(db: sqlite3.Connection) -> None:
+    sql.set_new(db, "items", "id", "a", "n", 5, 1, "already 5")
+    assert sql.row(db, "SELECT n FROM items WHERE id = 'a'") == {"n": 5}
+    with pytest.raises(ToolError) as info:
+        sql.set_new(db, "items", "id", "a", "n", 5, 5, "already 5")
+    assert info.value.code == "NO_CHANGE" and info.value.message == "already 5"
+    assert sql.row(db, "SELECT n FROM items WHERE id = 'b'") == {"n": 2}  # only the keyed row

@@ -179,7 +179,7 @@ def _touched(c: Constraint) -> set[str]:
     return ids
 
 
-def _pay_then_book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any]) -> list[Constraint]:
+def _pay_then_book(conn: sqlite3.Connection, rng: random.Random, patient: dict[str, Any], kind: str) -> list[Constraint]:
     """For a patient who owes more than `BALANCE_LIMIT` (R07 refuses them a booking): paying
     the whole balance, then a booking that the payment makes possible (``after``)."""
     if patient["balance_due"] <= BALANCE_LIMIT:
@@ -195,17 +195,13 @@ def _pay_then_book(conn: sqlite3.Connection, rng: random.Random, patient: dict[s
     return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
-                       kind: str | None = None) -> list[Constraint]:
-    """A constraint set for one patient, solvable by construction (its writes succeed in
+sample_constraints = cove.constraint_sampler(
+    WORLD, lambda conn: kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id"),
+    BASE_KINDS, DEPENDENT, _pay_then_book, _sample, _touched, lambda c: write_call(c),  # write_call: below
+    doc="""A constraint set for one patient, solvable by construction (its writes succeed in
     every order, or for a dependent kind in its own order): one request (of `kind` when
     given), plus (with probability `p_extra`) a second one on another record. Empty when
-    nothing fits."""
-    patients = kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id")
-    if kind in DEPENDENT:
-        return cove.sample_dependent(rng, patients, lambda patient: _pay_then_book(conn, rng, patient))
-    return cove.sample_set(conn, rng, WORLD, patients, BASE_KINDS, _sample, _touched, write_call, p_extra,
-                           first=kind)
+    nothing fits.""")
 
 
 # -- fuzzification -------------------------------------------------------------------------

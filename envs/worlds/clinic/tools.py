@@ -229,9 +229,8 @@ def reschedule_appointment(db: sqlite3.Connection, appointment_id: str, new_slot
     appt = kit.need(kit.row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
                  "appointment", appointment_id)
     kit.need(kit.row(db, "SELECT 1 FROM slots WHERE slot_id = ?", new_slot_id), "slot", new_slot_id)
-    if appt["slot_id"] == new_slot_id:
-        raise ToolError("NO_CHANGE", "the appointment is already in this slot")
-    db.execute("UPDATE appointments SET slot_id = ? WHERE appointment_id = ?", (new_slot_id, appointment_id))
+    kit.set_new(db, "appointments", "appointment_id", appointment_id, "slot_id", new_slot_id, appt["slot_id"],
+                "the appointment is already in this slot")
     return get_appointment_details(db, appointment_id)
 
 

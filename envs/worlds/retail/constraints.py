@@ -175,7 +175,7 @@ def _new_address(rng: random.Random, current: str) -> str:
     return address
 
 
-def _on_new_order(conn: sqlite3.Connection, rng: random.Random, cid: str) -> list[Constraint]:
+def _on_new_order(conn: sqlite3.Connection, rng: random.Random, cid: str, kind: str) -> list[Constraint]:
     """An order for customer `cid`, then a new shipping address for that order (module
     docstring): the order id its write mints, and an address change that succeeds on it."""
     opening = _sample("order", conn, rng, cid, set())
@@ -193,16 +193,12 @@ def _on_new_order(conn: sqlite3.Connection, rng: random.Random, cid: str) -> lis
     return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
 
 
-def sample_constraints(conn: sqlite3.Connection, rng: random.Random, p_extra: float = 0.5,
-                       kind: str | None = None) -> list[Constraint]:
-    """A constraint set for one customer, solvable by construction (its writes succeed in
+sample_constraints = cove.constraint_sampler(
+    WORLD, lambda conn: [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")],
+    BASE_KINDS, DEPENDENT, _on_new_order, _sample, _touched, lambda c: write_call(c),  # write_call: below
+    doc="""A constraint set for one customer, solvable by construction (its writes succeed in
     every order): one request (of `kind` when given), plus (with probability `p_extra`) a
-    second one on another order or variant. Empty when nothing fits."""
-    customers = [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")]
-    if kind in DEPENDENT:
-        return cove.sample_dependent(rng, customers, lambda cid: _on_new_order(conn, rng, cid))
-    return cove.sample_set(conn, rng, WORLD, customers, BASE_KINDS, _sample, _touched, write_call, p_extra,
-                           first=kind)
+    second one on another order or variant. Empty when nothing fits.""")
 
 
 # -- fuzzification -------------------------------------------------------------------------

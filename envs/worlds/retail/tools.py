@@ -217,9 +217,8 @@ def modify_order_address(db: sqlite3.Connection, order_id: str, address: str) ->
     address = " ".join(address.split())
     if not address:
         raise ToolError("BAD_VALUE", "the address cannot be empty")
-    if address == order["address"]:
-        raise ToolError("NO_CHANGE", "the order already ships to this address")
-    db.execute("UPDATE orders SET address = ? WHERE order_id = ?", (address, order_id))
+    kit.set_new(db, "orders", "order_id", order_id, "address", address, order["address"],
+                "the order already ships to this address")
     return get_order_details(db, order_id)
 
 

@@ -151,9 +151,7 @@ def change_plan(db: sqlite3.Connection, line_id: str, plan_id: str) -> dict:
     """
     line = _line(db, line_id)
     kit.need(kit.row(db, "SELECT plan_id FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
-    if line["plan_id"] == plan_id:
-        raise ToolError("NO_CHANGE", "the line is already on this plan")
-    db.execute("UPDATE lines SET plan_id = ? WHERE line_id = ?", (plan_id, line_id))
+    kit.set_new(db, "lines", "line_id", line_id, "plan_id", plan_id, line["plan_id"], "the line is already on this plan")
     return get_line_details(db, line_id)
 
 
