@@ -17,7 +17,12 @@ Per method × world and overall (worst case over the cells):
   its final report after a write), how many messages, how many distinct openings (first
   four words, lower-cased, any token with a digit masked) and the share of the commonest
   one; `phrase_variety_min_distinct` is the fewest distinct openings of any act seen at
-  least 5 times.
+  least 5 times;
+- the reference dialogues' checks (`synthesis.dialogue_checks`, target 0 each):
+  `reference_unseen_lookups` (reads of an id nobody showed yet), `reports_omitting_created_id`
+  (ids a write created that no later reply tells), `template_artefacts` ("unit(s)", "a annual",
+  "suit I", "1 refills", raw enum values), and for self-play `self_play_problems` (internal ids,
+  past dates, arithmetic told as a record) and `self_play_trivial_share`.
 
 Same-run baseline (`baseline_outcome_only`): the same rollouts curated by the outcome
 verifiers alone (state / constraints / tests, the verdict before conversations were
@@ -50,6 +55,13 @@ from envs.registry import get_world  # noqa: E402
 from pipelines import stages  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
 from rollout.user import MARKERS  # noqa: E402
+from synthesis.dialogue_checks import (  # noqa: E402
+    is_trivial,
+    self_play_problems,
+    task_artefacts,
+    unseen_lookups,
+    untold_ids,
+)
 
 METHODS = ["logic_driven", "constraint_guided", "self_play"]
 WORLDS = ["airline", "retail", "telecom", "clinic"]
@@ -117,6 +129,25 @@ def variety(openings: list[str]) -> dict[str, Any]:
             "top_share": round(counts.most_common(1)[0][1] / len(openings), 3) if openings else None}
 
 
+def dialogue_checks(tasks: list[Task], world: str) -> dict[str, Any]:
+    """The reference dialogues' check counts (`synthesis.dialogue_checks`) over `tasks`."""
+    w = get_world(world)
+    spoken = [t for t in tasks if t.dialogue]
+    out: dict[str, Any] = {
+        "reference_unseen_lookups": sum(len(unseen_lookups(w, t)) for t in spoken),
+        "reports_omitting_created_id": sum(bool(untold_ids(w, t)) for t in spoken),
+        "template_artefacts": sum(len(task_artefacts(w, t)) for t in tasks),
+    }
+    played = [t for t in tasks if t.method == "self_play"]
+    if played:
+        out["self_play_problems"] = sum(len(self_play_problems(w, t)) for t in played)
+        out["self_play_trivial"] = sum(is_trivial(w, t) for t in played)
+    return out
+
+
+CHECKS = ("reference_unseen_lookups", "reports_omitting_created_id", "template_artefacts", "self_play_problems")
+
+
 def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, Any]:
     cfg = load_config(None, {"synthesis.method": method, "synthesis.world": world, "synthesis.n_tasks": n,
                              "rollout.model.kind": "scripted", "rollout.model.noise": noise, "rollout.trials": 2})
@@ -147,6 +178,7 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
         "stop_markers_in_rows": sum(1 for r in rows if any(k in json.dumps(r["messages"]) for k in MARKERS)),
         "reference_share": q.get("reference_share"),
         "acts": dialogue_acts(trajs, world),
+        **dialogue_checks(tasks, world),
         "baseline_outcome_only": {k: base.get(k) for k in ("rows", "clause_compliance_min", "informative_reply_rate",
                                                            "refusal_explained_rate")},
     }
@@ -196,6 +228,10 @@ def main() -> None:
         "baseline_outcome_only_informative_reply_rate": worst(
             {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "informative_reply_rate"),
         "phrase_variety_min_distinct": min(seen) if seen else None,
+        **{k: sum(c.get(k, 0) for c in cells.values()) for k in CHECKS},
+        "self_play_trivial_share": (round(sum(c.get("self_play_trivial", 0) for c in cells.values())
+                                          / played, 3) if (played := sum(c.get("tasks", 0) for k, c in cells.items()
+                                                                         if k.startswith("self_play@"))) else None),
         "phrase_variety": variety_of,
         "failed_cells": sorted(k for k, c in cells.items() if "error" in c),
         "cells": cells,

@@ -69,6 +69,27 @@ def ask(conn: sqlite3.Connection, rng: random.Random, sql: str, key: str,
     return {key: record[key]}, question, facts
 
 
+def request(conn: sqlite3.Connection, rng: random.Random, sql: str,
+            said: Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]], *args: Any) -> Out:
+    """A write on one record drawn by `sql`: `said(record)` gives the call's arguments and the
+    ways a user asks for it (one is drawn). None when the query finds nothing."""
+    record = pick(conn, rng, sql, *args)
+    if record is None:
+        return None
+    arguments, sentences = said(record)
+    return arguments, rng.choice(sentences)
+
+
+def insist_on(conn: sqlite3.Connection, rng: random.Random, sql: str,
+              wants: Callable[[dict[str, Any]], list[tuple[str, str]]], close: str) -> Out:
+    """`insist` about one record drawn by `sql`: one of `wants(record)`, a (request, summary)."""
+    record = pick(conn, rng, sql)
+    if record is None:
+        return None
+    want, summary = rng.choice(wants(record))
+    return insist(want, summary, close)
+
+
 def insist(want: str, summary: str, close: str) -> Out:
     """A request the policy does not allow, which the user insists on: a hand-over to a human
     agent with `summary` as its note ("`want`. `close`: "`summary`".")."""

@@ -97,7 +97,7 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     internal_id_leak, asks_about_past, answer_not_in_result, nothing_to_tell, reference_dialogue_fails:...),
     and questions for the calculator alone are kept up to `options.max_calculator_share`
     (0.1) of `n_tasks` (calculator_cap), other trivial tasks (no write, at most one call of
-    their own, `dialogue_checks.is_trivial`) up to `options.max_trivial_share` (0.1; trivial_cap).
+    their own, `dialogue_checks.is_trivial`) up to `options.max_trivial_share` (0.1 of `n_tasks`, rounded up; trivial_cap).
     Every drop is counted by reason.
     """
     opts: SelfPlayOptions = cfg.method_options()
@@ -113,7 +113,7 @@ def synthesize_with(cfg: SynthesisConfig, world: World, generator: Generator, so
     attempted = 0
     max_calculator = math.floor(opts.max_calculator_share * cfg.n_tasks + 1e-9)
     calculator = 0
-    max_trivial = math.floor(opts.max_trivial_share * cfg.n_tasks + 1e-9)
+    max_trivial = math.ceil(opts.max_trivial_share * cfg.n_tasks - 1e-9)  # one at least, unless 0
     trivial = 0
     notes = getattr(generator, "notes", None)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, each, insist, pick, told
+from envs.templating import Out, Question, Template, ask, each, insist_on, pick, told
 
 CABIN_WORDS = {"basic_economy": "basic economy", "economy": "economy", "business": "business"}
 
@@ -151,17 +151,12 @@ def air_change(conn: sqlite3.Connection, rng: random.Random) -> Out:
 def air_transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     """A request the policy does not allow (compensation, a disputed fare) that the user
     insists on: the policy's case for a human agent."""
-    r = pick(conn, rng, "SELECT * FROM reservations")
-    if r is None:
-        return None
-    rid, uid = r["reservation_id"], r["user_id"]
-    want, summary = rng.choice([
-        (f"I want compensation for the trouble with my reservation {rid}",
-         f"User {uid} wants compensation for reservation {rid}"),
-        (f"I think I was overcharged on my reservation {rid} and want the difference back",
-         f"User {uid} disputes the amount paid on {rid}"),
-    ])
-    return insist(want, summary, "If you cannot do that, I insist on a human agent; please pass this on")
+    return insist_on(conn, rng, "SELECT * FROM reservations", lambda r: [
+        (f"I want compensation for the trouble with my reservation {r['reservation_id']}",
+         f"User {r['user_id']} wants compensation for reservation {r['reservation_id']}"),
+        (f"I think I was overcharged on my reservation {r['reservation_id']} and want the difference back",
+         f"User {r['user_id']} disputes the amount paid on {r['reservation_id']}"),
+    ], "If you cannot do that, I insist on a human agent; please pass this on")
 
 
 TEMPLATES: dict[str, Template] = {

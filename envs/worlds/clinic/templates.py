@@ -22,7 +22,7 @@ from envs.templating import (
     ask,
     each,
     enum_words,
-    insist,
+    insist_on,
     pick,
     told,
 )
@@ -192,12 +192,10 @@ def pay(conn: sqlite3.Connection, rng: random.Random) -> Out:
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     """A disputed fee, which the tools cannot change, and the patient insists: the policy's
     case for a human agent (R16)."""
-    a = pick(conn, rng, "SELECT * FROM appointments")
-    if a is None:
-        return None
-    return insist(f"The fee of my appointment {a['appointment_id']} is wrong and I want it changed",
-                  f"Patient {a['patient_id']} disputes the fee of appointment {a['appointment_id']}",
-                  "If you cannot, I insist on talking to a person; please pass on")
+    return insist_on(conn, rng, "SELECT * FROM appointments", lambda a: [
+        (f"The fee of my appointment {a['appointment_id']} is wrong and I want it changed",
+         f"Patient {a['patient_id']} disputes the fee of appointment {a['appointment_id']}")],
+        "If you cannot, I insist on talking to a person; please pass on")
 
 
 TEMPLATES: dict[str, Template] = {

@@ -13,7 +13,18 @@ from typing import Any
 
 from envs.sql import NOW_SQL as NOW
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, count_of, each, insist, pick, told
+from envs.templating import (
+    Out,
+    Question,
+    Template,
+    ask,
+    count_of,
+    each,
+    insist_on,
+    pick,
+    request,
+    told,
+)
 
 CATEGORIES = ["apparel", "footwear", "outdoor", "home", "kitchen", "electronics", "office"]
 STREETS = ["Birch Street", "Willow Way", "Harbor Road", "Sunset Boulevard", "Quarry Lane"]
@@ -132,14 +143,12 @@ def cancel(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def address(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    o = pick(conn, rng, "SELECT * FROM orders WHERE status IN ('pending', 'processed')")
-    if o is None:
-        return None
-    new = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
-    return {"order_id": o["order_id"], "address": new}, rng.choice([
-        f"Please ship my order {o['order_id']} to {new} instead.",
-        f"Change the delivery address of my order {o['order_id']} to {new}.",
-    ])
+    def said(o: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        new = f"{rng.randrange(1, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"
+        return {"order_id": o["order_id"], "address": new}, [
+            f"Please ship my order {o['order_id']} to {new} instead.",
+            f"Change the delivery address of my order {o['order_id']} to {new}."]
+    return request(conn, rng, "SELECT * FROM orders WHERE status IN ('pending', 'processed')", said)
 
 
 def _open_line(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any] | None:
@@ -185,17 +194,12 @@ def exchange(conn: sqlite3.Connection, rng: random.Random) -> Out:
 def transfer(conn: sqlite3.Connection, rng: random.Random) -> Out:
     """Compensation or a disputed total, which the policy does not allow, and the customer
     insists: the policy's case for a human agent."""
-    o = pick(conn, rng, "SELECT * FROM orders")
-    if o is None:
-        return None
-    oid, cid = o["order_id"], o["customer_id"]
-    want, summary = rng.choice([
-        (f"My order {oid} came late and I want compensation for it",
-         f"Customer {cid} wants compensation for a late order {oid}"),
-        (f"The total of my order {oid} is wrong and I want it corrected",
-         f"Customer {cid} disputes the total of order {oid}"),
-    ])
-    return insist(want, summary, "If you cannot do that, I insist on a human agent; please hand over this note")
+    return insist_on(conn, rng, "SELECT * FROM orders", lambda o: [
+        (f"My order {o['order_id']} came late and I want compensation for it",
+         f"Customer {o['customer_id']} wants compensation for a late order {o['order_id']}"),
+        (f"The total of my order {o['order_id']} is wrong and I want it corrected",
+         f"Customer {o['customer_id']} disputes the total of order {o['order_id']}"),
+    ], "If you cannot do that, I insist on a human agent; please hand over this note")
 
 
 TEMPLATES: dict[str, Template] = {

@@ -13,7 +13,18 @@ from typing import Any
 
 from envs.sql import TODAY_SQL as TODAY
 from envs.sql import rows
-from envs.templating import Out, Question, Template, ask, each, enum_words, month_words, pick, told
+from envs.templating import (
+    Out,
+    Question,
+    Template,
+    ask,
+    each,
+    enum_words,
+    month_words,
+    pick,
+    request,
+    told,
+)
 
 _NO_OVERDUE = (f"NOT EXISTS (SELECT 1 FROM bills b WHERE b.customer_id = l.customer_id AND b.status = 'open'"
                f" AND b.due_date < {TODAY})")
@@ -127,13 +138,11 @@ def add_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def remove_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    la = pick(conn, rng, "SELECT la.* FROM line_addons la JOIN lines l USING (line_id) WHERE l.status <> 'terminated'")
-    if la is None:
-        return None
-    return {"line_id": la["line_id"], "addon_id": la["addon_id"]}, rng.choice([
-        f"Please remove {la['addon_id']} from my line {la['line_id']}.",
-        f"I no longer want {la['addon_id']} on my line {la['line_id']}.",
-    ])
+    return request(conn, rng, "SELECT la.* FROM line_addons la JOIN lines l USING (line_id)"
+                              " WHERE l.status <> 'terminated'", lambda la: (
+        {"line_id": la["line_id"], "addon_id": la["addon_id"]},
+        [f"Please remove {la['addon_id']} from my line {la['line_id']}.",
+         f"I no longer want {la['addon_id']} on my line {la['line_id']}."]))
 
 
 def roaming(conn: sqlite3.Connection, rng: random.Random) -> Out:
@@ -161,19 +170,15 @@ def suspend(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def resume(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT l.* FROM lines l WHERE l.status = 'suspended' AND " + _NO_OVERDUE)
-    if ln is None:
-        return None
-    return {"line_id": ln["line_id"]}, rng.choice([f"I'm back, please resume my line {ln['line_id']}.",
-                                                   f"Reactivate my suspended line {ln['line_id']}."])
+    return request(conn, rng, "SELECT l.* FROM lines l WHERE l.status = 'suspended' AND " + _NO_OVERDUE, lambda ln: (
+        {"line_id": ln["line_id"]}, [f"I'm back, please resume my line {ln['line_id']}.",
+                                     f"Reactivate my suspended line {ln['line_id']}."]))
 
 
 def terminate(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, "SELECT * FROM lines WHERE status <> 'terminated'")
-    if ln is None:
-        return None
-    return {"line_id": ln["line_id"]}, rng.choice([f"Please close line {ln['line_id']} for good.",
-                                                   f"I want to terminate my line {ln['line_id']}."])
+    return request(conn, rng, "SELECT * FROM lines WHERE status <> 'terminated'", lambda ln: (
+        {"line_id": ln["line_id"]}, [f"Please close line {ln['line_id']} for good.",
+                                     f"I want to terminate my line {ln['line_id']}."]))
 
 
 def add_line(conn: sqlite3.Connection, rng: random.Random) -> Out:
