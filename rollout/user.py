@@ -119,7 +119,6 @@ def asks_for(text: str, key: str, identity: Identity | None = None) -> bool:
     return any(v and v in lowered for v in variants)
 
 
-GO_AHEAD = "You have my go-ahead for all of it; there is no need to ask me to confirm."
 _ANYTHING_ELSE = re.compile(r"\banything else\b", re.IGNORECASE)
 
 
@@ -159,16 +158,6 @@ class ScriptedUser:
         text = first_person(self.task.user.task_instructions or self.task.instruction)
         self.given |= {k for k, v in self.task.user.known_info.items() if str(v) and str(v) in text}
         return text
-
-    def standalone_message(self) -> str:
-        """The opening of an episode that no one answers (an `rl` row's prompt, played in
-        TRL's environment loop, which has no user turns): the goal, every detail the agent
-        would ask for, and, for a change, the go-ahead the policy asks for."""
-        parts = [self.first_message()]
-        parts += [f"My {key_words(k)} is {v}." for k, v in self.task.user.known_info.items() if k not in self.given]
-        if self.task.verification.outcome == "change":
-            parts.append(GO_AHEAD)
-        return " ".join(parts)
 
     async def respond(self, messages: list[dict[str, Any]]) -> str:
         last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)

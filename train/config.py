@@ -143,7 +143,7 @@ class GRPOStageConfig(TrainerStageConfig):
     # False: single-turn, text completions scored by `train.rewards.state_reward`.
     multi_turn: bool = True
     max_tool_calling_iterations: int = 6
-    verifiers: list[str] = Field(default_factory=lambda: ["state_equivalence", "constraint_satisfaction"])
+    verifiers: list[str] = Field(default_factory=lambda: ["composite"])  # the reward: the composite's dense score
     objective: ObjectiveOptions = Field(default_factory=ObjectiveOptions)  # methods.md §5 options
     # GPU generation with vLLM inside TRL: "colocate" (same GPUs) or "server" (`trl vllm-serve`).
     use_vllm: bool = False

@@ -20,16 +20,27 @@ with:
 with signatures and docstrings made from the `ToolSpec`s, so the rendered schemas carry the
 same names, types, enums, required arguments and descriptions as `world.tool_schemas()`.
 Each call runs through `Env.call` (savepoints, structured errors: a rule violation is a
-tool result, never an exception). `verifier_reward` then judges the episode with the
-task's primary verifier (`verifiers.base.primary_verifier`): the dense state reward, or
-the constraint score for tasks that carry a constraint set.
+tool result, never an exception).
 
-There is no user simulator inside TRL's loop: the episode is the model's tool calls on the
-opening request; a plain-text answer ends it (termination `agent_stop`).
+**The user is in the loop.** TRL's loop has no user turns: a plain-text answer ends the
+rollout. So every environment has one more tool, `send_message_to_user(message)`: the agent
+says something to the user (asks for their id, states its plan and asks for the go-ahead,
+answers a question) and the tool's result is the user's reply, from the scripted user of
+the task (`rollout.user.ScriptedUser`, the same one rollouts use; another simulator may be
+given with `user_factory`). The opening prompt is the user's first message as in any
+rollout, with no shortcut ("you have my go-ahead") the other tasks' prompts lack. The
+model's final plain-text answer is its last message to the user (the report).
+
+**The reward is the verdict.** `verifier_reward` rebuilds the conversation (the user's
+turns, the agent's messages, its tool calls and their results, the final answer) and judges
+it with the composite verifier (`verifiers.composite`: the task's outcome, what the user was
+told, and the policy's process): the reward is its dense score. Configured with other
+verifiers (`verifiers=`), the task's primary one among them judges instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -42,10 +53,45 @@ from typing import Any, ClassVar
 from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
 from rollout.control_tokens import escape_control_tokens
+from rollout.user import MARKERS, ScriptedUser, UserSimulator
 from verifiers.base import applies, get_verifier, primary_verifier
 
-DEFAULT_VERIFIERS = ("state_equivalence", "constraint_satisfaction")
-RESERVED = {"reset", "get_reward"}
+DEFAULT_VERIFIERS = ("composite",)
+USER_TOOL = "send_message_to_user"
+RESERVED = {"reset", "get_reward", USER_TOOL}
+UserFactory = Callable[[Task], UserSimulator]
+
+
+def user_tool_schema() -> dict[str, Any]:
+    """The schema TRL renders for `send_message_to_user` (rl rows list it with the world's tools)."""
+    doc = WorldEnvironment.send_message_to_user.__doc__ or ""
+    return {"type": "function", "function": {
+        "name": USER_TOOL, "description": " ".join(doc.split("Args:")[0].split()),
+        "parameters": {"type": "object", "properties": {"message": {
+            "type": "string", "description": "What to tell or ask the user, in plain words."}}, "required": ["message"]}}}
+
+
+def _run(coro: Any) -> Any:
+    """Run a user simulator's coroutine from TRL's synchronous tool call (in a worker thread
+    when the calling thread already runs an event loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    out: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            out["error"] = e
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 @lru_cache(maxsize=1024)
@@ -88,10 +134,14 @@ class WorldEnvironment:
 
     world_name: ClassVar[str] = ""
     verifiers: ClassVar[tuple[str, ...]] = DEFAULT_VERIFIERS
+    user_factory: ClassVar[UserFactory | None] = None
 
     def __init__(self) -> None:
         self.task: Task | None = None
         self.env: Any = None
+        self.user: UserSimulator | None = None
+        self.messages: list[dict[str, Any]] = []  # the conversation so far, as a rollout records it
+        self.ended = False  # the user ended the conversation
         self.steps: list[Step] = []
         self.errors: Counter[str] = Counter()
         self.verdict: Verdict | None = None
@@ -117,8 +167,32 @@ class WorldEnvironment:
         self.task = task
         self.env = get_world(task.world).env(task.initial_state)
         self.steps, self.errors, self.verdict = [], Counter(), None
+        factory = type(self).user_factory
+        self.user = factory(task) if factory is not None else ScriptedUser(task)
+        self.messages = [{"role": "user", "content": self.user.first_message()}]
+        self.ended = False
         self.resets += 1
         return None
+
+    def send_message_to_user(self, message: str) -> str:
+        """Say something to the user (a question, a plan to confirm, an answer) and get their reply.
+
+        Args:
+            message: What to tell or ask the user, in plain words.
+        """
+        if self.user is None:
+            raise RuntimeError("reset() must be called before talking to the user")
+        self.messages.append({"role": "assistant", "content": str(message)})
+        if self.ended:
+            reply = "(The user has left the conversation.)"
+        else:
+            reply = str(_run(self.user.respond(list(self.messages))))
+            for marker in MARKERS:
+                if marker in reply:
+                    self.ended = True
+                    reply = reply.replace(marker, "").strip() + " (The user has ended the conversation.)"
+        self.messages.append({"role": "user", "content": reply})
+        return escape_control_tokens(reply)
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         if self.env is None:
@@ -129,6 +203,11 @@ class WorldEnvironment:
             self.errors[obs.error] += 1
         self.steps.append(Step(index=len(self.steps), turn=len(self.steps) + 1, action=call,
                                observation=obs.content, error=obs.error, error_detail=obs.detail))
+        call_id = f"call_{len(self.steps)}"
+        self.messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}]})
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": obs.content})
         return escape_control_tokens(obs.content)  # TRL renders it into the next prompt
 
     # Every public method is a tool to TRL, so the helpers below are private.
@@ -136,17 +215,25 @@ class WorldEnvironment:
     def _calls(self) -> list[ToolCall]:
         return [s.action for s in self.steps if s.action is not None]
 
-    def _trajectory(self, termination: str = "agent_stop", model: str = "policy") -> Trajectory:
-        """The episode so far as a `Trajectory` (the verifiers' input)."""
+    def _trajectory(self, termination: str = "agent_stop", model: str = "policy",
+                    answer: str | None = None) -> Trajectory:
+        """The episode so far as a `Trajectory` (the verifiers' input): its conversation, with
+        the model's final plain-text `answer` as its last message to the user."""
         if self.task is None:
             raise RuntimeError("no episode: reset() was never called")
+        messages = list(self.messages)
+        if answer:
+            messages.append({"role": "assistant", "content": answer})
         return Trajectory(id=f"grpo-{self.task.id}-{self.resets}-{id(self)}", task_id=self.task.id, trial=0,
-                          model=model, steps=list(self.steps), termination=termination,  # type: ignore[arg-type]
+                          model=model, steps=list(self.steps), messages=messages,
+                          termination=termination,  # type: ignore[arg-type]
                           error_counts=dict(self.errors),
                           final_state_hash=self.env.state_hash() if self.env is not None else None)
 
-    def _judge(self, termination: str = "agent_stop", names: Sequence[str] | None = None) -> Verdict:
-        """The task's primary verifier's verdict on this episode (kept in `self.verdict`)."""
+    def _judge(self, termination: str = "agent_stop", names: Sequence[str] | None = None,
+               answer: str | None = None) -> Verdict:
+        """The verdict on this episode (kept in `self.verdict`): the composite's, or the task's
+        primary verifier's among those configured."""
         if self.task is None:
             raise RuntimeError("no episode: reset() was never called")
         if names is None and self.row_verifier in self.verifiers:
@@ -155,7 +242,7 @@ class WorldEnvironment:
         verifier = get_verifier(primary_verifier(self.task, names))
         if not applies(verifier, self.task):
             raise ValueError(f"verifier {verifier.name!r} does not apply to task {self.task.id}")
-        self.verdict = verifier.verify(self.task, self._trajectory(termination))
+        self.verdict = verifier.verify(self.task, self._trajectory(termination, answer=answer))
         return self.verdict
 
     def _close(self) -> None:
@@ -197,13 +284,15 @@ def _tool_method(spec: Any) -> Callable[..., str]:
     return method
 
 
-_classes: dict[tuple[str, tuple[str, ...]], type[WorldEnvironment]] = {}
+_classes: dict[tuple[str, tuple[str, ...], Any], type[WorldEnvironment]] = {}
 _classes_lock = threading.Lock()
 
 
-def environment_class(world: str, verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> type[WorldEnvironment]:
-    """The `WorldEnvironment` subclass of `world`: one public method per tool."""
-    key = (world, tuple(verifiers))
+def environment_class(world: str, verifiers: Sequence[str] = DEFAULT_VERIFIERS,
+                      user_factory: UserFactory | None = None) -> type[WorldEnvironment]:
+    """The `WorldEnvironment` subclass of `world`: one public method per tool, and
+    `send_message_to_user` (its user from `user_factory`, default the scripted user)."""
+    key = (world, tuple(verifiers), user_factory)
     with _classes_lock:
         if key in _classes:
             return _classes[key]
@@ -211,7 +300,8 @@ def environment_class(world: str, verifiers: Sequence[str] = DEFAULT_VERIFIERS) 
         tools = getattr(w, "tools", None)
         if not tools:
             raise ValueError(f"world {world!r} has no tools to train on")
-        namespace: dict[str, Any] = {"world_name": world, "verifiers": tuple(verifiers)}
+        namespace: dict[str, Any] = {"world_name": world, "verifiers": tuple(verifiers),
+                                     "user_factory": staticmethod(user_factory) if user_factory else None}
         for name, spec in tools.items():
             if name in RESERVED or name.startswith("_") or hasattr(WorldEnvironment, name):
                 raise ValueError(f"world {world!r}: tool name {name!r} clashes with the environment API")
@@ -221,12 +311,24 @@ def environment_class(world: str, verifiers: Sequence[str] = DEFAULT_VERIFIERS) 
         return cls
 
 
-def environment_factories(worlds: Sequence[str],
-                          verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> dict[str, Callable[[], WorldEnvironment]]:
+def environment_factories(worlds: Sequence[str], verifiers: Sequence[str] = DEFAULT_VERIFIERS,
+                          user_factory: UserFactory | None = None) -> dict[str, Callable[[], WorldEnvironment]]:
     """`{world: class}` for `GRPOTrainer(environment_factory=...)` (rows carry `environment`)."""
     if not worlds:
         raise ValueError("no worlds to build environments for")
-    return {w: environment_class(w, verifiers) for w in sorted(set(worlds))}
+    return {w: environment_class(w, verifiers, user_factory) for w in sorted(set(worlds))}
+
+
+def final_answer(completion: Any) -> str | None:
+    """The model's closing plain-text answer of a conversational completion (None when it
+    ended mid tool loop)."""
+    if isinstance(completion, str):
+        return completion if "<tool_call>" not in completion else None
+    if completion and completion[-1].get("role") == "assistant" and not completion[-1].get("tool_calls"):
+        content = completion[-1].get("content") or ""
+        return content if isinstance(content, str) else " ".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return None
 
 
 def ended_cleanly(completion: Any) -> bool:
@@ -242,30 +344,35 @@ def ended_cleanly(completion: Any) -> bool:
 
 def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvironment] | None = None,
                     **kwargs: Any) -> list[float]:
-    """The task verifier's score of each rollout, judged on its environment's episode.
+    """The verdict's dense score of each rollout, judged on its environment's conversation
+    (the composite by default: outcome × communication × process).
 
     A rollout that ended mid tool loop is judged with termination `max_turns`, which the
-    execution verifiers score 0 (τ²-bench: only clean stops count). Logs `verifier/passed`,
-    `verifier/tool_calls` (per rollout) and `verifier/tool_errors` when TRL passes `log_metric`.
+    verifiers score 0 (τ²-bench: only clean stops count). Logs `verifier/passed`,
+    `verifier/tool_calls` (per rollout), `verifier/tool_errors` and `verifier/user_turns`
+    when TRL passes `log_metric`.
     """
     if environments is None:
         raise ValueError("verifier_reward needs TRL's `environments` (GRPOTrainer(environment_factory=...))")
     if len(environments) != len(completions):
         raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
     rewards: list[float] = []
-    passed = calls = errors = 0
+    passed = calls = errors = talks = 0
     for completion, env in zip(completions, environments, strict=True):
-        verdict = env._judge("agent_stop" if ended_cleanly(completion) else "max_turns")
+        answer = final_answer(completion)
+        verdict = env._judge("agent_stop" if answer is not None else "max_turns", answer=answer)
         rewards.append(float(verdict.score))
         passed += verdict.passed
         calls += len(env.steps)
         errors += sum(env.errors.values())
+        talks += sum(1 for m in env.messages[1:] if m["role"] == "user")
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and rewards:
         n = len(rewards)
         log_metric("verifier/passed", passed / n)
         log_metric("verifier/tool_calls", calls / n)
         log_metric("verifier/tool_errors", errors / n)
+        log_metric("verifier/user_turns", talks / n)
     log_extra = kwargs.get("log_extra")
     if log_extra is not None:
         log_extra("verdict", [json.dumps({"passed": e.verdict.passed, "reasons": e.verdict.reasons[:2]})

@@ -517,10 +517,12 @@ def _rl_text(figures: dict[str, Any], code_version: str) -> list[str]:
         "```python", ENV_SNIPPET.rstrip(), "```", "",
         "and `GRPOTrainer(model=..., processing_class=..., args=GRPOConfig(max_completion_length=768, "
         "max_tool_calling_iterations=6), train_dataset=rows, reward_funcs=reward_funcs, "
-        "environment_factory=environment_factory)`. GRPOTrainer ignores the `tools` column: it renders the "
-        "environment's tools (one method per world tool, the same schemas) into each prompt, runs the model's "
-        "calls in a fresh copy of the task's world (`reset(**row)`), and `verifier_reward` scores the episode "
-        "with the row's verifier.", "",
+        "environment_factory=environment_factory)`. GRPOTrainer renders the environment's tools into each "
+        "prompt (one method per world tool with the same schemas, and `send_message_to_user`, through which "
+        "the task's scripted user answers: the `tools` column lists the same), runs the model's calls in a "
+        "fresh copy of the task's world (`reset(**row)`), and `verifier_reward` scores the conversation with "
+        "the row's verifier: the composite verdict's dense score (outcome, what the user was told, and the "
+        "policy's process: identity, a clear yes before each write, nothing invented).", "",
         "### Without trajforge: the portable reward", "",
         "Without the runtime a completion cannot be executed, so the only reward the row alone supports is "
         "action-match: the completion's tool calls against the reference solution's state-changing calls "

@@ -27,6 +27,7 @@ from pipelines.stages.base import RELEASES, SCHEMAS, datasets_dir, lineage
 from pipelines.stages.hygiene import ReleaseHygiene, TrainVsTest, scrub_and_judge
 from rollout.agent import env_now, opening_messages
 from rollout.user import ScriptedUser
+from train.environments import user_tool_schema
 from verifiers.base import get_verifier, primary_verifier
 
 
@@ -42,10 +43,11 @@ def curator_for(cfg: RunConfig) -> Any:
 def release_rows(selection: Selection, tasks: list[Task],
                  verifiers: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The `sft` and `rl` rows of a selection. `verifiers` (default: the config's default
-    list) decide each rl row's `verifier` and its version: the task's primary outcome
-    verifier, since an rl episode in TRL's loop has no user to identify, confirm or tell
-    (the composite verdict's other parts judge conversations, in rollouts and sft rows)."""
-    names = [n for n in (verifiers or RunConfig().verifiers) if n != "composite"] or ["state_equivalence"]
+    list) decide each rl row's `verifier` and its version: the composite when configured
+    (the whole verdict is the reward: TRL's loop has the scripted user in it,
+    `train.environments`), else the task's primary verifier among them. An rl row's prompt
+    is the system prompt and the user's first message, as every rollout's."""
+    names = list(verifiers or RunConfig().verifiers) or ["composite"]
     by_id = {t.id: t for t in tasks}
     prompts: dict[str, list[dict[str, Any]]] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
@@ -54,11 +56,9 @@ def release_rows(selection: Selection, tasks: list[Task],
         task = pick.task
         world = get_world(task.world)
         env = world.env(task.initial_state)
-        # no user answers inside TRL's loop: the opening says all the agent would ask for
-        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task),
-                                            first=ScriptedUser(task).standalone_message())
+        prompts[task.id] = opening_messages(task, world, env_now(env), ScriptedUser(task))
         env.close()
-        tools[task.id] = world.tool_schemas()
+        tools[task.id] = [*world.tool_schemas(), user_tool_schema()]  # the user answers through a tool
         verifier = primary_verifier(task, names)
         environments[task.id] = {
             "world_version": world_version(task.world), "verifier": verifier,

@@ -32,7 +32,7 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from pipelines.config import load_config
 
     cfg = load_config(None, {"rollout.model.kind": "scripted", "rollout.model.noise": 0.6,
-                             "rollout.trials": 2, "synthesis.n_tasks": 6})
+                             "rollout.trials": 2, "synthesis.n_tasks": 8})
     from tests.pipeline_run import curated_run
 
     out = tmp_path_factory.mktemp("usage")
@@ -89,7 +89,7 @@ def test_both_releases_of_a_version_load_with_plain_load_dataset(released: dict[
     rl = load_dataset(str(released["rl"]), cache_dir=str(cache), split="train")
     row = rl[0]
     assert row["environment"] == row["world"] == row["task"]["world"] == "airline"
-    assert row["world_version"] and row["verifier"] == "state_equivalence" and row["verifier_version"]
+    assert row["world_version"] and row["verifier"] == "composite" and row["verifier_version"]
     assert {c["name"] for c in row["reference_solution"]} <= set(row["write_tools"]) | {
         t["function"]["name"] for t in row["tools"]}
 
@@ -203,14 +203,14 @@ def test_plain_trl_grpo_step_with_the_cards_environment_lines(released: dict[str
                               num_generations=2, max_completion_length=8, max_tool_calling_iterations=1,
                               use_cpu=True, bf16=False, report_to="none", logging_steps=1, save_strategy="no",
                               disable_tqdm=True, gradient_checkpointing=False))
-    # TRL renders the environment's tools (the world's), not the ignored `tools` column
+    # TRL renders the environment's tools (the world's and the user channel), as the `tools` column lists them
     assert {t.__name__ for t in trainer._env_tools["airline"]} == {t["function"]["name"] for t in rows[0]["tools"]}
     trainer.train()
     [log] = [h for h in trainer.state.log_history if "reward" in h]
     assert trainer.state.global_step == 1 and 0.0 <= log["reward"] <= 1.0 and "verifier/passed" in log
     episodes = [e for e in trainer.environments if e.task is not None]
-    # the row's outcome verifier scores the episode (TRL's loop has no user to confirm with)
-    assert episodes and all(e.verdict is not None and e.verdict.verifier == e.row_verifier == "state_equivalence"
+    # the row's verifier, the composite, scores the conversation (the scripted user in the loop)
+    assert episodes and all(e.verdict is not None and e.verdict.verifier == e.row_verifier == "composite"
                             for e in episodes)
 
 
@@ -251,20 +251,21 @@ def test_released_text_holds_no_raw_control_token(released: dict[str, Path]) -> 
         assert "Rows holding an escaped token" in (released[kind] / "README.md").read_text()
 
 
-def test_rl_prompts_need_no_answers(released: dict[str, Path]) -> None:
-    """TRL's loop has no user turns: an rl prompt's opening carries every detail the agent
-    would ask the user for, and for a change the user's go-ahead."""
+def test_rl_prompts_open_as_every_rollout_does(released: dict[str, Path]) -> None:
+    """An rl prompt is the system prompt and the scripted user's first message, as a rollout's:
+    no detail the agent must ask for and no go-ahead given in advance (the user answers inside
+    TRL's loop, through `send_message_to_user`)."""
     from data.records import Task
-    from rollout.user import GO_AHEAD
+    from rollout.user import ScriptedUser
 
     rows = store.read_table(released["rl"]).to_pylist()
     assert rows
     for row in rows:
         task = Task.model_validate_json(row["task"])
         opening = json.loads(row["prompt"])[1] if isinstance(row["prompt"], str) else row["prompt"][1]
-        assert opening["role"] == "user"
-        assert all(str(v) in opening["content"] for v in task.user.known_info.values()), opening
-        assert (GO_AHEAD in opening["content"]) == (task.verification.outcome == "change")
+        assert opening["role"] == "user" and opening["content"] == ScriptedUser(task).first_message()
+        assert "go-ahead" not in opening["content"] and "no need to ask" not in opening["content"]
+        assert row["verifier"] == "composite"
 
 
 def test_the_cards_portable_reward_needs_only_the_columns(released: dict[str, Path]) -> None:
@@ -355,9 +356,9 @@ def test_an_environment_refuses_a_row_of_another_world_or_verifier_version(relea
     assert env.reset(**row) is None and env.row_verifier == row["verifier"]
     with pytest.raises(ValueError, match="world 'airline' version 0000"):
         env.reset(**{**row, "world_version": "0000"})
-    # the environment judges by the outcome verifiers (TRL's loop has no user to converse with)
-    with pytest.raises(ValueError, match="judged by state_equivalence 0.0.1"):
-        env.reset(**{**row, "verifier": "state_equivalence", "verifier_version": "0.0.1"})
+    # the environment judges by the whole verdict, the version the row names
+    with pytest.raises(ValueError, match="judged by composite 0.0.1"):
+        env.reset(**{**row, "verifier": "composite", "verifier_version": "0.0.1"})
 
 
 def test_the_training_runs_section_keeps_the_card_loadable(released: dict[str, Path], tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from train.environments import (
     ended_cleanly,
     environment_class,
     environment_factories,
+    user_tool_schema,
     verifier_reward,
 )
 
@@ -38,9 +39,11 @@ def test_environment_methods_render_the_worlds_own_tool_schemas(world: str) -> N
         assert ({k: {a: b for a, b in v.items() if a not in strip} for k, v in got["parameters"]["properties"].items()}
                 == {k: {a: b for a, b in v.items() if a not in strip}
                     for k, v in want["parameters"]["properties"].items()})
-    # TRL turns every public method into a tool: only the world's tools (and reset) are public
+    # TRL turns every public method into a tool: only the world's tools, the user channel and reset
     public = {n for n in dir(type(env)) if not n.startswith("_") and callable(getattr(type(env), n))}
-    assert public == set(w.tools) | {"reset"}
+    assert public == set(w.tools) | {"reset", "send_message_to_user"}
+    user = get_json_schema(env.send_message_to_user)
+    assert user == user_tool_schema() and "reply" in user["function"]["description"]
 
 
 def _episode(env: Any, calls: list[Any]) -> None:
@@ -48,31 +51,74 @@ def _episode(env: Any, calls: list[Any]) -> None:
         getattr(env, c.name)(**c.arguments)
 
 
-def test_environment_episode_is_judged_by_the_state_verifier(tasks: list[Task], airline: World) -> None:
-    task = next(t for t in tasks if len(t.reference_solution) >= 2)
-    env = environment_factories(["airline"])["airline"]()
-    assert env.reset(task=canonical_json(task.model_dump()), prompt=[], task_id=task.id) is None
-    _episode(env, task.reference_solution)
-    done = [{"role": "assistant", "content": "Done."}]
-    logged: dict[str, float] = {}
-    assert verifier_reward([done], environments=[env], log_metric=logged.__setitem__) == [1.0]
-    assert env.verdict is not None and env.verdict.passed and env.verdict.verifier == "state_equivalence"
-    assert logged["verifier/passed"] == 1.0 and logged["verifier/tool_calls"] == len(task.reference_solution)
+def _play_gold(env: Any, task: Task) -> str:
+    """The task's reference dialogue played in TRL's loop: the agent's words to the user go
+    through `send_message_to_user` (the scripted user answers), its calls to the tools; the
+    last agent message is the final answer."""
+    turns = [t for t in task.dialogue if t.role == "assistant"]
+    for i, t in enumerate(turns):
+        _episode(env, t.tool_calls)
+        if t.content and i < len(turns) - 1:
+            env.send_message_to_user(t.content)
+    return turns[-1].content
 
-    # the same calls, but the rollout ended mid tool loop: not a clean stop, scored 0
+
+def test_the_reward_is_the_whole_verdict_with_the_user_in_the_loop(tasks: list[Task], airline: World) -> None:
+    task = next(t for t in tasks if t.dialogue and t.verification.outcome == "change"
+                and sum(airline.tools[c.name].write for c in t.reference_solution) >= 1)
+    env = environment_factories(["airline"])["airline"]()
+    row = {"task": canonical_json(task.model_dump()), "prompt": [], "task_id": task.id}
+    assert env.reset(**row) is None
+    answer = _play_gold(env, task)
+    assert [m["role"] for m in env.messages].count("user") >= 3  # the opening, the id, the go-ahead
+    logged: dict[str, float] = {}
+    assert verifier_reward([[{"role": "assistant", "content": answer}]], environments=[env],
+                           log_metric=logged.__setitem__) == [1.0]
+    assert env.verdict is not None and env.verdict.passed and env.verdict.verifier == "composite"
+    assert logged["verifier/passed"] == 1.0 and logged["verifier/user_turns"] >= 2
+
+    # the same writes without asking the user anything: the outcome holds, the process does not
+    env.reset(**row)
+    _episode(env, task.reference_solution)
+    [silent] = verifier_reward([[{"role": "assistant", "content": answer}]], environments=[env])
+    assert silent < 1.0 and not env.verdict.passed
+    assert any(r.startswith("POLICY:") for r in env.verdict.reasons)
+
+    # ended mid tool loop: not a clean stop, scored 0
     mid = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "x"}}]}]
     assert verifier_reward([mid], environments=[env]) == [0.0]
 
     # reset gives a fresh copy: the earlier writes are gone, so stopping at once scores < 1
-    env.reset(task=canonical_json(task.model_dump()))
-    assert env.steps == []
-    [fresh] = verifier_reward([done], environments=[env])
+    env.reset(**row)
+    assert env.steps == [] and len(env.messages) == 1
+    [fresh] = verifier_reward([[{"role": "assistant", "content": "Done."}]], environments=[env])
     assert fresh < 1.0 and not env.verdict.passed
 
     # a rule violation or a bad argument is a tool result, never an exception
     writes = [c for c in task.reference_solution if airline.tools[c.name].write]
     out = json.loads(getattr(env, writes[0].name)(**{**writes[0].arguments, "nonexistent": 1}))
     assert out["error"] == "bad_arguments" and env.errors["bad_arguments"] == 1
+
+
+@pytest.mark.parametrize("world", TOOL_WORLDS)
+def test_no_op_never_earns_the_reward_of_the_gold(world: str) -> None:
+    """On refusal and answer tasks too: doing nothing and saying nothing scores below the gold."""
+    from synthesis.base import SynthesisConfig, get_method
+
+    w = get_world(world)
+    tasks = [t for m in ("logic_driven", "constraint_guided")
+             for t in get_method(m)(SynthesisConfig(method=m, world=world, n_tasks=6, seed=5), w).tasks if t.dialogue]
+    assert {t.verification.outcome for t in tasks} >= {"change"}
+    env = environment_class(world)()
+    golds: list[float] = []
+    for task in tasks:
+        env.reset(task=task.model_dump_json())
+        [gold] = verifier_reward([[{"role": "assistant", "content": _play_gold(env, task)}]], environments=[env])
+        env.reset(task=task.model_dump_json())
+        [noop] = verifier_reward([[{"role": "assistant", "content": "Thanks for reaching out!"}]], environments=[env])
+        assert noop < gold, (task.id, task.verification.outcome, env.verdict.reasons if env.verdict else None)
+        golds.append(gold)
+    assert sum(g == 1.0 for g in golds) >= 0.9 * len(golds), golds
 
 
 def test_environment_refuses_a_task_of_another_world(tasks: list[Task]) -> None:
@@ -85,14 +131,14 @@ def test_environment_refuses_a_task_of_another_world(tasks: list[Task]) -> None:
         verifier_reward([[]])
 
 
-def test_constraint_tasks_are_scored_by_constraint_satisfaction() -> None:
+def test_constraint_tasks_can_be_scored_by_constraint_satisfaction() -> None:
     from synthesis.base import SynthesisConfig, get_method
     from verifiers.constraints import score_constraints
 
     world = get_world("airline")
     task = get_method("constraint_guided")(SynthesisConfig(method="constraint_guided", n_tasks=1, seed=3), world).tasks[0]
     assert task.verification.constraints is not None
-    env = environment_class("airline")()
+    env = environment_class("airline", ["state_equivalence", "constraint_satisfaction"])()
     env.reset(task=task.model_dump_json())
     _episode(env, task.reference_solution)
     [reward] = verifier_reward([[{"role": "assistant", "content": "ok"}]], environments=[env])
