@@ -55,3 +55,39 @@ def test_each_clause_is_counted_over_every_write(tasks: list[Task]) -> None:
     assert [r.split(":")[0] for r in unconfirmed.reasons] == ["announce_and_confirm"]
     checks = unconfirmed.details["checks"]
     assert unconfirmed.score == round((checks - 1) / checks, 6)
+
+
+class _Judge:
+    """A judge model that answers one word (or fails)."""
+
+    def __init__(self, word: str | None) -> None:
+        self.word = word
+        self.asked: list[str] = []
+
+    async def chat(self, messages: list[dict], tools: list, sampling: object) -> object:
+        self.asked.append(messages[-1]["content"])
+        if self.word is None:
+            raise RuntimeError("the judge is down")
+        return type("Reply", (), {"text": self.word})()
+
+
+def test_unsure_replies_are_no_yes_unless_a_judge_reads_them(tasks: list[Task]) -> None:
+    task = next(t for t in tasks if len(writes_of(get_world(t.world), t)) >= 1)
+    world = get_world(task.world)
+    turns = list(task.dialogue)
+    first = next(i for i, t in enumerate(turns) if any(world.tools[c.name].write for c in t.tool_calls))
+    assert turns[first - 1].role == "user"
+    hedged = [t.model_copy(update={"content": "Hmm, I guess that might be fine?"}) if i == first - 1 else t
+              for i, t in enumerate(turns)]
+    traj = build_dialogue(task, hedged, "hedged")
+    plain = PolicyVerifier().verify(task, traj)
+    assert not plain.passed and any("not a clear yes" in r for r in plain.reasons)
+    yes = _Judge("yes")
+    assert PolicyVerifier(model=yes).verify(task, traj).passed and "Hmm, I guess" in yes.asked[0]
+    no = PolicyVerifier(model=_Judge("No.")).verify(task, traj)
+    assert not no.passed and any(r.startswith("no_write_after_decline") for r in no.reasons)
+    down = PolicyVerifier(model=_Judge(None)).verify(task, traj)  # a judge that fails never makes a yes
+    assert not down.passed
+    # the judge is asked only about what the rules find unsure: a clear yes never reaches it
+    quiet = _Judge("no")
+    assert PolicyVerifier(model=quiet).verify(task, build_dialogue(task, turns)).passed and quiet.asked == []
