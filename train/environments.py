@@ -174,7 +174,7 @@ class WorldEnvironment:
         self.resets += 1
         return None
 
-    def send_message_to_user(self, message: str) -> str:
+    def send_message_to_user(self, message: str):  # type: ignore[no-untyped-def]  # no return hint: TRL would render one
         """Say something to the user (a question, a plan to confirm, an answer) and get their reply.
 
         Args:
@@ -378,3 +378,35 @@ def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvi
         log_extra("verdict", [json.dumps({"passed": e.verdict.passed, "reasons": e.verdict.reasons[:2]})
                               if e.verdict else "" for e in environments])
     return rewards
+
+
+def play_reference(env: WorldEnvironment, task: Task) -> str:
+    """Play `task`'s reference dialogue in `env` (already reset to it) as a model would in
+    TRL's loop: the agent's words to the user through `send_message_to_user` (the env's user
+    answers), its calls to the tools. Returns the final answer (the last agent message)."""
+    turns = [t for t in task.dialogue if t.role == "assistant"]
+    for i, t in enumerate(turns):
+        for c in t.tool_calls:
+            getattr(env, c.name)(**c.arguments)
+        if t.content and i < len(turns) - 1:
+            env.send_message_to_user(t.content)
+    return turns[-1].content if turns else ""
+
+
+NO_OP_ANSWER = "Thanks for reaching out! Is there anything else I can help you with?"
+
+
+def reward_gap(task: Task, verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> tuple[float, float]:
+    """(reward of the reference conversation, reward of a no-op: no call, one friendly
+    answer) for `task` in TRL's loop: a no-op must never earn the reference's reward."""
+    env = environment_class(task.world, verifiers)()
+    try:
+        got = []
+        for play in (lambda: play_reference(env, task), lambda: NO_OP_ANSWER):
+            env.reset(task=task)
+            answer = play()
+            got.append(float(env._judge("agent_stop", answer=answer).score))
+        return got[0], got[1]
+    finally:
+        env._close()
+
