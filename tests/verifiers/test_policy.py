@@ -91,3 +91,17 @@ def test_unsure_replies_are_no_yes_unless_a_judge_reads_them(tasks: list[Task]) 
     # the judge is asked only about what the rules find unsure: a clear yes never reaches it
     quiet = _Judge("no")
     assert PolicyVerifier(model=quiet).verify(task, build_dialogue(task, turns)).passed and quiet.asked == []
+
+
+def test_identity_is_not_read_out_of_a_longer_code(tasks: list[Task]) -> None:
+    """A user who quotes a code holding their account id (``bill_<id>_2026-05``) has not said
+    their id: a lookup by it does not identify them."""
+    task = next(t for t in tasks if len(writes_of(get_world(t.world), t)) >= 1)
+    user_id = str(task.user.known_info["user_id"])
+    turns = list(task.dialogue)
+    said = next(i for i, t in enumerate(turns) if t.role == "user" and user_id in t.content)
+    hidden = [t.model_copy(update={"content": t.content.replace(user_id, f"bill_{user_id}_2026-05")})
+              if i == said else t for i, t in enumerate(turns)]
+    assert PolicyVerifier().verify(task, build_dialogue(task, turns)).passed
+    verdict = PolicyVerifier().verify(task, build_dialogue(task, hidden, "hidden"))
+    assert not verdict.passed and any(r.startswith("identity:") for r in verdict.reasons)
