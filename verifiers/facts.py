@@ -135,15 +135,25 @@ class Support:
         if fact.kind == "date":
             return fact.value in self.dates or fact.value[5:] in self.dates
         if fact.kind == "id":
-            pattern = re.compile(r"(?<![a-z0-9])" + re.escape(fact.value) + r"(?![a-z0-9])")
-            return any(pattern.search(t) for t in self.texts)
+            pattern = _word(fact.value)
+            return any(fact.value in t and pattern.search(t) for t in self.texts)
         value = round(float(fact.value), 2)
         if value in self.numbers or value in self.amounts:
             return True
         digits = fact.value.split(".")[0]
-        if float(fact.value).is_integer() and any(re.search(rf"(?<!\d){digits}(?!\d)", t) for t in self.texts):
+        if float(fact.value).is_integer() and any(digits in t and _digits(digits).search(t) for t in self.texts):
             return True  # said inside a longer code: a card's last four digits
         return value in self.derived
+
+
+@lru_cache(maxsize=4096)
+def _word(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![a-z0-9])" + re.escape(value) + r"(?![a-z0-9])")
+
+
+@lru_cache(maxsize=4096)
+def _digits(value: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\d){value}(?!\d)")
 
 
 def message_text(message: dict[str, Any]) -> str:
