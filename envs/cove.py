@@ -159,13 +159,27 @@ def new_ids(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection, ta
     return [r[0] for r in found if r[0] not in before]
 
 
-def call_of(c: Constraint, writes: dict[str, tuple[str, ...]]) -> ToolCall:
+Calls = dict[str, tuple[str, ...] | Callable[[Constraint], ToolCall]]  # kind -> (tool, its arguments...) or a call maker
+
+
+def call_of(c: Constraint, writes: Calls) -> ToolCall:
     """The write of `c` by the table `writes` (kind -> (tool, its arguments...)): each argument
-    is the constraint's field of the same name."""
+    is the constraint's field of the same name; a kind whose write is not that simple maps
+    to the function that makes it."""
     if c.kind not in writes:
         raise ValueError(f"unknown constraint kind {c.kind!r}")
-    tool, *names = writes[c.kind]
+    spec = writes[c.kind]
+    if callable(spec):
+        return spec(c)
+    tool, *names = spec
     return ToolCall(name=tool, arguments={n: c[n] for n in names})
+
+
+def reference_calls(constraints: list[Any], first: list[ToolCall], reads: Callable[[Any], list[ToolCall]],
+                    write_call: Callable[[Any], ToolCall]) -> list[ToolCall]:
+    """A world's reference solution: the reads it makes `first` (the owner's account), the
+    reads each constraint needs (`reads(c)`, in order), then one write per constraint."""
+    return [*first, *(call for c in constraints for call in reads(c)), *(write_call(c) for c in constraints)]
 
 
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:

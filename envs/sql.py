@@ -1,7 +1,8 @@
 """The world kit's SQL helpers: what every world's tools, design hooks and constraint hooks
 share, so a world folder holds only its domain logic.
 
-- rows and records: `rows`, `row` (None when absent), `one` (LookupError when absent),
+- rows and records: `rows`, `row` (None when absent), `lookup` (a table's row by its key),
+  `one` (LookupError when absent),
   `need` (a tool's NOT_FOUND error when absent), `count`; `set_new` (a tool's change of one
   field, NO_CHANGE when it has that value already);
 - SQL text: `q` quotes a value as an SQL literal (for Set Designer patches);
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ TODAY_SQL = f"date({NOW_SQL})"
 INCLUDE_RE = re.compile(r"^-- include: (\w+)((?:[ \t]+\w+=(?:'(?:[^']|'')*'|\"[^\"]*\"|[^\s'\"]+))*)[ \t]*$",
                         re.MULTILINE)
 _ARG_RE = re.compile(r"(\w+)=('(?:[^']|'')*'|\"[^\"]*\"|[^\s'\"]+)")
-_PLACEHOLDER_RE = re.compile(r"\{\{(\w+)(?::([^}]*))?\}\}")
+_PLACEHOLDER_RE = re.compile(r"\{\{(\w+)(?::((?:[^{}]|\{\{[^{}]*\}\})*))?\}\}")  # a default may hold {{p}}s
 
 
 def _params(args: tuple[Any, ...]) -> Any:
@@ -59,6 +61,13 @@ def one(db: sqlite3.Connection, sql: str, *args: Any) -> dict[str, Any]:
     if found is None:
         raise LookupError(f"no row for {sql!r} {args}")
     return found
+
+
+def lookup(table: str, key: str) -> Callable[[sqlite3.Connection, Any], dict[str, Any] | None]:
+    """The function that reads the row of `table` whose `key` is a given value (None when
+    there is none): a constraint check's record before and after."""
+    sql = f'SELECT * FROM "{table}" WHERE "{key}" = ?'
+    return lambda db, value: row(db, sql, value)
 
 
 def need(record: dict[str, Any] | None, what: str, key: Any) -> dict[str, Any]:
@@ -130,11 +139,12 @@ def include_args(text: str) -> dict[str, str]:
 
 
 def fill(template: str, args: dict[str, str], name: str = "include") -> str:
-    """`template` with each `{{param}}` (or `{{param:default}}`) replaced by `args[param]`
-    (ValueError for a parameter without value or default, and for an argument it has no
-    placeholder for)."""
-    used = set(_PLACEHOLDER_RE.findall(template))
-    unknown = set(args) - {p for p, _ in used}
+    """`template` with each `{{param}}` (or `{{param:default}}`, a default that may hold
+    placeholders of its own) replaced by `args[param]` (ValueError for a parameter without
+    value or default, and for an argument it has no placeholder for)."""
+    used = {p for found in _PLACEHOLDER_RE.findall(template)
+            for p in (found[0], *(q for q, _ in _PLACEHOLDER_RE.findall(found[1])))}
+    unknown = set(args) - used
     if unknown:
         raise ValueError(f"{name}: no parameter {', '.join(sorted(unknown))}")
 
@@ -143,7 +153,7 @@ def fill(template: str, args: dict[str, str], name: str = "include") -> str:
             return args[m[1]]
         if m[2] is None:
             raise ValueError(f"{name}: parameter {m[1]!r} has no value")
-        return m[2]
+        return _PLACEHOLDER_RE.sub(value, m[2])
 
     return _PLACEHOLDER_RE.sub(value, template)
 

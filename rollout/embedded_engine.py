@@ -23,9 +23,10 @@ from data.records import Sampling
 from rollout.control_tokens import control_tokens, escape_messages
 from rollout.kv_cache import REUSE_MODES, KVEntry, KVStore
 from rollout.model import ChatResponse, ModelError
-from rollout.parsing import parse_tool_calls, tool_names_of
+from rollout.parsing import tool_names_of
 from rollout.pending import PendingChat
 from rollout.prepare import chat_template, hub_offline, prepare_embedded_model
+from rollout.response import decoded_response
 
 log = logging.getLogger("rollout.embedded")  # the embedded model's logger, as before the split
 
@@ -152,18 +153,10 @@ class _Engine:
             end = next((k + 1 for k, t in enumerate(new) if t in eos), None)
             tokens = new if end is None else new[:end]
             completion = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            text, calls, malformed = parse_tool_calls(completion, "length" if end is None else None,
-                                                      tool_names_of(batch[i].tools))
-            finish = "length" if end is None else ("tool_calls" if calls else "stop")
-            results[i] = ChatResponse(
-                text=text,
-                tool_calls=calls,
-                malformed=malformed,
-                prompt_tokens=len(ids),
-                completion_tokens=len(tokens),
-                finish_reason=finish,
-                raw={"completion": completion, "batch_size": len(rows), "reused_prompt_tokens": n_reused},
-            )
+            results[i] = decoded_response(
+                completion, "length" if end is None else None, len(ids), len(tokens),
+                {"completion": completion, "batch_size": len(rows), "reused_prompt_tokens": n_reused},
+                tool_names_of(batch[i].tools))
         return results
 
     def _generate_plain(

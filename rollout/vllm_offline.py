@@ -18,8 +18,8 @@ from typing import Any
 
 from data.records import Sampling
 from rollout.model import ChatResponse, ModelError
-from rollout.parsing import parse_tool_calls
 from rollout.pending import PendingChat
+from rollout.response import decoded_response
 
 
 class VLLMOfflineModel:
@@ -186,18 +186,9 @@ def _response(output: Any) -> ChatResponse:
         prompt_lps = [
             _chosen_logprob(e, t) for e, t in zip(output.prompt_logprobs, prompt_ids, strict=False)
         ]
-    finish = completion.finish_reason or "stop"
-    text, calls, malformed = parse_tool_calls(completion.text or "", finish)
-    if calls and finish == "stop":
-        finish = "tool_calls"
-    return ChatResponse(
-        text=text,
-        tool_calls=calls,
-        malformed=malformed,
-        prompt_tokens=len(prompt_ids),
-        completion_tokens=len(token_ids),
-        finish_reason=finish,
-        raw={"request_id": getattr(output, "request_id", None)},
+    return decoded_response(
+        completion.text or "", completion.finish_reason, len(prompt_ids), len(token_ids),
+        {"request_id": getattr(output, "request_id", None)},
         prompt_token_ids=prompt_ids or None,
         completion_token_ids=token_ids or None,
         completion_logprobs=logprobs,  # type: ignore[arg-type]

@@ -253,3 +253,18 @@ def test_constraint_sampler_dispatches_dependent_kinds() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         sampler(None, random.Random(1), kind="nope")
     assert inspect.signature(sampler).parameters["p_extra"].default == 0.3
+
+
+def test_call_of_and_reference_calls_build_a_reference() -> None:
+    writes: cove.Calls = {"cancel": ("cancel_order", "order_id"),
+                          "order": lambda c: ToolCall(name="place_order", arguments={"ids": [c["item_id"]]})}
+    cs = [Constraint(kind="cancel", fields={"order_id": "O1"}), Constraint(kind="order", fields={"item_id": "I1"})]
+    assert cove.call_of(cs[0], writes) == ToolCall(name="cancel_order", arguments={"order_id": "O1"})
+    assert cove.call_of(cs[1], writes) == ToolCall(name="place_order", arguments={"ids": ["I1"]})
+    with pytest.raises(ValueError, match="unknown constraint kind"):
+        cove.call_of(Constraint(kind="refund", fields={}), writes)
+    first = [ToolCall(name="get_account", arguments={})]
+    got = cove.reference_calls(cs, first, lambda c: [ToolCall(name="look", arguments=dict(c.fields))] * (c.kind == "cancel"),
+                               lambda c: cove.call_of(c, writes))
+    assert [(t.name, t.arguments) for t in got] == [("get_account", {}), ("look", {"order_id": "O1"}),
+                                                    ("cancel_order", {"order_id": "O1"}), ("place_order", {"ids": ["I1"]})]

@@ -97,3 +97,45 @@ def test_set_new_changes_one_field_or_says_no_change(db: sqlite3.Connection) -> 
         sql.set_new(db, "items", "id", "a", "n", 5, 5, "already 5")
     assert info.value.code == "NO_CHANGE" and info.value.message == "already 5"
     assert sql.row(db, "SELECT n FROM items WHERE id = 'b'") == {"n": 2}  # only the keyed row
+
+
+def test_lookup_reads_a_tables_row_by_its_key(db: sqlite3.Connection) -> None:
+    item = sql.lookup("items", "id")
+    assert item(db, "b") == {"id": "b", "kind": "x", "n": 2} and item(db, "z") is None
+
+
+def test_a_default_may_hold_placeholders(tmp_path: Path) -> None:
+    (tmp_path / "rule.sql").write_text("SELECT {{detail:f('{{fmt:%s}}', {{col}})}};\n")
+    path = tmp_path / "schema.sql"
+    path.write_text("-- include: rule col=a\n-- include: rule col=a fmt=%d\n-- include: rule col=a detail=b\n")
+    assert sql.schema_script(path) == "SELECT f('%s', a);\nSELECT f('%d', a);\nSELECT b;\n"
+    path.write_text("-- include: rule col=a colour=red\n")
+    with pytest.raises(ValueError, match="no parameter colour"):
+        sql.schema_script(path)
+
+
+def test_the_kits_record_log_status_guard_and_payment_methods(tmp_path: Path) -> None:
+    path = tmp_path / "schema.sql"
+    path.write_text(
+        "CREATE TABLE owners (owner_id TEXT PRIMARY KEY, status TEXT NOT NULL);\n"
+        "-- include: payment_methods owner=owner_id owners=owners kinds=\"'card', 'gift'\" rule=R04_BALANCE"
+        " checks=\"CHECK ((kind = 'card') = (balance IS NULL))\"\n"
+        "CREATE TABLE buys (buy_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, amount INTEGER NOT NULL);\n"
+        "-- include: parent_status name=r01 event=INSERT table=buys parent=owners key=owner_id is=\"= 'closed'\""
+        " message='R01_CLOSED: a closed account buys nothing'\n"
+        "-- include: ledger\n"
+        "-- include: ledger_insert name=log_buy table=buys ref=buy_id event='bought' amount=NEW.amount"
+        " detail=\"printf('by %s', NEW.owner_id)\"\n"
+        "-- include: ledger_insert name=log_owner table=owners ref=owner_id event='opened'\n")
+    db = sqlite3.connect(":memory:")
+    db.executescript(sql.schema_script(path))
+    db.executescript("INSERT INTO owners VALUES ('o1', 'open'), ('o2', 'closed');"
+                     "INSERT INTO buys VALUES ('b1', 'o1', 7);")
+    with pytest.raises(sqlite3.IntegrityError, match="R01_CLOSED"):
+        db.execute("INSERT INTO buys VALUES ('b2', 'o2', 1)")
+    assert db.execute("SELECT ref, event, amount, detail FROM ledger ORDER BY ref").fetchall() == [
+        ("b1", "bought", 7, "by o1"), ("o1", "opened", 0, ""), ("o2", "opened", 0, "")]
+    db.execute("INSERT INTO payment_methods VALUES ('p1', 'o1', 'gift', NULL, 5)")
+    for bad in ["('p2', 'o1', 'gift', NULL, -1)", "('p3', 'o1', 'card', '4242', 5)", "('p4', 'o1', 'cash', NULL, NULL)"]:
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute(f"INSERT INTO payment_methods VALUES {bad}")

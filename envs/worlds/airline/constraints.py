@@ -371,8 +371,15 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
 
 # -- reference and checks ------------------------------------------------------------------
 
-# kind -> the write tool and its arguments (each the constraint's field of that name); booking apart.
-_WRITES = {
+def _book_call(c: Constraint) -> ToolCall:
+    return ToolCall(name="book_reservation", arguments={
+        "user_id": c["user_id"], "flight_id": c["flight_id"], "cabin": c["cabin"],
+        "passengers": c["passengers"], "payment_id": c["payment_id"], "insurance": bool(c["insurance"])})
+
+
+# kind -> the write tool and its arguments (each the constraint's field of that name), or the call.
+_WRITES: cove.Calls = {
+    "book": _book_call,
     "cancel": ("cancel_reservation", "reservation_id"),
     "bags": ("update_baggage", "reservation_id", "total_bags"),
     "change": ("change_flight", "reservation_id", "new_flight_id"),
@@ -381,32 +388,30 @@ _WRITES = {
 
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
-    if c.kind == "book":
-        return ToolCall(name="book_reservation", arguments={
-            "user_id": c["user_id"], "flight_id": c["flight_id"], "cabin": c["cabin"],
-            "passengers": c["passengers"], "payment_id": c["payment_id"], "insurance": bool(c["insurance"])})
     return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
     """Look the user and the records up (as P1 asks), then one write per constraint."""
-    reads = [ToolCall(name="get_user_details", arguments={"user_id": constraints[0]["user_id"]})]
-    for c in constraints:
+
+    def search(flight_id: str) -> ToolCall:
+        f = _record(conn, "flight", flight_id)
+        return ToolCall(name="search_flights", arguments={"origin": f["origin"], "destination": f["destination"],
+                                                          "date": f["date"]})
+
+    def reads(c: Constraint) -> list[ToolCall]:
         if c.kind == "book":
-            f = _record(conn, "flight", c["flight_id"])
-            reads.append(ToolCall(name="search_flights", arguments={
-                "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
-        elif cove.ON_NEW not in c.fields:  # a new booking's details come with its own write's result
-            reads.append(ToolCall(name="get_reservation_details", arguments={"reservation_id": c["reservation_id"]}))
-            if c.kind == "change":
-                f = _record(conn, "flight", c["new_flight_id"])
-                reads.append(ToolCall(name="search_flights", arguments={
-                    "origin": f["origin"], "destination": f["destination"], "date": f["date"]}))
-    return [*reads, *(write_call(c) for c in constraints)]
+            return [search(c["flight_id"])]
+        if cove.ON_NEW in c.fields:  # a new booking's details come with its own write's result
+            return []
+        details = ToolCall(name="get_reservation_details", arguments={"reservation_id": c["reservation_id"]})
+        return [details, search(c["new_flight_id"])] if c.kind == "change" else [details]
+
+    account = ToolCall(name="get_user_details", arguments={"user_id": constraints[0]["user_id"]})
+    return cove.reference_calls(constraints, [account], reads, write_call)
 
 
-def _reservation(conn: sqlite3.Connection, rid: str) -> dict[str, Any] | None:
-    return kit.row(conn, "SELECT * FROM reservations WHERE reservation_id = ?", rid)
+_reservation = kit.lookup("reservations", "reservation_id")
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,

@@ -14,14 +14,7 @@ CREATE TABLE users (
     membership TEXT NOT NULL CHECK (membership IN ('regular', 'silver', 'gold'))
 );
 
-CREATE TABLE payment_methods (
-    payment_id TEXT PRIMARY KEY,
-    user_id    TEXT NOT NULL REFERENCES users(user_id),
-    kind       TEXT NOT NULL CHECK (kind IN ('credit_card', 'gift_card', 'certificate')),
-    last4      TEXT,
-    balance    INTEGER CONSTRAINT R04_BALANCE CHECK (balance IS NULL OR balance >= 0),
-    CHECK ((kind = 'credit_card') = (balance IS NULL))
-);
+-- include: payment_methods owner=user_id owners=users kinds="'credit_card', 'gift_card', 'certificate'" rule=R04_BALANCE checks="CHECK ((kind = 'credit_card') = (balance IS NULL))"
 
 CREATE TABLE flights (
     flight_id       TEXT PRIMARY KEY,
@@ -57,9 +50,7 @@ CREATE INDEX flights_route ON flights(origin, destination, date);
 
 -- Booking rules -----------------------------------------------------------------------
 
-CREATE TRIGGER r01_bookable_insert BEFORE INSERT ON reservations
-WHEN (SELECT status FROM flights WHERE flight_id = NEW.flight_id) <> 'scheduled'
-BEGIN SELECT RAISE(ABORT, 'R01_FLIGHT_BOOKABLE: only scheduled flights can be booked'); END;
+-- include: parent_status name=r01_bookable_insert event=INSERT table=reservations parent=flights key=flight_id is="<> 'scheduled'" message='R01_FLIGHT_BOOKABLE: only scheduled flights can be booked'
 
 CREATE TRIGGER r02_seats_insert BEFORE INSERT ON reservations
 WHEN (SELECT seats_available FROM flights WHERE flight_id = NEW.flight_id) < NEW.passengers
@@ -83,9 +74,7 @@ BEGIN SELECT RAISE(ABORT, 'R11_NO_DUPLICATE: the user already holds an active re
 
 -- include: final_status name=r07_cancelled_final table=reservations status='cancelled' message='R07_CANCELLED_FINAL: a cancelled reservation cannot be changed'
 
-CREATE TRIGGER r12_departed BEFORE UPDATE ON reservations
-WHEN (SELECT status FROM flights WHERE flight_id = OLD.flight_id) = 'departed'
-BEGIN SELECT RAISE(ABORT, 'R12_DEPARTED: the flight has departed; the reservation can no longer change'); END;
+-- include: parent_status name=r12_departed event=UPDATE table=reservations parent=flights key=flight_id row=OLD is="= 'departed'" message='R12_DEPARTED: the flight has departed; the reservation can no longer change'
 
 CREATE TRIGGER r06_cancel_window BEFORE UPDATE OF status ON reservations
 WHEN NEW.status = 'cancelled' AND OLD.status = 'active'
@@ -156,19 +145,9 @@ END;
 -- A detour (bags 2 -> 0 -> 2, a flight changed away and back) leaves its rows.
 -- include: ledger
 
-CREATE TRIGGER log_book AFTER INSERT ON reservations
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.reservation_id, 'booked', NEW.total_paid,
-        printf('%s %s x%d%s, %s', NEW.flight_id, NEW.cabin, NEW.passengers,
-               CASE WHEN NEW.insurance THEN ' insured' ELSE '' END, NEW.payment_id));
-END;
+-- include: ledger_insert name=log_book table=reservations ref=reservation_id event='booked' amount=NEW.total_paid detail="printf('%s %s x%d%s, %s', NEW.flight_id, NEW.cabin, NEW.passengers, CASE WHEN NEW.insurance THEN ' insured' ELSE '' END, NEW.payment_id)"
 
-CREATE TRIGGER log_cancel AFTER UPDATE OF status ON reservations
-WHEN NEW.status <> OLD.status
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.reservation_id, NEW.status,
-        CASE WHEN NEW.status = 'cancelled' THEN -OLD.total_paid ELSE 0 END, OLD.payment_id);
-END;
+-- include: ledger_change name=log_cancel table=reservations column=status ref=reservation_id event=NEW.status amount="CASE WHEN NEW.status = 'cancelled' THEN -OLD.total_paid ELSE 0 END" detail=OLD.payment_id
 
 -- include: ledger_change name=log_change table=reservations column=flight_id ref=reservation_id event='flight_changed' amount="NEW.total_paid - OLD.total_paid"
 -- include: ledger_change name=log_bags table=reservations column=bags ref=reservation_id event='bags_changed' amount="NEW.total_paid - OLD.total_paid" format=%d

@@ -326,41 +326,48 @@ def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> d
 
 # -- reference and checks ------------------------------------------------------------------
 
-# kind -> the write tool and its arguments (each the constraint's field of that name); booking apart.
-_WRITES = {
+def _book_call(c: Constraint) -> ToolCall:
+    f = c.fields
+    args = {"patient_id": f["patient_id"], "slot_id": f["slot_id"], "appointment_type": f["appointment_type"]}
+    if f.get("referral_id"):
+        args["referral_id"] = f["referral_id"]
+    return ToolCall(name="book_appointment", arguments=args)
+
+
+# kind -> the write tool and its arguments (each the constraint's field of that name), or the call.
+_WRITES: cove.Calls = {
+    "book": _book_call,
     "cancel": ("cancel_appointment", "appointment_id"),
     "reschedule": ("reschedule_appointment", "appointment_id", "new_slot_id"),
     "refill": ("refill_prescription", "rx_id"), "pay": ("pay_balance", "patient_id", "amount"),
+}
+# kind -> the read that shows the record it changes (a booking reads the provider's open slots).
+_READS: cove.Calls = {
+    "cancel": ("get_appointment_details", "appointment_id"),
+    "reschedule": ("get_appointment_details", "appointment_id"),
+    "refill": ("get_prescription_details", "rx_id"),
 }
 
 
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
-    f = c.fields
-    if c.kind == "book":
-        args = {"patient_id": f["patient_id"], "slot_id": f["slot_id"], "appointment_type": f["appointment_type"]}
-        if f.get("referral_id"):
-            args["referral_id"] = f["referral_id"]
-        return ToolCall(name="book_appointment", arguments=args)
     return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
     """Look the patient and the records up (R14), then one write per constraint."""
-    reads = [ToolCall(name="get_patient_details", arguments={"patient_id": constraints[0]["patient_id"]})]
-    for c in constraints:
+
+    def reads(c: Constraint) -> list[ToolCall]:
         if c.kind == "book":
             s = _one(conn, "slot", c["slot_id"])
-            reads.append(ToolCall(name="find_open_slots", arguments={"provider_id": s["provider_id"], "date": s["date"]}))
-        elif c.kind in ("cancel", "reschedule"):
-            reads.append(ToolCall(name="get_appointment_details", arguments={"appointment_id": c["appointment_id"]}))
-        elif c.kind == "refill":
-            reads.append(ToolCall(name="get_prescription_details", arguments={"rx_id": c["rx_id"]}))
-    return [*reads, *(write_call(c) for c in constraints)]
+            return [ToolCall(name="find_open_slots", arguments={"provider_id": s["provider_id"], "date": s["date"]})]
+        return [cove.call_of(c, _READS)] if c.kind in _READS else []
+
+    account = ToolCall(name="get_patient_details", arguments={"patient_id": constraints[0]["patient_id"]})
+    return cove.reference_calls(constraints, [account], reads, write_call)
 
 
-def _appt(conn: sqlite3.Connection, aid: str) -> dict[str, Any] | None:
-    return kit.row(conn, "SELECT * FROM appointments WHERE appointment_id = ?", aid)
+_appt = kit.lookup("appointments", "appointment_id")
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,

@@ -307,28 +307,14 @@ END;
 -- (cancelled and booked again) leaves its rows.
 -- include: ledger
 
-CREATE TRIGGER log_book AFTER INSERT ON appointments
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'booked', 0,
-        printf('%s %s, %s', NEW.slot_id, NEW.type_code, NEW.patient_id));
-END;
+-- include: ledger_insert name=log_book table=appointments ref=appointment_id event='booked' detail="printf('%s %s, %s', NEW.slot_id, NEW.type_code, NEW.patient_id)"
 
 -- include: ledger_change name=log_appointment_status table=appointments column=status ref=appointment_id event=NEW.status
 
-CREATE TRIGGER log_late_fee AFTER UPDATE OF late_fee ON appointments
-WHEN NEW.late_fee <> OLD.late_fee
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.appointment_id, 'late_fee', NEW.late_fee - OLD.late_fee, NEW.patient_id);
-END;
+-- include: ledger_change name=log_late_fee table=appointments column=late_fee ref=appointment_id event='late_fee' amount="NEW.late_fee - OLD.late_fee" detail=NEW.patient_id
 
 -- include: ledger_change name=log_reschedule table=appointments column=slot_id ref=appointment_id event='rescheduled'
 
-CREATE TRIGGER log_fill AFTER INSERT ON fills
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.rx_id, 'refilled', 0, NEW.filled_on);
-END;
+-- include: ledger_insert name=log_fill table=fills ref=rx_id event='refilled' detail=NEW.filled_on
 
-CREATE TRIGGER log_payment AFTER INSERT ON payments
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.patient_id, 'paid', NEW.amount, '');
-END;
+-- include: ledger_insert name=log_payment table=payments ref=patient_id event='paid' amount=NEW.amount

@@ -366,8 +366,15 @@ def known_identity(conn: sqlite3.Connection, constraints: list[Constraint]) -> d
 
 # -- reference and checks ------------------------------------------------------------------
 
-# kind -> the write tool and its arguments (each the constraint's field of that name); an order apart.
-_WRITES = {
+def _order_call(c: Constraint) -> ToolCall:
+    f = c.fields
+    return ToolCall(name="place_order", arguments={"customer_id": f["customer_id"], "variant_ids": [f["variant_id"]],
+                                                   "quantities": [f["quantity"]], "payment_id": f["payment_id"]})
+
+
+# kind -> the write tool and its arguments (each the constraint's field of that name), or the call.
+_WRITES: cove.Calls = {
+    "order": _order_call,
     "cancel": ("cancel_pending_order", "order_id", "reason"),
     "address": ("modify_order_address", "order_id", "address"),
     "return": ("return_item", "order_id", "variant_id", "quantity", "refund_payment_id"),
@@ -377,29 +384,27 @@ _WRITES = {
 
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
-    f = c.fields
-    if c.kind == "order":
-        return ToolCall(name="place_order", arguments={"customer_id": f["customer_id"], "variant_ids": [f["variant_id"]],
-                                                       "quantities": [f["quantity"]], "payment_id": f["payment_id"]})
     return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
     """Authenticate and look the records up (as R13 asks), then one write per constraint."""
-    email = known_identity(conn, constraints)["email"]
-    reads = [ToolCall(name="find_customer_by_email", arguments={"email": email}),
-             ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
-    for c in constraints:
+
+    def reads(c: Constraint) -> list[ToolCall]:
         if c.kind == "order":
             product = _one(conn, "variant", c["variant_id"])["product_id"]
-            reads.append(ToolCall(name="get_product_details", arguments={"product_id": product}))
-        elif cove.ON_NEW not in c.fields:  # a new order's details come with its own write's result
-            reads.append(ToolCall(name="get_order_details", arguments={"order_id": c["order_id"]}))
-    return [*reads, *(write_call(c) for c in constraints)]
+            return [ToolCall(name="get_product_details", arguments={"product_id": product})]
+        if cove.ON_NEW in c.fields:  # a new order's details come with its own write's result
+            return []
+        return [ToolCall(name="get_order_details", arguments={"order_id": c["order_id"]})]
+
+    email = known_identity(conn, constraints)["email"]
+    account = [ToolCall(name="find_customer_by_email", arguments={"email": email}),
+               ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
+    return cove.reference_calls(constraints, account, reads, write_call)
 
 
-def _order_row(conn: sqlite3.Connection, oid: str) -> dict[str, Any] | None:
-    return kit.row(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
+_order_row = kit.lookup("orders", "order_id")
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,

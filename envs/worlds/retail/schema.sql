@@ -17,15 +17,7 @@ CREATE TABLE customers (
     address     TEXT NOT NULL
 );
 
-CREATE TABLE payment_methods (
-    payment_id  TEXT PRIMARY KEY,
-    customer_id TEXT NOT NULL REFERENCES customers(customer_id),
-    kind        TEXT NOT NULL CHECK (kind IN ('credit_card', 'gift_card', 'paypal')),
-    last4       TEXT,
-    balance     INTEGER CONSTRAINT R04_GIFT_BALANCE CHECK (balance IS NULL OR balance >= 0),
-    CHECK ((kind = 'gift_card') = (balance IS NOT NULL)),
-    CHECK ((kind = 'credit_card') = (last4 IS NOT NULL))
-);
+-- include: payment_methods owner=customer_id owners=customers kinds="'credit_card', 'gift_card', 'paypal'" rule=R04_GIFT_BALANCE checks="CHECK ((kind = 'gift_card') = (balance IS NOT NULL)), CHECK ((kind = 'credit_card') = (last4 IS NOT NULL))"
 
 CREATE TABLE products (
     product_id TEXT PRIMARY KEY,
@@ -235,30 +227,12 @@ END;
 -- rows. `transactions` is the money record the customer sees.
 -- include: ledger
 
-CREATE TRIGGER log_order AFTER INSERT ON orders
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.order_id, 'placed', NEW.total, NEW.payment_id);
-END;
+-- include: ledger_insert name=log_order table=orders ref=order_id event='placed' amount=NEW.total detail=NEW.payment_id
 
-CREATE TRIGGER log_status AFTER UPDATE OF status ON orders
-WHEN NEW.status <> OLD.status
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.order_id, NEW.status,
-        CASE WHEN NEW.status = 'cancelled' AND OLD.status = 'pending' THEN -OLD.total ELSE 0 END,
-        printf('%s -> %s%s', OLD.status, NEW.status,
-               CASE WHEN NEW.cancel_reason IS NOT NULL THEN ': ' || NEW.cancel_reason ELSE '' END));
-END;
+-- include: ledger_change name=log_status table=orders column=status ref=order_id event=NEW.status amount="CASE WHEN NEW.status = 'cancelled' AND OLD.status = 'pending' THEN -OLD.total ELSE 0 END" detail="printf('%s -> %s%s', OLD.status, NEW.status, CASE WHEN NEW.cancel_reason IS NOT NULL THEN ': ' || NEW.cancel_reason ELSE '' END)"
 
 -- include: ledger_change name=log_address table=orders column=address ref=order_id event='address_changed'
 
-CREATE TRIGGER log_return AFTER INSERT ON returns
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.order_id, 'returned', -NEW.amount,
-        printf('%s x%d, %s', NEW.variant_id, NEW.quantity, NEW.refund_payment_id));
-END;
+-- include: ledger_insert name=log_return table=returns ref=order_id event='returned' amount=-NEW.amount detail="printf('%s x%d, %s', NEW.variant_id, NEW.quantity, NEW.refund_payment_id)"
 
-CREATE TRIGGER log_exchange AFTER INSERT ON exchanges
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.order_id, 'exchanged', NEW.price_difference,
-        printf('%s -> %s x%d, %s', NEW.variant_id, NEW.new_variant_id, NEW.quantity, NEW.payment_id));
-END;
+-- include: ledger_insert name=log_exchange table=exchanges ref=order_id event='exchanged' amount=NEW.price_difference detail="printf('%s -> %s x%d, %s', NEW.variant_id, NEW.new_variant_id, NEW.quantity, NEW.payment_id)"

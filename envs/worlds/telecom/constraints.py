@@ -344,39 +344,40 @@ def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:
 
 # -- reference and checks ------------------------------------------------------------------
 
-# kind -> the write tool and its arguments (each the constraint's field of that name).
-_WRITES = {
+# kind -> the write tool and its arguments (each the constraint's field of that name), or the call.
+_WRITES: cove.Calls = {
     "plan": ("change_plan", "line_id", "plan_id"), "addon": ("add_addon", "line_id", "addon_id"),
     "suspend": ("suspend_line", "line_id", "reason"), "pay": ("pay_bill", "bill_id", "method_id", "amount"),
     "new_line": ("add_line", "customer_id", "plan_id"), "drop_addon": ("remove_addon", "line_id", "addon_id"),
     "resume": ("resume_line", "line_id"), "terminate": ("terminate_line", "line_id"),
+    "roaming": lambda c: ToolCall(name="set_roaming", arguments={"line_id": c["line_id"], "enabled": bool(c["enabled"])}),
+}
+# kind -> the read of what it chooses from (plans, add-ons) or pays (the bill), after the line's details.
+_READS: cove.Calls = {
+    "plan": ("list_plans",), "new_line": ("list_plans",), "addon": ("list_addons",),
+    "pay": ("get_bill_details", "bill_id"),
 }
 
 
 def write_call(c: Constraint) -> ToolCall:
     """The one write that satisfies `c`."""
-    if c.kind == "roaming":
-        return ToolCall(name="set_roaming", arguments={"line_id": c["line_id"], "enabled": bool(c["enabled"])})
     return cove.call_of(c, _WRITES)
 
 
 def reference_calls(conn: sqlite3.Connection, constraints: list[Constraint]) -> list[ToolCall]:
     """Look the account and the records up (P1), then one write per constraint."""
-    reads = [ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})]
-    for c in constraints:
+
+    def reads(c: Constraint) -> list[ToolCall]:
+        out = []
         if "line_id" in c.fields and cove.ON_NEW not in c.fields:  # a new line shows in its own write's result
-            reads.append(ToolCall(name="get_line_details", arguments={"line_id": c["line_id"]}))
-        if c.kind in ("plan", "new_line"):
-            reads.append(ToolCall(name="list_plans", arguments={}))
-        elif c.kind == "addon":
-            reads.append(ToolCall(name="list_addons", arguments={}))
-        elif c.kind == "pay":
-            reads.append(ToolCall(name="get_bill_details", arguments={"bill_id": c["bill_id"]}))
-    return [*reads, *(write_call(c) for c in constraints)]
+            out.append(ToolCall(name="get_line_details", arguments={"line_id": c["line_id"]}))
+        return out + ([cove.call_of(c, _READS)] if c.kind in _READS else [])
+
+    account = ToolCall(name="get_customer_details", arguments={"customer_id": constraints[0]["customer_id"]})
+    return cove.reference_calls(constraints, [account], reads, write_call)
 
 
-def _line(conn: sqlite3.Connection, lid: str) -> dict[str, Any] | None:
-    return kit.row(conn, "SELECT * FROM lines WHERE line_id = ?", lid)
+_line = kit.lookup("lines", "line_id")
 
 
 def check(conn_initial: sqlite3.Connection, conn_final: sqlite3.Connection,

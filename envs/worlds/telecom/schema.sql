@@ -102,9 +102,7 @@ CREATE INDEX payments_bill ON payments(bill_id);
 
 -- Lines and plans ------------------------------------------------------------------------
 
-CREATE TRIGGER r01_plan_available_new BEFORE INSERT ON lines
-WHEN (SELECT status FROM plans WHERE plan_id = NEW.plan_id) IS NOT 'available'
-BEGIN SELECT RAISE(ABORT, 'R01_PLAN_AVAILABLE: only plans currently offered can be chosen'); END;
+-- include: parent_status name=r01_plan_available_new event=INSERT table=lines parent=plans key=plan_id is="IS NOT 'available'" message='R01_PLAN_AVAILABLE: only plans currently offered can be chosen'
 
 CREATE TRIGGER r01_plan_available_change BEFORE UPDATE OF plan_id ON lines
 WHEN NEW.plan_id <> OLD.plan_id AND (SELECT status FROM plans WHERE plan_id = NEW.plan_id) IS NOT 'available'
@@ -133,9 +131,7 @@ BEGIN SELECT RAISE(ABORT, 'R12_DATA_USAGE: data already used this cycle exceeds 
 
 -- include: final_status name=r13_terminated_final table=lines status='terminated' message='R13_TERMINATED_FINAL: a terminated line cannot be changed or reactivated'
 
-CREATE TRIGGER r13_terminated_addon BEFORE INSERT ON line_addons
-WHEN (SELECT status FROM lines WHERE line_id = NEW.line_id) = 'terminated'
-BEGIN SELECT RAISE(ABORT, 'R13_TERMINATED_FINAL: a terminated line cannot be changed or reactivated'); END;
+-- include: parent_status name=r13_terminated_addon event=INSERT table=line_addons parent=lines key=line_id is="= 'terminated'" message='R13_TERMINATED_FINAL: a terminated line cannot be changed or reactivated'
 
 CREATE TRIGGER r07_suspended_plan BEFORE UPDATE OF plan_id ON lines
 WHEN NEW.plan_id <> OLD.plan_id AND OLD.status = 'suspended'
@@ -145,9 +141,7 @@ CREATE TRIGGER r07_suspended_roaming BEFORE UPDATE OF roaming_enabled ON lines
 WHEN NEW.roaming_enabled = 1 AND OLD.roaming_enabled = 0 AND OLD.status = 'suspended'
 BEGIN SELECT RAISE(ABORT, 'R07_LINE_SUSPENDED: a suspended line must be resumed before plans, add-ons or roaming change'); END;
 
-CREATE TRIGGER r07_suspended_addon BEFORE INSERT ON line_addons
-WHEN (SELECT status FROM lines WHERE line_id = NEW.line_id) = 'suspended'
-BEGIN SELECT RAISE(ABORT, 'R07_LINE_SUSPENDED: a suspended line must be resumed before plans, add-ons or roaming change'); END;
+-- include: parent_status name=r07_suspended_addon event=INSERT table=line_addons parent=lines key=line_id is="= 'suspended'" message='R07_LINE_SUSPENDED: a suspended line must be resumed before plans, add-ons or roaming change'
 
 CREATE TRIGGER r08_suspension_limit BEFORE UPDATE OF status ON lines
 WHEN NEW.status = 'suspended' AND OLD.status = 'active'
@@ -294,23 +288,11 @@ END;
 -- A detour (an add-on added and removed, roaming on and off again) leaves its rows.
 -- include: ledger
 
-CREATE TRIGGER log_line AFTER INSERT ON lines
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.line_id, 'line_added', 0,
-        printf('%s %s, %s', NEW.phone_number, NEW.plan_id, NEW.customer_id));
-END;
+-- include: ledger_insert name=log_line table=lines ref=line_id event='line_added' detail="printf('%s %s, %s', NEW.phone_number, NEW.plan_id, NEW.customer_id)"
 
 -- include: ledger_change name=log_plan table=lines column=plan_id ref=line_id event='plan_changed'
 
-CREATE TRIGGER log_line_status AFTER UPDATE OF status ON lines
-WHEN NEW.status <> OLD.status
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.line_id,
-        CASE NEW.status WHEN 'suspended' THEN 'suspended' WHEN 'active' THEN 'resumed' ELSE 'terminated' END, 0,
-        printf('%s -> %s%s', OLD.status, NEW.status,
-               CASE WHEN ifnull(NEW.suspend_reason, OLD.suspend_reason) IS NOT NULL
-                    THEN ': ' || ifnull(NEW.suspend_reason, OLD.suspend_reason) ELSE '' END));
-END;
+-- include: ledger_change name=log_line_status table=lines column=status ref=line_id event="CASE NEW.status WHEN 'suspended' THEN 'suspended' WHEN 'active' THEN 'resumed' ELSE 'terminated' END" detail="printf('%s -> %s%s', OLD.status, NEW.status, CASE WHEN ifnull(NEW.suspend_reason, OLD.suspend_reason) IS NOT NULL THEN ': ' || ifnull(NEW.suspend_reason, OLD.suspend_reason) ELSE '' END)"
 
 CREATE TRIGGER log_roaming AFTER UPDATE OF roaming_enabled ON lines
 WHEN NEW.roaming_enabled <> OLD.roaming_enabled
@@ -319,23 +301,13 @@ BEGIN
         CASE WHEN NEW.roaming_enabled = 1 THEN 'roaming_on' ELSE 'roaming_off' END, 0, '');
 END;
 
-CREATE TRIGGER log_addon_added AFTER INSERT ON line_addons
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.line_id, 'addon_added', 0, NEW.addon_id);
-END;
+-- include: ledger_insert name=log_addon_added table=line_addons ref=line_id event='addon_added' detail=NEW.addon_id
 
 CREATE TRIGGER log_addon_removed AFTER DELETE ON line_addons
 BEGIN
     INSERT INTO ledger_append VALUES (OLD.line_id, 'addon_removed', 0, OLD.addon_id);
 END;
 
-CREATE TRIGGER log_bill AFTER INSERT ON bills
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.bill_id, 'billed', NEW.amount,
-        printf('%s %s, %s', NEW.kind, NEW.period, NEW.customer_id));
-END;
+-- include: ledger_insert name=log_bill table=bills ref=bill_id event='billed' amount=NEW.amount detail="printf('%s %s, %s', NEW.kind, NEW.period, NEW.customer_id)"
 
-CREATE TRIGGER log_payment AFTER INSERT ON payments
-BEGIN
-    INSERT INTO ledger_append VALUES (NEW.bill_id, 'paid', NEW.amount, NEW.method_id);
-END;
+-- include: ledger_insert name=log_payment table=payments ref=bill_id event='paid' amount=NEW.amount detail=NEW.method_id
