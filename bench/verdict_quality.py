@@ -28,12 +28,25 @@ initial states built, how values are named looked up), then its steady state
 (`verifications_per_s_per_core`) and, as the baseline measured in the same run on the same
 trajectories, the state verifier alone (`state_verifications_per_s_per_core`).
 
-    python bench/verdict_quality.py [--quick] [--n N] [--seed S] [--per-class K]
+The corpus section judges every case of the verdict corpus (`bench/verdict_corpus/`: real
+tasks' reference dialogues edited with hand-written phrasings no template wrote, over the
+four worlds and the three synthesis methods) with the same composite. Per class and overall:
+false passes (a bad case that passed), bad cases failed without any of their `must_fail`
+parts failing (`failed_wrong_part`, counted apart: caught, but for another reason), false
+fails (a good case that failed), the false passes on the safety classes (a write without a
+clear yes or after a decline, an invented amount, id, fee or date, success claimed on a
+refusal or with nothing written), the false-fail rate over every good case, and the
+composite's steady-state verifications/s/core on the corpus. `--quick` judges a stratified
+subset (one case per class × method × world); `--no-corpus` leaves the section out.
+
+    python bench/verdict_quality.py [--quick] [--n N] [--seed S] [--per-class K] [--no-corpus]
 
 The last line printed is one JSON object: `false_pass_rate` (bad ones passed / bad),
 `false_fail_rate` (good ones failed / good), `kill_rate_by_class`, counts, the breakdown per
 method × world, `verifications_per_s_per_core` (composite; target >= 1,000) and
-`state_verifications_per_s_per_core`. Targets: both error rates 0.
+`state_verifications_per_s_per_core`; the corpus section under `corpus`, with its headline
+figures also at the top level (`corpus_safety_false_passes`, `corpus_false_fails`,
+`corpus_false_fail_rate`, `corpus_verifications_per_s_per_core`). Targets: every error count 0.
 """
 
 from __future__ import annotations
@@ -51,6 +64,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.verdict_corpus import CorpusCase, load, trajectory  # noqa: E402
 from data.records import Task, Trajectory  # noqa: E402
 from envs.conversation import conversation, identity_lookup  # noqa: E402
 from envs.registry import get_world  # noqa: E402
@@ -288,18 +302,117 @@ def run(n: int = 8, seed: int = 0, per_class: int = 1, window: float = 3.0,
     }
 
 
+def stratified(items: list[CorpusCase], per_stratum: int = 1) -> list[CorpusCase]:
+    """The first `per_stratum` cases of each class × method × world, in corpus order."""
+    seen: Counter[tuple[str, str, str]] = Counter()
+    out = []
+    for c in items:
+        key = (c.cls, c.method, c.world)
+        if seen[key] < per_stratum:
+            seen[key] += 1
+            out.append(c)
+    return out
+
+
+def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0) -> dict[str, Any]:
+    """The composite's verdicts on the verdict corpus (default: every committed case); see the
+    module docstring."""
+    items = load() if items is None else items
+    composite = get_verifier("composite")
+    rows: list[dict[str, Any]] = []
+    pairs: list[tuple[Task, Trajectory]] = []
+    for c in items:
+        traj = trajectory(c)
+        pairs.append((c.task, traj))
+        v = composite.verify(c.task, traj)
+        failed = [b for b, x in v.details.get("components", {}).items() if not x["passed"]]
+        rows.append({"case": c, "passed": v.passed, "failed": failed, "reasons": v.reasons[:3]})
+
+    def verdict(r: dict[str, Any]) -> str:
+        c: CorpusCase = r["case"]
+        if c.expected_pass:
+            return "ok" if r["passed"] else "false_fail"
+        if r["passed"]:
+            return "false_pass"
+        return "caught" if set(r["failed"]) & set(c.must_fail) else "failed_wrong_part"
+
+    for r in rows:
+        r["verdict"] = verdict(r)
+    good = [r for r in rows if r["case"].expected_pass]
+    bad = [r for r in rows if not r["case"].expected_pass]
+    safety = [r for r in bad if r["case"].safety]
+
+    def count(rs: list[dict[str, Any]], what: str) -> int:
+        return sum(r["verdict"] == what for r in rs)
+
+    by_class: dict[str, dict[str, Any]] = {}
+    for cls in sorted({r["case"].cls for r in rows}):
+        rs = [r for r in rows if r["case"].cls == cls]
+        c0: CorpusCase = rs[0]["case"]
+        part: dict[str, Any] = {"cases": len(rs), "expected_pass": c0.expected_pass, "safety": c0.safety,
+                                "must_fail": sorted({b for r in rs for b in r["case"].must_fail})}
+        if c0.expected_pass:
+            part.update(false_fails=count(rs, "false_fail"), false_fail_rate=_rate(count(rs, "false_fail"), len(rs)))
+        else:
+            part.update(false_passes=count(rs, "false_pass"), false_pass_rate=_rate(count(rs, "false_pass"), len(rs)),
+                        failed_wrong_part=count(rs, "failed_wrong_part"), caught=count(rs, "caught"))
+        part["failed_by_component"] = dict(sorted(Counter(b for r in rs for b in r["failed"]).items()))
+        by_class[cls] = part
+
+    by_method_world: dict[str, dict[str, int]] = {}
+    for key in sorted({f"{r['case'].method}/{r['case'].world}" for r in rows}):
+        rs = [r for r in rows if f"{r['case'].method}/{r['case'].world}" == key]
+        by_method_world[key] = {"cases": len(rs), "false_passes": count(rs, "false_pass"),
+                                "failed_wrong_part": count(rs, "failed_wrong_part"), "false_fails": count(rs, "false_fail")}
+
+    def example(r: dict[str, Any]) -> dict[str, Any]:
+        c: CorpusCase = r["case"]
+        return {"id": c.id, "cls": c.cls, "act": c.act, "phrasing": c.phrasing, "note": c.note,
+                "failed_components": r["failed"], "reasons": r["reasons"]}
+
+    comp = cpu_rate(lambda: [composite.verify(t, x) for t, x in pairs] and len(pairs), window) if pairs else None
+    return {
+        "cases": len(rows), "good": len(good), "bad": len(bad), "safety_bad": len(safety),
+        "tasks": len({r["case"].task.id for r in rows}),
+        "methods": sorted({r["case"].method for r in rows}), "worlds": sorted({r["case"].world for r in rows}),
+        "false_passes": count(bad, "false_pass"), "false_pass_rate": _rate(count(bad, "false_pass"), len(bad)),
+        "failed_wrong_part": count(bad, "failed_wrong_part"),
+        "safety_false_passes": count(safety, "false_pass"),
+        "safety_false_pass_rate": _rate(count(safety, "false_pass"), len(safety)),
+        "false_fails": count(good, "false_fail"), "false_fail_rate": _rate(count(good, "false_fail"), len(good)),
+        "by_class": by_class,
+        "by_method_world": by_method_world,
+        "false_pass_examples": [example(r) for r in rows if r["verdict"] == "false_pass"][:8],
+        "failed_wrong_part_examples": [example(r) for r in rows if r["verdict"] == "failed_wrong_part"][:5],
+        "false_fail_examples": [example(r) for r in rows if r["verdict"] == "false_fail"][:8],
+        "composite": comp,
+        "verifications_per_s_per_core": comp["per_s_per_core"] if comp else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 tasks per method × world, short timing windows")
     ap.add_argument("--n", type=int, default=None, help="tasks per method × world (default 8, quick 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-class", type=int, default=1, help="mutants of each class per task (the audit's max_per_kind)")
+    ap.add_argument("--no-corpus", action="store_true", help="leave out the verdict corpus section")
     args = ap.parse_args()
     n = args.n if args.n is not None else (2 if args.quick else 8)
     if n < 1 or args.per_class < 1:
         ap.error("--n and --per-class must be at least 1")
     figures = run(n=n, seed=args.seed, per_class=args.per_class, window=1.0 if args.quick else 3.0)
     figures["quick"] = args.quick
+    if not args.no_corpus:
+        items = load()
+        part = corpus_section(stratified(items) if args.quick else items, window=1.0 if args.quick else 3.0)
+        part["subset"] = "stratified: one case per class × method × world" if args.quick else "all"
+        figures["corpus"] = part
+        figures.update(corpus_cases=part["cases"], corpus_false_passes=part["false_passes"],
+                       corpus_failed_wrong_part=part["failed_wrong_part"],
+                       corpus_safety_false_passes=part["safety_false_passes"],
+                       corpus_false_fails=part["false_fails"], corpus_false_fail_rate=part["false_fail_rate"],
+                       corpus_verifications_per_s_per_core=part["verifications_per_s_per_core"])
     print(json.dumps(figures))
 
 

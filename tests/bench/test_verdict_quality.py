@@ -27,3 +27,37 @@ def test_verdict_quality_figures() -> None:
         figures["false_pass_examples"], figures["false_fail_examples"])
     assert figures["classes_missing_from_audit"] == {}
     assert figures["verifications_per_s_per_core"] > 0 and figures["state_verifications_per_s_per_core"] > 0
+
+
+def test_verdict_quality_corpus_section() -> None:
+    """The corpus section's counts add up per class, and a case labelled against its verdict
+    is counted as the error it is (a good case relabelled bad is a false pass)."""
+    from dataclasses import replace
+
+    from bench.verdict_corpus import load
+    from bench.verdict_quality import corpus_section, stratified
+
+    items = stratified(load())
+    assert len({(c.cls, c.method, c.world) for c in items}) == len(items)
+    sample = [c for c in items if c.world == "retail"][:24]
+    gold_like = next(c for c in sample if c.cls == "plan_paraphrase")
+    relabelled = replace(gold_like, id=gold_like.id + ":relabelled", cls="relabelled", expected_pass=False,
+                         must_fail=["POLICY"], safety=True)
+    part = corpus_section([*sample, relabelled], window=0.05)
+    json.dumps(part)
+    assert part["cases"] == len(sample) + 1 and part["good"] + part["bad"] == part["cases"]
+    for cls, row in part["by_class"].items():
+        if row["expected_pass"]:
+            assert 0 <= row["false_fails"] <= row["cases"], cls
+        else:
+            assert row["false_passes"] + row["failed_wrong_part"] + row["caught"] == row["cases"], cls
+    assert sum(r.get("false_passes", 0) for r in part["by_class"].values()) == part["false_passes"]
+    assert sum(r.get("false_fails", 0) for r in part["by_class"].values()) == part["false_fails"]
+    # relabelled, a good case the composite passes is a false pass (one it fails is caught)
+    from bench.verdict_corpus import trajectory
+    from verifiers.base import get_verifier
+
+    passes = get_verifier("composite").verify(gold_like.task, trajectory(gold_like)).passed
+    assert part["by_class"]["relabelled"]["false_passes"] == int(passes)
+    assert part["safety_false_passes"] >= part["by_class"]["relabelled"]["false_passes"]
+    assert part["verifications_per_s_per_core"] > 0
