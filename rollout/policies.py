@@ -7,6 +7,7 @@ import json
 import random
 from typing import Any
 
+from data.jsonish import maybe_json
 from data.records import Sampling, Task, ToolCall, Turn
 from rollout.model import ChatResponse, MalformedCall
 
@@ -73,20 +74,11 @@ def _next_turn(turns: list[Turn], messages: list[dict[str, Any]]) -> int:
     for m in messages:
         if m["role"] != "assistant" or pos >= len(turns):
             continue
-        calls = [(c["function"]["name"], _arguments(c["function"].get("arguments"))) for c in m.get("tool_calls") or []]
+        calls = [(c["function"]["name"], maybe_json(c["function"].get("arguments"))) for c in m.get("tool_calls") or []]
         turn = turns[pos]
         if (m.get("content") or "") == turn.content and calls == [(c.name, c.arguments) for c in turn.tool_calls]:
             pos += 1
     return pos
-
-
-def _arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
 
 
 def _with_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
