@@ -36,7 +36,7 @@ from typing import Any
 
 from data.records import ToolCall
 from envs import sql as kit
-from envs.constraints import Constraint, FuzzifyError, FuzzyRef
+from envs.constraints import Constraint, Fuzzification, FuzzifyError, FuzzyRef
 from envs.design import Goal
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -180,6 +180,23 @@ def reference_calls(constraints: list[Any], first: list[ToolCall], reads: Callab
     """A world's reference solution: the reads it makes `first` (the owner's account), the
     reads each constraint needs (`reads(c)`, in order), then one write per constraint."""
     return [*first, *(call for c in constraints for call in reads(c)), *(write_call(c) for c in constraints)]
+
+
+Describe = Callable[[str, Any], FuzzyRef]  # (slot "c<i>.<field>", the field's value) -> its description
+
+
+def fuzzification(constraints: list[Any], fields: Callable[[Any], dict[str, Describe] | None]) -> Fuzzification:
+    """A world's ``fuzzify``: each field of `fields(c)` (in its order) described under the slot
+    "c<i>.<field>" of the i-th constraint; `fields(c)` is None for a kind it does not know
+    (ValueError). A describer raises `FuzzifyError` when no description is unique."""
+    out = Fuzzification()
+    for i, c in enumerate(constraints):
+        found = fields(c)
+        if found is None:
+            raise ValueError(f"unknown constraint kind {c.kind!r}")
+        for name, describe in found.items():
+            out.refs[f"c{i}.{name}"] = describe(f"c{i}.{name}", c[name])
+    return out
 
 
 def trial(conn: sqlite3.Connection, world: str, calls: list[ToolCall]) -> bool:

@@ -268,3 +268,17 @@ def test_call_of_and_reference_calls_build_a_reference() -> None:
                                lambda c: cove.call_of(c, writes))
     assert [(t.name, t.arguments) for t in got] == [("get_account", {}), ("look", {"order_id": "O1"}),
                                                     ("cancel_order", {"order_id": "O1"}), ("place_order", {"ids": ["I1"]})]
+
+
+def test_fuzzification_describes_each_field_under_its_slot() -> None:
+    from envs.constraints import FuzzyRef
+
+    def ref(slot: str, value: Any) -> FuzzyRef:
+        return FuzzyRef(slot=slot, entity="e", record_id=str(value), text=f"{slot}={value}", where={}, level=0,
+                        first_matches=1)
+
+    cs = [Constraint(kind="a", fields={"x": 1, "y": 2}), Constraint(kind="b", fields={"x": 3})]
+    out = cove.fuzzification(cs, lambda c: {"y": ref, "x": ref} if c.kind == "a" else {})
+    assert out.texts() == {"c0.y": "c0.y=2", "c0.x": "c0.x=1"} and list(out.refs) == ["c0.y", "c0.x"]
+    with pytest.raises(ValueError, match="unknown constraint kind 'b'"):
+        cove.fuzzification(cs, lambda c: {"x": ref} if c.kind == "a" else None)

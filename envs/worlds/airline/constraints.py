@@ -311,22 +311,21 @@ def describe_reservation(conn: sqlite3.Connection, rng: random.Random, slot: str
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
     """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
     `FuzzifyError` when the most specific description still matches two or more records."""
-    out = Fuzzification()
-    for i, c in enumerate(constraints):
+
+    def flight(s: str, v: str) -> FuzzyRef:
+        return describe_flight(conn, rng, s, v)
+
+    def fields(c: Constraint) -> dict[str, cove.Describe] | None:
         if c.kind == "book":
-            out.refs[f"c{i}.flight_id"] = describe_flight(conn, rng, f"c{i}.flight_id", c["flight_id"])
-            out.refs[f"c{i}.payment_id"] = describe_payment(conn, rng, f"c{i}.payment_id", c["payment_id"])
-        elif cove.ON_NEW in c.fields:
-            continue  # the booking the user is making: "that booking"
-        elif c.kind in ("cancel", "bags", "change"):
-            out.refs[f"c{i}.reservation_id"] = describe_reservation(conn, rng, f"c{i}.reservation_id",
-                                                                    c["reservation_id"])
-            if c.kind == "change":
-                out.refs[f"c{i}.new_flight_id"] = describe_flight(conn, rng, f"c{i}.new_flight_id",
-                                                                  c["new_flight_id"])
-        else:
-            raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return out
+            return {"flight_id": flight, "payment_id": lambda s, v: describe_payment(conn, rng, s, v)}
+        if cove.ON_NEW in c.fields:
+            return {}  # the booking the user is making: "that booking"
+        if c.kind not in ("cancel", "bags", "change"):
+            return None
+        found: dict[str, cove.Describe] = {"reservation_id": lambda s, v: describe_reservation(conn, rng, s, v)}
+        return {**found, "new_flight_id": flight} if c.kind == "change" else found
+
+    return cove.fuzzification(constraints, fields)
 
 
 def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:

@@ -266,21 +266,21 @@ def describe_prescription(conn: sqlite3.Connection, slot: str, rx_id: str) -> Fu
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
     """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
     `FuzzifyError` when the most specific description still matches two or more records."""
-    out = Fuzzification()
-    for i, c in enumerate(constraints):
-        s = f"c{i}."
+
+    def fields(c: Constraint) -> dict[str, cove.Describe] | None:
         if c.kind == "book":
-            out.refs[s + "slot_id"] = describe_slot(conn, rng, s + "slot_id", c["slot_id"])
-        elif c.kind in ("cancel", "reschedule"):
-            out.refs[s + "appointment_id"] = describe_appointment(conn, s + "appointment_id", c["appointment_id"])
-            if c.kind == "reschedule":
-                provider = _one(conn, "appointment", c["appointment_id"])["provider_id"]
-                out.refs[s + "new_slot_id"] = describe_slot(conn, rng, s + "new_slot_id", c["new_slot_id"], provider)
-        elif c.kind == "refill":
-            out.refs[s + "rx_id"] = describe_prescription(conn, s + "rx_id", c["rx_id"])
-        elif c.kind != "pay":
-            raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return out
+            return {"slot_id": lambda s, v: describe_slot(conn, rng, s, v)}
+        if c.kind == "cancel":
+            return {"appointment_id": lambda s, v: describe_appointment(conn, s, v)}
+        if c.kind == "reschedule":
+            provider = _one(conn, "appointment", c["appointment_id"])["provider_id"]
+            return {"appointment_id": lambda s, v: describe_appointment(conn, s, v),
+                    "new_slot_id": lambda s, v: describe_slot(conn, rng, s, v, provider)}
+        if c.kind == "refill":
+            return {"rx_id": lambda s, v: describe_prescription(conn, s, v)}
+        return {} if c.kind == "pay" else None
+
+    return cove.fuzzification(constraints, fields)
 
 
 def goal(constraints: list[Constraint], fuzzy: dict[str, str]) -> Goal:

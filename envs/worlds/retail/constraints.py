@@ -285,31 +285,31 @@ def describe_payment(conn: sqlite3.Connection, slot: str, payment_id: str) -> Fu
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
     """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
     `FuzzifyError` when the most specific description still matches two or more records."""
-    out = Fuzzification()
-    for i, c in enumerate(constraints):
-        slot = f"c{i}."
 
-        def put(field: str, ref: FuzzyRef, slot: str = slot) -> None:
-            out.refs[slot + field] = ref
+    def variant(s: str, v: str) -> FuzzyRef:
+        return describe_variant(conn, rng, s, v)
 
+    def payment(s: str, v: str) -> FuzzyRef:
+        return describe_payment(conn, s, v)
+
+    def fields(c: Constraint) -> dict[str, cove.Describe] | None:
         if c.kind == "order":
-            put("variant_id", describe_variant(conn, rng, slot + "variant_id", c["variant_id"]))
-            put("payment_id", describe_payment(conn, slot + "payment_id", c["payment_id"]))
-        elif cove.ON_NEW in c.fields:
-            continue  # the order the customer is placing: "that new order"
-        elif c.kind in ("cancel", "address", "return", "exchange"):
-            put("order_id", describe_order(conn, rng, slot + "order_id", c["order_id"]))
-            if c.kind in ("return", "exchange"):
-                put("variant_id", describe_line(conn, slot + "variant_id", c["order_id"], c["variant_id"]))
-            if c.kind == "return":
-                put("refund_payment_id", describe_payment(conn, slot + "refund_payment_id", c["refund_payment_id"]))
-            if c.kind == "exchange":
-                put("new_variant_id", describe_variant(conn, rng, slot + "new_variant_id", c["new_variant_id"],
-                                                       current=c["variant_id"]))
-                put("payment_id", describe_payment(conn, slot + "payment_id", c["payment_id"]))
-        else:
-            raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return out
+            return {"variant_id": variant, "payment_id": payment}
+        if cove.ON_NEW in c.fields:
+            return {}  # the order the customer is placing: "that new order"
+        if c.kind not in ("cancel", "address", "return", "exchange"):
+            return None
+        found: dict[str, cove.Describe] = {"order_id": lambda s, v: describe_order(conn, rng, s, v)}
+        if c.kind in ("return", "exchange"):
+            found["variant_id"] = lambda s, v: describe_line(conn, s, c["order_id"], v)
+        if c.kind == "return":
+            found["refund_payment_id"] = payment
+        if c.kind == "exchange":
+            found["new_variant_id"] = lambda s, v: describe_variant(conn, rng, s, v, current=c["variant_id"])
+            found["payment_id"] = payment
+        return found
+
+    return cove.fuzzification(constraints, fields)
 
 
 def _units(n: int) -> str:

@@ -262,26 +262,27 @@ def _describe(conn: sqlite3.Connection, slot: str, entity: str, record_id: str) 
 def fuzzify(conn: sqlite3.Connection, constraints: list[Constraint], rng: random.Random) -> Fuzzification:
     """Unique descriptions for every id in the set, keyed "c<i>.<field>"; raises
     `FuzzifyError` when the most specific description still matches two or more records."""
-    out = Fuzzification()
-    for i, c in enumerate(constraints):
-        s = f"c{i}."
+
+    def of(entity: str) -> cove.Describe:
+        return lambda s, v: _describe(conn, s, entity, v)
+
+    def fields(c: Constraint) -> dict[str, cove.Describe] | None:
         if c.kind == "pay":
-            out.refs[s + "bill_id"] = _describe(conn, s + "bill_id", "bill", c["bill_id"])
-            out.refs[s + "method_id"] = _describe(conn, s + "method_id", "method", c["method_id"])
-        elif c.kind == "new_line":
-            out.refs[s + "plan_id"] = _describe(conn, s + "plan_id", "plan", c["plan_id"])
-        elif cove.ON_NEW in c.fields:  # the line the customer is opening: "the new line"
-            if c.kind == "addon":
-                out.refs[s + "addon_id"] = _describe(conn, s + "addon_id", "addon", c["addon_id"])
-        elif c.kind in ("plan", "addon", "roaming", "suspend", "drop_addon", "resume", "terminate"):
-            out.refs[s + "line_id"] = _describe(conn, s + "line_id", "line", c["line_id"])
-            if c.kind == "plan":
-                out.refs[s + "plan_id"] = _describe(conn, s + "plan_id", "plan", c["plan_id"])
-            if c.kind in ("addon", "drop_addon"):
-                out.refs[s + "addon_id"] = _describe(conn, s + "addon_id", "addon", c["addon_id"])
-        else:
-            raise ValueError(f"unknown constraint kind {c.kind!r}")
-    return out
+            return {"bill_id": of("bill"), "method_id": of("method")}
+        if c.kind == "new_line":
+            return {"plan_id": of("plan")}
+        if cove.ON_NEW in c.fields:  # the line the customer is opening: "the new line"
+            return {"addon_id": of("addon")} if c.kind == "addon" else {}
+        if c.kind not in ("plan", "addon", "roaming", "suspend", "drop_addon", "resume", "terminate"):
+            return None
+        found = {"line_id": of("line")}
+        if c.kind == "plan":
+            found["plan_id"] = of("plan")
+        if c.kind in ("addon", "drop_addon"):
+            found["addon_id"] = of("addon")
+        return found
+
+    return cove.fuzzification(constraints, fields)
 
 
 # The request sentence of a kind ({field}: the field's description) and what the customer then
