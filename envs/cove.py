@@ -338,21 +338,29 @@ def constraint_sampler(world: str, owners: Callable[[sqlite3.Connection], list[A
                        dependent: Iterable[str], on_dependent: Callable[..., list[Any]],
                        sample: Callable[[str, sqlite3.Connection, Any, Any, set[str]], Any],
                        touched: Callable[[Any], set[str]], write_call: Callable[[Any], ToolCall],
-                       p_extra: float = 0.5, doc: str = "") -> Callable[..., list[Any]]:
+                       p_extra: float = 0.5, owner: str = "owner", other: str = "another record"
+                       ) -> Callable[..., list[Any]]:
     """A world's ``sample_constraints(conn, rng, p_extra, kind)``: a set for one of
     `owners(conn)`; for a kind in `dependent`, the first non-empty `on_dependent(conn, rng,
-    owner, kind)` (`sample_dependent`), for any other, `sample_set` over `kinds` (starting
-    with `kind` when given). `doc` is its docstring."""
+    owner, kind)` whose writes succeed in its order (`sample_dependent`, `trial`), for any
+    other, `sample_set` over `kinds` (starting with `kind` when given). Its docstring names
+    the `owner` and what the second request is on (`other`)."""
     dependent = list(dependent)
+
+    def in_order(found: list[Any], conn: sqlite3.Connection) -> list[Any]:
+        return found if found and trial(conn, world, [write_call(c) for c in found]) else []
 
     def sample_constraints(conn: sqlite3.Connection, rng: Any, p_extra: float = p_extra,
                            kind: str | None = None) -> list[Any]:
         found = owners(conn)
         if kind in dependent:
-            return sample_dependent(rng, found, lambda owner: on_dependent(conn, rng, owner, kind))
+            return sample_dependent(rng, found, lambda who: in_order(on_dependent(conn, rng, who, kind), conn))
         return sample_set(conn, rng, world, found, kinds, sample, touched, write_call, p_extra, first=kind)
 
-    sample_constraints.__doc__ = doc
+    sample_constraints.__doc__ = (
+        f"A constraint set for one {owner}, solvable by construction (its writes succeed in every order, "
+        f"or for a dependent kind in its own order): one request (of `kind` when given), plus (with "
+        f"probability `p_extra`) a second one on {other}. Empty when nothing fits.")
     return sample_constraints
 
 class KnownInfo(dict):  # type: ignore[type-arg]

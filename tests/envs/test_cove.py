@@ -234,24 +234,34 @@ def test_metadata_is_json() -> None:
 
 def test_constraint_sampler_dispatches_dependent_kinds() -> None:
     """A world's sample_constraints from `cove.constraint_sampler`: a dependent kind goes to
-    `on_dependent` (owner and kind passed), any other to `sample_set`; the rng's stream and the
-    defaults are the world's."""
+    `on_dependent` (owner and kind passed) and is kept only if its writes succeed in its order,
+    any other to `sample_set`; the rng's stream and the defaults are the world's."""
+    from envs.registry import get_world
+
     seen: list[tuple[Any, str]] = []
 
     def on_dependent(conn: Any, rng: random.Random, owner: str, kind: str) -> list[str]:
         seen.append((owner, kind))
-        return [f"{kind}:{owner}"] if owner == "b" else []
+        return [f"{kind}:{owner}"] if owner in ("b", "c") else []
 
     def sample(kind: str, conn: Any, rng: random.Random, owner: str, avoid: set[str]) -> None:
         return None  # nothing fits: sample_set gives an empty set
 
-    sampler = cove.constraint_sampler("airline", lambda conn: ["a", "b", "c"], ["x"], ["dep"], on_dependent,
-                                      sample, lambda c: set(), lambda c: ToolCall(name="n", arguments={}),
-                                      p_extra=0.3, doc="Docs.")
-    assert sampler(None, random.Random(1), kind="dep") == ["dep:b"] and ("b", "dep") in seen
-    assert sampler(None, random.Random(1)) == [] and sampler.__doc__ == "Docs."
+    def write_call(c: str) -> ToolCall:  # owner c's write fails: no such tool
+        return ToolCall(name="search_flights" if c.endswith("b") else "no_such_tool",
+                        arguments={"origin": "X", "destination": "Y", "date": "2026-01-01"})
+
+    conn = get_world("airline").build_state(0, 1)
+    for owners, expected in [(["a", "b", "c"], ["dep:b"]), (["a", "c"], [])]:
+        sampler = cove.constraint_sampler("airline", lambda conn, o=owners: o, ["x"], ["dep"], on_dependent,
+                                          sample, lambda c: set(), write_call, p_extra=0.3,
+                                          owner="user", other="another flight")
+        assert sampler(conn, random.Random(1), kind="dep") == expected
+    assert ("b", "dep") in seen and ("c", "dep") in seen
+    assert sampler(conn, random.Random(1)) == [] and "for one user" in (sampler.__doc__ or "")
+    assert "a second one on another flight." in (sampler.__doc__ or "")
     with pytest.raises(ValueError, match="unknown kind"):
-        sampler(None, random.Random(1), kind="nope")
+        sampler(conn, random.Random(1), kind="nope")
     assert inspect.signature(sampler).parameters["p_extra"].default == 0.3
 
 

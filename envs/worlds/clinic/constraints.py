@@ -192,16 +192,13 @@ def _pay_then_book(conn: sqlite3.Connection, rng: random.Random, patient: dict[s
         return []
     book = Constraint(kind="book", fields={**book.fields, cove.AFTER: 0})
     out = [pay, book]
-    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+    return out  # kept if its writes succeed in this order (cove.constraint_sampler)
 
 
 sample_constraints = cove.constraint_sampler(
     WORLD, lambda conn: kit.rows(conn, "SELECT * FROM patients ORDER BY patient_id"),
     BASE_KINDS, DEPENDENT, _pay_then_book, _sample, _touched, lambda c: write_call(c),  # write_call: below
-    doc="""A constraint set for one patient, solvable by construction (its writes succeed in
-    every order, or for a dependent kind in its own order): one request (of `kind` when
-    given), plus (with probability `p_extra`) a second one on another record. Empty when
-    nothing fits.""")
+    owner="patient", other="another record")
 
 
 # -- fuzzification -------------------------------------------------------------------------

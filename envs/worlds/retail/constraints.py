@@ -190,15 +190,13 @@ def _on_new_order(conn: sqlite3.Connection, rng: random.Random, cid: str, kind: 
         return []
     out = [opening, Constraint(kind="address", fields={"customer_id": cid, "order_id": oid,
                                                        "address": _new_address(rng, current), cove.ON_NEW: 0})]
-    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+    return out  # kept if its writes succeed in this order (cove.constraint_sampler)
 
 
 sample_constraints = cove.constraint_sampler(
     WORLD, lambda conn: [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")],
     BASE_KINDS, DEPENDENT, _on_new_order, _sample, _touched, lambda c: write_call(c),  # write_call: below
-    doc="""A constraint set for one customer, solvable by construction (its writes succeed in
-    every order): one request (of `kind` when given), plus (with probability `p_extra`) a
-    second one on another order or variant. Empty when nothing fits.""")
+    owner="customer", other="another order or variant")
 
 
 # -- fuzzification -------------------------------------------------------------------------

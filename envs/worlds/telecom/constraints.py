@@ -201,15 +201,13 @@ def _on_new_line(conn: sqlite3.Connection, rng: random.Random, cid: str, kind: s
                 return []
             out.append(Constraint(kind="addon", fields={**on_it, "addon_id": rng.choice(passes)}))
         out.append(Constraint(kind="roaming", fields={**on_it, "enabled": True}))
-    return out if cove.trial(conn, WORLD, [write_call(c) for c in out]) else []
+    return out  # kept if its writes succeed in this order (cove.constraint_sampler)
 
 
 sample_constraints = cove.constraint_sampler(
     WORLD, lambda conn: [r["customer_id"] for r in kit.rows(conn, "SELECT customer_id FROM customers ORDER BY customer_id")],
     BASE_KINDS, DEPENDENT, _on_new_line, _sample, _touched, lambda c: write_call(c),  # write_call: below
-    doc="""A constraint set for one account, solvable by construction (its writes succeed in
-    every order): one request (of `kind` when given), plus (with probability `p_extra`) a
-    second one on another line or bill. Empty when nothing fits.""")
+    owner="account", other="another line or bill")
 
 
 # -- fuzzification -------------------------------------------------------------------------
