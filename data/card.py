@@ -198,6 +198,8 @@ HEADLINE_LABELS = {
     "sft_rows": "sft rows released",
     "sft_reference_rows": "sft rows that are reference dialogues",
     "sft_reference_share": "reference share of sft rows",
+    "sft_recovery_rows": "sft_recovery rows released (failed turns marked `train: false`)",
+    "trained_failures": "released sft / sft_recovery rows whose failed turn carries loss",
     "rl_rows": "rl rows released",
 }
 
@@ -308,13 +310,17 @@ def run_sections(run: dict[str, Any]) -> str:
                             "kept as the world's data", "after scrubbing", "eval-set contamination",
                             "train vs own test split (report only)"], rows), ""]
     if (q := run.get("data_quality")) and q.get("rows"):
+        head = run.get("headline") or {}
         fmt = lambda r: "-" if r is None else f"{r:.1%}"  # noqa: E731
         rows = [[f"policy compliance: {k}", fmt(v)] for k, v in q.get("clause_compliance", {}).items()]
         rows += [["writes with grounded arguments", fmt(q.get("grounded_args_rate"))],
                  ["informative final replies (facts told)", fmt(q.get("informative_reply_rate"))],
                  ["refusals that explain the rule", fmt(q.get("refusal_explained_rate"))],
                  ["reference dialogues among rows", fmt(q.get("reference_share"))],
-                 ["rows recovering from a failed call (marked `recovery`)", q.get("recovery_rows", 0)]]
+                 ["rows recovering from a failed call (the `sft_recovery` config)",
+                  head.get("sft_recovery_rows", q.get("recovery_rows", 0))]]
+        if "trained_failures" in head:
+            rows.append(["rows of both sft configs whose failed turn carries loss", head["trained_failures"]])
         if "scrubbed_rows_pass_rate" in q:
             rows.append(["scrubbed rows that still pass their verifier", fmt(q["scrubbed_rows_pass_rate"])])
         out += ["## Data quality", "",

@@ -170,7 +170,8 @@ def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], s
         {"stage": "verified (passed)", "count": passed, "drops": {}},
         {"stage": "curated (sft picks / rl tasks)", "count": f"{fig.get('sft', 0)} / {fig.get('rl', 0)}",
          "drops": {**{f"sft:{k}": v for k, v in drops_of("sft:").items()}, **{f"rl:{k}": v for k, v in drops_of("rl:").items()}}},
-        {"stage": "released (sft / rl rows)", "count": f"{released.get('sft')} / {released.get('rl')}",
+        {"stage": "released (sft / sft_recovery / rl rows)",
+         "count": f"{released.get('sft')} / {released.get('sft_recovery', 0)} / {released.get('rl')}",
          "drops": {**{f"{n}:hygiene": (h.get("dedup", {}).get("input", 0) - h.get("contamination", {}).get("kept", 0))
                       for n, h in hygiene.items() if h.get("dedup")},
                    **{f"{n}:failed its verifier once scrubbed": h["replay"]["dropped"]
@@ -237,9 +238,11 @@ def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapp
              infra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The figures a reader sees first, in the CLI summary, the Prefect artifact, the card and
     the report alike: the model; the policy's pass rate by each trajectory's deciding verdict
-    (its task's primary verifier: the one curation goes by); released rows (after hygiene)
-    and the share of sft rows that are reference dialogues; and warnings. `released`:
-    each release kind's curated stats with its `rows`; `infra`: `stages.check_infra_failures`."""
+    (its task's primary verifier: the one curation goes by); released rows (after hygiene),
+    the share of sft rows that are reference dialogues, the `sft_recovery` rows and
+    `trained_failures` (sft and sft_recovery rows whose failed turn carries loss: 0; a
+    warning otherwise); and warnings. `released`: each release kind's curated stats with its
+    `rows`; `infra`: `stages.check_infra_failures`."""
     per_task = fig.get("tasks", {})
     judged = sum(c["trials"] for c in per_task.values())
     passed = sum(c["passed"] for c in per_task.values())
@@ -248,6 +251,8 @@ def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapp
     sft = int(released.get("sft", {}).get("rows") or 0)
     rl = int(released.get("rl", {}).get("rows") or 0)
     ref = int(released.get("sft", {}).get("reference_rows") or 0)
+    recovery = int(released.get("sft_recovery", {}).get("rows") or 0)
+    trained = sum(int(released.get(k, {}).get("trained_failures") or 0) for k in ("sft", "sft_recovery"))
     failed = int((infra or {}).get("infra_failed", 0))
     model = cfg.rollout.model
     out: dict[str, Any] = {
@@ -261,6 +266,8 @@ def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapp
         "sft_rows": sft,
         "sft_reference_rows": ref,
         "sft_reference_share": round(ref / sft, 4) if sft else 0.0,
+        "sft_recovery_rows": recovery,
+        "trained_failures": trained,
         "rl_rows": rl,
     }
     warnings: list[str] = []
@@ -275,9 +282,11 @@ def headline(cfg: RunConfig, fig: Mapping[str, Any], released: Mapping[str, Mapp
     if failed:
         warnings.append(f"{failed} of {int((infra or {}).get('policy', 0))} policy trajectories ended on "
                         "infrastructure failures and were left out (--allow-partial)")
-    for name, n in (("sft", sft), ("rl", rl)):
+    for name, n in (("sft", sft), ("rl", rl)):  # an empty sft_recovery is a run without recoveries
         if not n:
             warnings.append(f"the {name} release has no rows")
+    if trained:
+        warnings.append(f"{trained} released sft rows give loss to a failed assistant turn")
     out["warnings"] = warnings
     return out
 
@@ -289,7 +298,8 @@ def summary(n_tasks: int, head: Mapping[str, Any], releases: dict[str, Path], pu
     (`stages.Published`) whether the release was `published` as a new version or `unchanged`
     (the one `LATEST.json` already named)."""
     keys = ("policy_trajectories", "policy_passed", "policy_pass_rate", "mean_score", "reference_trajectories",
-            "infra_failed", "sft_rows", "sft_reference_rows", "sft_reference_share", "rl_rows")
+            "infra_failed", "sft_rows", "sft_reference_rows", "sft_reference_share", "sft_recovery_rows",
+            "trained_failures", "rl_rows")
     return {
         "tasks": n_tasks,
         **{k: head.get(k) for k in keys},

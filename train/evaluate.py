@@ -8,7 +8,7 @@ basis — outcome, what the user was told, the policy's process). Reported per m
 errors; and the difference trained − base.
 
 Where the tasks come from: an `rl` release carries each task's JSON (`task` column); for
-an `sft` release the task ids of its rows are looked up in the `tasks` dataset named in
+an `sft` or `sft_recovery` release the task ids of its rows are looked up in the `tasks` dataset named in
 its lineage (`manifest.lineage.parents`).
 """
 
@@ -34,8 +34,9 @@ DEFAULT_VERIFIERS = ["composite"]
 
 
 def release_tasks(release: Path | str, split: str = "test") -> list[Task]:
-    """The tasks of a release's `split` (rl: from the `task` column; sft: via lineage)."""
-    from train.data import load_release
+    """The tasks of a release's `split` (rl: from the `task` column; sft and sft_recovery: via
+    lineage)."""
+    from train.data import is_sft_kind, load_release
 
     manifest = store.read_manifest(release)
     ds = load_release(release, split)
@@ -45,7 +46,7 @@ def release_tasks(release: Path | str, split: str = "test") -> list[Task]:
             task = as_task(value)
             seen.setdefault(task.id, task)
         return list(seen.values())
-    if manifest.kind == "sft":
+    if is_sft_kind(manifest.kind):
         ids = list(dict.fromkeys(ds["task_id"]))
         for parent in _lineage_datasets(Path(release)):
             if store.read_manifest(parent, verify=False).kind == "tasks":

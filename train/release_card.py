@@ -8,7 +8,9 @@ that hold escaped chat-template control tokens are counted (`rollout.control_tok
 card says how to undo the escape). The card warns when rows are longer than TRL's default
 `max_length` (`TRL_DEFAULT_MAX_LENGTH`), and says which templates have no assistant-only-loss
 path (no `{% generation %}` markers). It then shows plain `datasets` / TRL code for the
-release kind: for `rl`, the lines that build TRL's
+release kind: for `sft_recovery`, how many assistant turns are marked ``train: false`` and
+which templates leave a marked turn out of the loss (`loss_mark_checks`); for `rl`, the lines
+that build TRL's
 `environment_factory` and the verifier reward from the installed trajforge, and the portable
 action-match reward (`train.portable`) for users without it.
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from data.card import FOLDER
-from data.schema import RL_SCHEMA, SFT_SCHEMA, decode_row
+from data.schema import RL_SCHEMA, SFT_KINDS, SFT_RECOVERY_SCHEMA, SFT_SCHEMA, decode_row
 from rollout.control_tokens import ESCAPED, holds_escape
 
 MAX_ROWS = 5000  # rows rendered per release (the first ones); the card says when it is fewer than all
@@ -291,7 +293,7 @@ def decoded_chunks(batches: Iterable[Any], kind: str, limit: int = MAX_ROWS,
                    chunk_rows: int = CHUNK_ROWS) -> Iterator[list[dict[str, Any]]]:
     """The first `limit` rows of Arrow `batches` (tables or record batches of a release of
     `kind`), decoded as `datasets` yields them, `chunk_rows` at a time."""
-    schema = SFT_SCHEMA if kind == "sft" else RL_SCHEMA
+    schema = {"sft": SFT_SCHEMA, "sft_recovery": SFT_RECOVERY_SCHEMA}.get(kind, RL_SCHEMA)
     left = limit
     for batch in batches:
         for start in range(0, min(batch.num_rows, left), chunk_rows):
@@ -322,7 +324,7 @@ def embedded_tokenizer() -> Any:
 
 def training_sections(kind: str, batches: Any, code_version: str = "",
                       total_rows: int | None = None) -> tuple[str, dict[str, Any]]:
-    """The card's markdown about training on a release of `kind` (`sft` or `rl`), and its
+    """The card's markdown about training on a release of `kind` (`sft`, `sft_recovery` or `rl`), and its
     figures (template checks, token lengths) for the manifest's stats, measured on the first
     `MAX_ROWS` rows of `batches` (an Arrow table, or an iterable of tables read one at a
     time; `total_rows` says how many rows the release has when that is not all of them).
@@ -343,23 +345,32 @@ def training_sections(kind: str, batches: Any, code_version: str = "",
         for rows in decoded_chunks(batches, kind, chunk_rows=CHUNK_ROWS):
             if tokenizer is not None:
                 lengths += rows_lengths(tokenizer, rows, kind, counter)
-                if kind == "sft":
+                if kind in SFT_KINDS:
                     templates = merge_template_checks(templates, check_templates(tokenizer, rows,
                                                                                  offset=figures["rows_measured"]))
             figures["rows_measured"] += len(rows)
-            rendered = "messages" if kind == "sft" else "prompt"
+            rendered = "messages" if kind in SFT_KINDS else "prompt"
             figures["control_tokens_escaped"] += sum(holds_escape(r.get(rendered)) for r in rows)
+            if kind == "sft_recovery":
+                marks = figures.setdefault("loss_marks", {"marked_turns": 0, "rows_marked": 0})
+                counts = [sum(m.get("role") == "assistant" and m.get("train") is False for m in r["messages"])
+                          for r in rows]
+                marks["marked_turns"] += sum(counts)
+                marks["rows_marked"] += sum(n > 0 for n in counts)
     except Exception as exc:  # a card figure must never block a publish; the card says why
         figures["unmeasured"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     if figures["rows"] is None:
         figures["rows"] = figures["rows_measured"]
     if tokenizer is not None and lengths and "unmeasured" not in figures:
         figures["token_lengths"] = length_figures(lengths)
-        if kind == "sft":
+        if kind in SFT_KINDS:
             figures["templates"] = templates
+    if kind == "sft_recovery" and tokenizer is not None:
+        figures.setdefault("loss_marks", {"marked_turns": 0, "rows_marked": 0})["templates"] = \
+            loss_mark_checks(tokenizer)
     parts = ["## Training with it", ""]
-    if kind == "sft":
-        parts += _sft_text(figures)
+    if kind in SFT_KINDS:
+        parts += _sft_text(figures, kind)
     else:
         parts += _rl_text(figures, code_version)
     parts += _escape_text(figures, kind)
@@ -375,7 +386,7 @@ def _lengths_text(figures: dict[str, Any], kind: str) -> list[str]:
     out = [f"### Token lengths{scope}", "",
            "With the embedded SmolLM2 tokenizer and template (tool schemas rendered into the system turn):", "",
            "| tokens | p50 | p95 | max |", "|---|---|---|---|"]
-    if kind == "sft":
+    if kind in SFT_KINDS:
         out += [f"| before the first assistant turn | {b['p50']} | {b['p95']} | {b['max']} |",
                 f"| whole row | {t['p50']} | {t['p95']} | {t['max']} |", "",
                 f"With `assistant_only_loss=True`, TRL drops every row left without an assistant token after "
@@ -409,7 +420,7 @@ def _default_length_text(lengths: dict[str, Any]) -> list[str]:
 
 def _escape_text(figures: dict[str, Any], kind: str) -> list[str]:
     """What the card says about escaped control tokens: where, how many rows, how to undo it."""
-    where = ("message contents, tool calls' names and arguments, and tool results" if kind == "sft"
+    where = ("message contents, tool calls' names and arguments, and tool results" if kind in SFT_KINDS
              else "the `prompt` messages")
     n, rows = figures.get("control_tokens_escaped", 0), figures.get("rows_measured", 0)
     scope = "" if rows == figures.get("rows") else f" (of the first {rows})"
@@ -421,7 +432,7 @@ def _escape_text(figures: dict[str, Any], kind: str) -> list[str]:
             "DeepSeek) and of Gemma's and Mistral's turn markers (`<start_of_turn>`, `[INST]`, ...), so "
             "`<|im_start|>` is stored as `<`, U+200B, `|im_start|>`. A token already written in that escaped form gets "
             "one more zero-width space, which makes the escape exactly reversible. "
-            + ("`tools` (the world's tool schemas) are not escaped. " if kind == "sft" else
+            + ("`tools` (the world's tool schemas) are not escaped. " if kind in SFT_KINDS else
                "`tools` (the world's tool schemas), `task` and `reference_solution` are not escaped: no template "
                "renders the task or the reference, and the environment replays them. ")
             + f"Rows holding an escaped token{scope}: **{n}**.", "",
@@ -477,9 +488,73 @@ def _templates_text(figures: dict[str, Any]) -> list[str]:
     return out
 
 
-def _sft_text(figures: dict[str, Any]) -> list[str]:
+def loss_mark_checks(tokenizer: Any, families: list[str] | None = None) -> dict[str, bool | str | None]:
+    """Per template family: whether TRL's assistant-only loss (`return_assistant_tokens_mask`)
+    leaves an assistant message marked ``train: false`` out of the loss while the next
+    assistant turn keeps some (True: ours; False: a `{% generation %}` template that ignores
+    the mark, as TRL's training templates do), None for a template without `{% generation %}`
+    (no assistant-only-loss path at all), or why it could not be checked."""
+    probe = [{"role": "user", "content": "Look up u1."},
+             {"role": "assistant", "content": "Looking u1 up, wrongly.", "train": False},
+             {"role": "user", "content": "That failed."},
+             {"role": "assistant", "content": "Found u1."}]
+    out: dict[str, bool | str | None] = {}
+    for family in families or list(TEMPLATES):
+        try:
+            template = template_text(family)
+            if _GENERATION.search(template) is None:
+                out[family] = None
+                continue
+            masks = [tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True, chat_template=template,
+                                                   return_assistant_tokens_mask=True)["assistant_masks"]
+                     for msgs in (probe[:2], probe)]
+            out[family] = not any(masks[0]) and any(masks[1])
+        except Exception as exc:  # a card figure never blocks a publish
+            out[family] = f"not checked ({type(exc).__name__}: {str(exc)[:200]})"
+    return out
+
+
+def _loss_marks_text(figures: dict[str, Any]) -> list[str]:
+    """What an `sft_recovery` card says about its failed turns and the templates that honour
+    their ``train: false`` marks."""
+    marks = figures.get("loss_marks") or {}
+    scope = "" if figures.get("rows_measured") == figures.get("rows") else f" (of the first {figures['rows_measured']})"
+    out = ["### Failed turns out of the loss", "",
+           "Every row recovers from a failed assistant turn (a malformed call, an unknown tool, rejected arguments, "
+           "a rule violation). Each assistant message has a `train` mark: `false` on a failed turn, `true` on the "
+           "others (`null` on other roles). The failed turn and its error result stay in the conversation, as the "
+           "context the recovery learns from, but the failed turn must carry no loss: train with "
+           "`assistant_only_loss=True` and a chat template whose `{% generation %}` blocks leave a marked message "
+           "out. trajforge's embedded template does; TRL's training templates do not (they would train the "
+           "mistake), and `trajforge train sft` refuses such a setup.", "",
+           f"Assistant turns marked `train: false`{scope}: **{marks.get('marked_turns', 0)}**, in "
+           f"{marks.get('rows_marked', 0)} rows.", ""]
+    checks = marks.get("templates")
+    if checks:
+        said = {True: "yes", False: "**no**: the marked turn would carry loss", None: "no assistant-only loss path"}
+        out += ["| template | leaves a `train: false` turn out of the loss |", "|---|---|"]
+        out += [f"| {family} | {said.get(v, v) if not isinstance(v, str) else v} |" for family, v in checks.items()]
+        out.append("")
+    return out
+
+
+def _sft_text(figures: dict[str, Any], kind: str = "sft") -> list[str]:
     lengths = figures.get("token_lengths") or {}
     max_length = lengths.get("total", {}).get("max") or 4096
+    if kind == "sft_recovery":
+        return [*_loss_marks_text(figures), *_templates_text(figures), *_lengths_text(figures, kind),
+                "### Plain TRL", "",
+                "`messages` and `tools` are TRL's conversational format; keep the marks out of the loss with a "
+                "template that honours them (trajforge's, `rollout/templates/smollm2_tools.jinja`):", "",
+                "```python",
+                "from datasets import load_dataset",
+                "from trl import SFTConfig, SFTTrainer",
+                "",
+                f'ds = load_dataset("{FOLDER}")',
+                'tokenizer.chat_template = open("smollm2_tools.jinja").read()  # honours `train: false`',
+                'trainer = SFTTrainer(model=model, processing_class=tokenizer, train_dataset=ds["train"],',
+                f"                     args=SFTConfig(assistant_only_loss=True, max_length={max_length}))",
+                "```", ""]
     return [*_templates_text(figures), *_lengths_text(figures, "sft"),
             "### Plain TRL", "",
             "`messages` and `tools` are TRL's conversational format: no conversion is needed.", "",

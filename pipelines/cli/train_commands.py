@@ -29,20 +29,22 @@ from pipelines.cli import (
 @app.command()
 def train(
     kind: Annotated[str, typer.Argument(help="sft or grpo")],
-    dataset: Annotated[Path | None, typer.Option(help="Release folder (default: latest DIR/releases/<sft|rl>).")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Release folder: sft or sft_recovery for sft, rl for grpo (default: latest DIR/releases/<sft|rl>).")] = None,
     config: ConfigOpt = None,
     out: OutOpt = Path("out"),
     max_steps: Annotated[int | None, typer.Option(help="Optimizer steps.")] = None,
     set_: SetOpt = None,
 ) -> None:
-    """Train on a release with TRL (SFT on `sft`, GRPO on `rl`)."""
+    """Train on a release with TRL (SFT on `sft` or `sft_recovery`, GRPO on `rl`)."""
     from data import store
+    from data.schema import SFT_KINDS
     from pipelines import stages
 
     if kind not in ("sft", "grpo"):
         raise UserError(f"unknown training kind {kind!r}: use `trajforge train sft` or `trajforge train grpo`")
     cfg = _config(config, set_)
-    _dataset(dataset, ("sft",) if kind == "sft" else ("rl",), "--dataset")
+    _dataset(dataset, SFT_KINDS if kind == "sft" else ("rl",), "--dataset")
     _writable(out)
     if dataset is None:
         dataset = stages.latest_release(out, "sft" if kind == "sft" else "rl")
@@ -59,7 +61,7 @@ def train(
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[Path, typer.Option(help="Release folder (rl, or sft with tasks in its lineage).")],
+    dataset: Annotated[Path, typer.Option(help="Release folder (rl, or sft / sft_recovery with tasks in its lineage).")],
     model: Annotated[Path, typer.Option(help="Trained model folder (e.g. out/train/sft-<version>/final).")],
     base: Annotated[str, typer.Option(help="Base model: 'embedded' or a model folder.")] = "embedded",
     split: Annotated[str, typer.Option(help="Split of the release to evaluate on.")] = "test",
@@ -70,7 +72,7 @@ def eval_(
     """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers."""
     from data import store
 
-    _dataset(dataset, ("rl", "sft"), "--dataset")
+    _dataset(dataset, ("rl", "sft", "sft_recovery"), "--dataset")
     if not model.is_dir():
         raise UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
     for option, count in (("--trials", trials), ("--max-turns", max_turns), ("--max-tasks", max_tasks)):
@@ -94,7 +96,8 @@ def eval_(
 
 @app.command()
 def runs(
-    dataset: Annotated[Path | None, typer.Option(help="Release folder (default: the latest sft and rl releases).")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Release folder (default: the latest sft, sft_recovery and rl releases).")] = None,
     out: OutOpt = Path("out"),
     refresh_card: Annotated[bool, typer.Option(help="Also rewrite the release card's 'Training runs' section.")] = False,
 ) -> None:
@@ -103,7 +106,7 @@ def runs(
     from pipelines import stages
     from train.lineage import RUN_COLUMNS, refresh_release_card, run_cells, runs_on_release
 
-    releases = [dataset] if dataset else [p for k in ("sft", "rl") if (p := stages.latest_release(out, k))]
+    releases = [dataset] if dataset else [p for k in stages.RELEASES if (p := stages.latest_release(out, k))]
     if not releases:
         _fail(FileNotFoundError(f"no release under {out / 'releases'}; pass --dataset"))
     listed = []

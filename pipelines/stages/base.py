@@ -9,12 +9,15 @@ from typing import TypeVar
 
 from data import store
 from data.cache import ShardCache
-from data.schema import RL_SCHEMA, SFT_SCHEMA
+from data.schema import RL_SCHEMA, SFT_RECOVERY_SCHEMA, SFT_SCHEMA
 from pipelines.config import RunConfig
 
 T = TypeVar("T")
-RELEASES = ("sft", "rl")
-SCHEMAS = {"sft": SFT_SCHEMA, "rl": RL_SCHEMA}
+# The release configs of one version: `sft` (conversations without a failed assistant turn),
+# `sft_recovery` (recoveries, each failed assistant turn marked `train: false`; published even
+# when empty, so every version has the same configs) and `rl`.
+RELEASES = ("sft", "sft_recovery", "rl")
+SCHEMAS = {"sft": SFT_SCHEMA, "sft_recovery": SFT_RECOVERY_SCHEMA, "rl": RL_SCHEMA}
 
 
 def datasets_dir(out: Path) -> Path:

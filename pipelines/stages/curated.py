@@ -1,6 +1,6 @@
-"""The curation stage: the curator's selection, its `sft` and `rl` rows (scrubbed and
-re-judged per shard), and the curated datasets (`datasets/curated_<name>`) written from them
-after release-wide hygiene."""
+"""The curation stage: the curator's selection, its `sft`, `sft_recovery` and `rl` rows
+(scrubbed and re-judged per shard), and the curated datasets (`datasets/curated_<name>`)
+written from them after release-wide hygiene."""
 
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ from typing import Any
 import pyarrow as pa
 
 from curation.base import Selection, get_curator
-from curation.release import rl_rows, sft_rows
+from curation.release import rl_rows, sft_configs, trained_failures
 from data import parts, store
 from data.records import Task, Trajectory, Verdict
-from data.schema import (
-    RELEASE_SCHEMA_VERSION,
-)
+from data.schema import RELEASE_SCHEMA_VERSION, SFT_KINDS
 from envs.registry import get_world, world_version
 from pipelines.config import RunConfig
 from pipelines.figures import deciding_verdicts
@@ -42,7 +40,9 @@ def curator_for(cfg: RunConfig) -> Any:
 
 def release_rows(selection: Selection, tasks: list[Task],
                  verifiers: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The `sft` and `rl` rows of a selection. `verifiers` (default: the config's default
+    """The `sft`, `sft_recovery` and `rl` rows of a selection (`curation.release.sft_configs`:
+    a conversation with a failed assistant turn goes to `sft_recovery`, that turn marked
+    ``train: false``). `verifiers` (default: the config's default
     list) decide each rl row's `verifier` and its version: the composite when configured
     (the whole verdict is the reward: TRL's loop has the scripted user in it,
     `train.environments`), else the task's primary verifier among them. An rl row's prompt
@@ -65,16 +65,16 @@ def release_rows(selection: Selection, tasks: list[Task],
             "verifier_version": get_verifier(verifier).version,
             "write_tools": [n for n, spec in getattr(world, "tools", {}).items() if getattr(spec, "write", False)],
         }
-    return {
-        "sft": sft_rows(selection, {t: x.split for t, x in by_id.items()}, {t: x.method for t, x in by_id.items()},
-                        {t: x.world for t, x in by_id.items()}),
-        "rl": rl_rows(selection, prompts, tools, environments),
-    }
+    sft = sft_configs(selection, {t: x.split for t, x in by_id.items()}, {t: x.method for t, x in by_id.items()},
+                      {t: x.world for t, x in by_id.items()})
+    return {**sft, "rl": rl_rows(selection, prompts, tools, environments)}
 
 
 # Columns a shard's curated rows carry until the finished dataset is written: each sft row's
-# data-quality counts (`curation.quality.row_quality`, JSON) and each rl pick's sampling key.
-HIDDEN = {"sft": [("_quality", pa.string())], "rl": [("_rl_key", pa.float64())]}
+# data-quality counts (`curation.quality.row_quality`, JSON; both sft configs) and each rl
+# pick's sampling key.
+HIDDEN = {"sft": [("_quality", pa.string())], "sft_recovery": [("_quality", pa.string())],
+          "rl": [("_rl_key", pa.float64())]}
 PART_SCHEMAS = {name: pa.schema([*SCHEMAS[name], *HIDDEN[name]]) for name in RELEASES}
 
 
@@ -89,14 +89,14 @@ class CuratedRows:
 
 
 def curated_rows(cfg: RunConfig, selection: Selection, tasks: Sequence[Task]) -> dict[str, CuratedRows]:
-    """The `sft` and `rl` rows of a selection with each row's hygiene that needs no other row:
+    """The rows of each release config of a selection with each row's hygiene that needs no other row:
     scrubbing, and the re-judging of the rows scrubbing changed (`clean_rows` does the rest)."""
     from curation.quality import row_quality
 
     by_id = {t.id: t for t in tasks}
     rows = release_rows(selection, list(tasks), cfg.verifiers)
     trajectories = {t.id: t for t, _ in selection.sft}
-    for r in rows["sft"]:
+    for r in (r for name in SFT_KINDS for r in rows[name]):
         r["_quality"] = json.dumps(row_quality(trajectories[r["trajectory_id"]], by_id.get(r["task_id"])))
     keys_of = {pick.task.id: pick.key for pick in selection.rl}
     for r in rows["rl"]:
@@ -113,7 +113,7 @@ def curated_rows(cfg: RunConfig, selection: Selection, tasks: Sequence[Task]) ->
 
 def write_curated(cfg: RunConfig, out: Path, selection: Selection, tasks: list[Task], parents: Sequence[Path],
                   run_id: str = "") -> dict[str, Path]:
-    """Write the curated `sft` and `rl` rows as datasets (`datasets/curated_<name>`)."""
+    """Write the curated rows of each release config as datasets (`datasets/curated_<name>`)."""
     rows = curated_rows(cfg, selection, tasks)
     return {name: finish_curated(cfg, out, name, [rows[name].rows], [rows[name]], selection.stats, selection.drops,
                                  parents, run_id) for name in RELEASES}
@@ -126,13 +126,14 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
     shards' parts in order), and write them as `datasets/curated_<name>` in bounded row
     groups: memory holds one batch, the dedup index (`curation.hygiene.Deduper`) and the
     data-quality counts, never the release. `shards` hold the shards' scrub and replay
-    reports (their rows are not read)."""
+    reports (their rows are not read). An sft config's stats also count its reference rows,
+    its data quality and `trained_failures` (rows whose failed turn carries loss: 0)."""
     from curation.quality import quality_figures
     from data.parts import sum_stats
 
     hygiene = ReleaseHygiene(cfg, out, name) if cfg.hygiene.enabled else None
     splits: Counter[str] = Counter()
-    reference_rows = 0
+    reference_rows = failures = 0
     quality: list[dict[str, Any]] = []
     test_items = TrainVsTest()
     schema = SCHEMAS[name]
@@ -140,6 +141,8 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
         with w.part() as part:
             for batch in batches:
                 kept = hygiene.filter(batch) if hygiene else list(batch)
+                if name in SFT_KINDS:
+                    failures += trained_failures(kept)
                 for r in kept:
                     splits[r["split"]] += 1
                     reference_rows += bool(r.get("reference"))
@@ -157,8 +160,9 @@ def finish_curated(cfg: RunConfig, out: Path, name: str, batches: Iterable[list[
             card = {"enabled": False}
         stats = {**selection_stats, "drops": {k: v for k, v in drops.items() if k.startswith(name + ":")},
                  "splits": dict(splits), "hygiene": card}
-        if name == "sft":
+        if name in SFT_KINDS:
             stats["reference_rows"] = reference_rows
+            stats["trained_failures"] = failures
             stats["data_quality"] = quality_figures(sum_stats(quality))
             if (rp := card.get("replay", {})).get("checked"):
                 stats["data_quality"]["scrubbed_rows_pass_rate"] = round(rp["passed"] / rp["checked"], 4)

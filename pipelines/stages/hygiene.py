@@ -12,6 +12,7 @@ from typing import Any
 from curation.base import Selection
 from data import store
 from data.records import Task, Trajectory, Verdict
+from data.schema import SFT_KINDS
 from envs.registry import get_world
 from pipelines.config import RunConfig
 from pipelines.stages.base import SCHEMAS
@@ -147,7 +148,7 @@ def synthetic_of(tasks: dict[str, Task]) -> Any:
 
 
 def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection: Selection | None) -> Any:
-    """The re-judge of scrubbed rows (`curation.hygiene.Replay`). An `sft` row: its trajectory
+    """The re-judge of scrubbed rows (`curation.hygiene.Replay`). An `sft` (or `sft_recovery`) row: its trajectory
     with the row's replacements (messages, tool arguments, observations) judged by the task's
     primary verifier. An `rl` row: the gold of its scrubbed task (its reference dialogue or
     solution, replayed) judged by the row's verifier; a task of a world that cannot be replayed
@@ -194,7 +195,7 @@ def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection
                                         passed=True, score=1.0, reasons=["only what the user says was scrubbed"])
         return [t or v for t, v in zip(text_only, judged(pairs), strict=True)]
 
-    return sft if name == "sft" else rl
+    return sft if name in SFT_KINDS else rl
 
 
 def _eval_set(name: str, path: str) -> Any:

@@ -14,18 +14,26 @@ from data import store
 from data.atomic import write_json_atomic
 from data.card import card_header, headline_markdown, render_card, run_sections
 from data.records import content_hash
-from data.schema import RELEASE_SCHEMA_VERSION, empty_table, storage_type
+from data.schema import RELEASE_SCHEMA_VERSION, SFT_KINDS, empty_table, storage_type
 from pipelines import figures
 from pipelines.config import RunConfig
 from pipelines.stages.base import RELEASES, SCHEMAS, crashpoint, datasets_dir, lineage, releases_dir
 
 # The Hub's task categories of each release kind (card metadata).
-TASK_CATEGORIES = {"sft": ["text-generation"], "rl": ["reinforcement-learning", "text-generation"]}
+TASK_CATEGORIES = {"sft": ["text-generation"], "sft_recovery": ["text-generation"],
+                   "rl": ["reinforcement-learning", "text-generation"]}
 
 
 SUMMARIES = {
     "sft": "Verified multi-turn tool-use conversations in TRL's conversational format (`messages` + `tools`), "
-           "selected by trajforge's curation: {composition}",
+           "selected by trajforge's curation; no row holds a failed assistant turn (the recoveries are the "
+           "`sft_recovery` config): {composition}",
+    "sft_recovery": "Verified multi-turn tool-use conversations in TRL's conversational format (`messages` + "
+                    "`tools`) in which the agent recovers from a failed assistant turn (a malformed call, an "
+                    "unknown tool, rejected arguments, a rule violation). Each failed assistant turn is marked "
+                    "`\"train\": false` on its message and carries no loss with a template that honours the mark "
+                    "(see \"Failed turns out of the loss\"); its error result stays in the context the recovery "
+                    "learns from: {composition}",
     "rl": "Tasks for reinforcement learning: the opening prompt, the tools, and the full task record "
           "(initial state recipe, target state hash and diff) that a reward function replays against.",
 }
@@ -33,11 +41,15 @@ SUMMARIES = {
 
 def release_summary(name: str, stats: dict[str, Any], rows: int) -> str:
     """The card's opening sentence, saying what the rows are made of (an sft release may be
-    all reference dialogues: the tasks' verified paths played as conversations)."""
-    if name != "sft":
+    all reference dialogues: the tasks' verified paths played as conversations). An empty
+    `sft_recovery` (no selected conversation recovered from a failed turn) is published all
+    the same, so every version has the same configs."""
+    if name not in SFT_KINDS:
         return SUMMARIES[name]
     ref = int(stats.get("reference_rows", 0))
-    if rows == 0:
+    if rows == 0 and name == "sft_recovery":
+        composition = "no selected conversation recovered from a failed turn in this run (the config is empty)."
+    elif rows == 0:
         composition = "no row passed (the release is empty)."
     elif ref == rows:
         composition = (f"all {rows} rows are reference dialogues (each task's verified path played as a "
@@ -47,7 +59,7 @@ def release_summary(name: str, stats: dict[str, Any], rows: int) -> str:
     else:
         composition = (f"{rows - ref} rows are policy rollouts that passed verification and {ref} are reference "
                        "dialogues (each task's verified path played as a conversation).")
-    return SUMMARIES["sft"].format(composition=composition)
+    return SUMMARIES[name].format(composition=composition)
 
 
 INTERMEDIATE = ("tasks", "trajectories", "verdicts", *(f"curated_{n}" for n in RELEASES))

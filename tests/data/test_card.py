@@ -439,3 +439,45 @@ def test_token_counter_counts_like_the_tokenizer(released: dict[str, Path]) -> N
     assert not strip_counter.exact_pieces
     probe = ["x <|tool|> y", "<|im_start|>user  <|tool|>"]
     assert strip_counter.counts(probe) == [len(stripping(t, add_special_tokens=False)["input_ids"]) for t in probe]
+
+
+# --------------------------------------------------------------------------- sft_recovery
+
+
+def test_the_recoveries_are_their_own_config_and_no_row_trains_a_mistake(released: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """The noisy run's recoveries are published as `sft_recovery` beside `sft` and `rl` (one
+    version): every row marks its failed assistant turns `train: false` (kept by plain
+    `load_dataset`), `release_trained_failures` is 0 in both sft configs, and the card says
+    which templates leave a marked turn out of the loss."""
+    from datasets import load_dataset
+
+    from curation.release import release_trained_failures
+    from data.schema import SFT_RECOVERY_SCHEMA
+
+    rec = released["sft_recovery"]
+    assert rec.name == released["sft"].name and rec.parent.name == "sft_recovery"
+    rows = store.read_table(rec).to_pylist()
+    assert rows and all(r["recovery"] for r in rows)
+    assert not any(r["recovery"] for r in store.read_table(released["sft"]).to_pylist())
+    for r in rows:
+        marks = [m["train"] for m in r["messages"] if m["role"] == "assistant"]
+        assert False in marks and all(m["train"] is None for m in r["messages"] if m["role"] != "assistant")
+    assert release_trained_failures(rec) == release_trained_failures(released["sft"]) == 0
+    assert store.read_manifest(rec).stats["trained_failures"] == 0
+    ds = load_dataset(str(rec), cache_dir=str(tmp_path / "cache"))
+    assert ds["train"].column_names == SFT_RECOVERY_SCHEMA.names
+    assert any(m["train"] is False for row in ds["train"]["messages"] for m in row)
+    card = (rec / "README.md").read_text()
+    assert _header(rec)["configs"][0]["config_name"] == "sft_recovery"
+    assert "| embedded | yes |" in card and "| qwen2_5 | **no**: the marked turn would carry loss |" in card
+
+
+def test_the_cards_data_quality_states_the_recoveries_and_trained_failures() -> None:
+    from data.card import run_sections
+
+    run = {"data_quality": {"rows": 4, "recovery_rows": 0, "clause_compliance": {}},
+           "headline": {"sft_recovery_rows": 3, "trained_failures": 0}}
+    text = run_sections(run)
+    assert "| rows recovering from a failed call (the `sft_recovery` config) | 3 |" in text
+    assert "| rows of both sft configs whose failed turn carries loss | 0 |" in text

@@ -34,3 +34,28 @@ def test_the_headline_is_the_deciding_verdict_and_the_released_rows() -> None:
     # the card's opening says what the rows are
     assert "all 36 rows are reference dialogues" in stages.release_summary("sft", released["sft"], 36)
     assert "from rollouts that passed" not in stages.release_summary("sft", released["sft"], 36)
+
+
+def test_the_headline_counts_the_recoveries_and_any_trained_failure() -> None:
+    """`sft_recovery` rows are stated beside the sft rows (summary, card, report, funnel); an
+    empty `sft_recovery` is no warning, a released row whose failed turn carries loss is."""
+    cfg = load_config(None, {})
+    fig = {"tasks": {"t1": {"world": "airline", "passed": 1, "trials": 2}}, "trajectories": 3, "policy": 2,
+           "rewards": {"1.0": 1, "0.0": 1}}
+    released = {"sft": {"rows": 3, "trained_failures": 0}, "sft_recovery": {"rows": 2, "trained_failures": 0},
+                "rl": {"rows": 1}}
+    head = figures.headline(cfg, fig, released)
+    assert (head["sft_rows"], head["sft_recovery_rows"], head["trained_failures"]) == (3, 2, 0)
+    assert not head["warnings"]
+    summary = figures.summary(1, head, {})
+    assert (summary["sft_recovery_rows"], summary["trained_failures"]) == (2, 0)
+    card = headline_markdown(head, "v1")
+    assert "| sft_recovery rows released (failed turns marked `train: false`) | 2 |" in card
+    assert "sft_recovery_rows" in figures.report_html(fig, 1, {}, head=head)
+    none = figures.headline(cfg, fig, {**released, "sft_recovery": {"rows": 0}})
+    assert none["sft_recovery_rows"] == 0 and not none["warnings"]
+    bad = figures.headline(cfg, fig, {**released, "sft_recovery": {"rows": 2, "trained_failures": 1}})
+    assert "1 released sft rows give loss to a failed assistant turn" in bad["warnings"]
+    run = figures.run_figures(cfg, [], fig, {}, released)
+    [stage] = [f for f in run["funnel"] if f["stage"].startswith("released")]
+    assert stage == {"stage": "released (sft / sft_recovery / rl rows)", "count": "3 / 2 / 1", "drops": {}}

@@ -57,8 +57,9 @@ def test_stage_flows_chain_through_latest_datasets(tmp_path: Path, flows) -> Non
     assert store.read_manifest(verdicts).lineage.parents == [tasks, trajs]
     curated = flows.curate_flow(cfg, out)
     releases = flows.release_flow(cfg, out)
-    assert set(releases) == {"sft", "rl"}
-    assert store.read_manifest(releases["sft"]).lineage.parents[0] == curated["sft"]
+    assert set(releases) == {"sft", "sft_recovery", "rl"}  # one version, the recoveries their own config
+    for name in releases:
+        assert store.read_manifest(releases[name]).lineage.parents[0] == curated[name]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -92,6 +93,8 @@ def test_self_play_tasks_through_the_flow(tmp_path: Path, flows) -> None:
     cfg = load_config(None, {**TINY, "synthesis.method": "self_play", "synthesis.n_tasks": 3})
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))
     assert summary["tasks"] == 3 and summary["sft_rows"] > 0
+    assert set(summary["releases"]) == {"sft", "sft_recovery", "rl"} and summary["trained_failures"] == 0
+    assert summary["sft_recovery_rows"] == store.read_manifest(summary["releases"]["sft_recovery"]).rows
     tasks = store.read_records(store.latest(tmp_path / "datasets", "tasks"))
     assert all(t.method == "self_play" and t.reference_solution for t in tasks)
 

@@ -34,3 +34,11 @@ def test_before_after_evaluation_runs_both_models(releases: dict[str, Path], tin
     assert r["delta"]["pass_rate"] == 0.0  # the same model on both sides, greedy
     with pytest.raises(FileNotFoundError):
         compare(releases["sft"], "/nonexistent/model", max_tasks=1)
+
+
+def test_release_tasks_of_an_sft_recovery_release(releases: dict[str, Path]) -> None:
+    """An `sft_recovery` release names its tasks as `sft` does: looked up through its lineage."""
+    from train.evaluate import release_tasks
+
+    tasks = release_tasks(releases["sft_recovery"], "train")
+    assert tasks and {t.id for t in tasks} == set(load_release(releases["sft_recovery"], "train")["task_id"])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from data import store
-from data.schema import SFT_SCHEMA
+from data.schema import SFT_RECOVERY_SCHEMA, SFT_SCHEMA
 from pipelines import cli
 
 Fails = Callable[..., str]  # the `fails` fixture (tests/pipelines/conftest.py)
@@ -26,7 +26,7 @@ def test_train_refuses_an_unknown_kind_and_a_dataset_of_the_wrong_kind(tmp_path:
     verdicts = store.write_records(tmp_path / "datasets", "verdicts", "verdicts", [], store.Lineage(config_hash="x"))
     out = ["--out", str(tmp_path / "out")]
     fails(["train", "sfx", *out], "unknown training kind 'sfx'")
-    fails(["train", "sft", *out, "--dataset", str(verdicts)], "--dataset takes a sft dataset")
+    fails(["train", "sft", *out, "--dataset", str(verdicts)], "--dataset takes a sft or sft_recovery dataset")
     fails(["train", "grpo", *out], "no release under", "pass --dataset")
 
 
@@ -35,7 +35,8 @@ def test_eval_checks_its_dataset_model_and_counts(tmp_path: Path, fails: Fails) 
     verdicts = store.write_records(tmp_path / "datasets", "verdicts", "verdicts", [], store.Lineage(config_hash="x"))
     model = tmp_path / "model"
     model.mkdir()
-    fails(["eval", "--dataset", str(verdicts), "--model", str(model)], "--dataset takes a rl or sft dataset")
+    fails(["eval", "--dataset", str(verdicts), "--model", str(model)],
+          "--dataset takes a rl or sft or sft_recovery dataset")
     fails(["eval", "--dataset", str(sft), "--model", str(tmp_path / "nope")], "--model", "no model folder there")
     fails(["eval", "--dataset", str(sft), "--model", str(model), "--trials", "0"], "--trials must be at least 1, got 0")
     fails(["eval", "--dataset", str(sft), "--model", str(model), "--max-tasks", "0"], "--max-tasks must be at least 1")
@@ -52,3 +53,24 @@ def test_runs_lists_the_runs_recorded_on_a_release(tmp_path: Path, fails: Fails)
     assert result.exit_code == 0, result.output
     listed = json.loads(result.stdout.strip().splitlines()[-1])
     assert listed == [{"release": str(sft), "run_dir": str(train / "sft-1"), "stage": "sft", "status": "done"}]
+
+
+def test_train_sft_takes_an_sft_recovery_release(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`trajforge train sft --dataset <sft_recovery release>` reaches the train flow (which
+    keeps the failed turns out of the loss: `train.sft.check_loss_marks`); grpo refuses it."""
+    with store.DatasetWriter(tmp_path / "releases", "sft_recovery", "sft_recovery", SFT_RECOVERY_SCHEMA, 3) as w:
+        recovery = w.commit(store.Lineage())
+    seen: list[tuple[str, str]] = []
+
+    class Flows:
+        @staticmethod
+        def train_flow(kind: str, dataset: str, *args: object, **kwargs: object) -> dict[str, str]:
+            seen.append((kind, dataset))
+            return {"status": "done"}
+
+    monkeypatch.setattr(cli, "_flows", lambda: Flows)
+    result = CliRunner().invoke(cli.app, ["train", "sft", "--dataset", str(recovery), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert seen == [("sft", str(recovery))]
+    result = CliRunner().invoke(cli.app, ["train", "grpo", "--dataset", str(recovery), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "takes a rl dataset" in result.stderr

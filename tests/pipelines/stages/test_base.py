@@ -36,7 +36,8 @@ def test_where_datasets_releases_and_the_cache_go(tmp_path: Path) -> None:
     moved = RunConfig().model_copy(update={"cache_dir": str(tmp_path / "shared"), "cache": False})
     cache = base.shard_cache(moved, tmp_path)
     assert cache.root == tmp_path / "shared" and not cache.enabled
-    assert base.SCHEMAS["sft"].names != base.SCHEMAS["rl"].names and base.RELEASES == ("sft", "rl")
+    assert base.SCHEMAS["sft"].names != base.SCHEMAS["rl"].names and base.RELEASES == ("sft", "sft_recovery", "rl")
+    assert base.SCHEMAS["sft_recovery"].names == base.SCHEMAS["sft"].names  # the marks live inside `messages`
 
 
 def test_crashpoints_go_through_the_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,13 +13,18 @@ import pyarrow as pa
 import pytest
 
 from data import store
-from data.schema import RELEASE_SCHEMA_VERSION, SFT_SCHEMA
+from data.schema import RELEASE_SCHEMA_VERSION, SFT_RECOVERY_SCHEMA, SFT_SCHEMA
 from pipelines import stages
 from pipelines.config import load_config
 
 
 def _versions(out: Path) -> dict[str, list[str]]:
     return {name: store.versions(out / "releases", name) for name in stages.RELEASES}
+
+
+def _each(versions: list[str]) -> dict[str, list[str]]:
+    """The same versions for every release config: a release set is all of them."""
+    return {name: versions for name in stages.RELEASES}
 
 
 def test_same_content_publishes_nothing_new(tmp_path: Path, curated) -> None:
@@ -32,7 +37,7 @@ def test_same_content_publishes_nothing_new(tmp_path: Path, curated) -> None:
     assert again == paths
     second = stages.publish_release(cfg, tmp_path, again, run_id="second")
     assert second.unchanged and second.paths == first.paths and second.fingerprint == first.fingerprint
-    assert _versions(tmp_path) == {"sft": [first.version], "rl": [first.version]}
+    assert _versions(tmp_path) == _each([first.version])
     assert (tmp_path / "releases" / store.POINTER).read_text() == pointer  # not even rewritten
     assert not (tmp_path / "releases" / ".pending.json").exists()
     summary = stages.summary(tasks, [], [], second.paths, selection, second)
@@ -58,7 +63,7 @@ def test_a_changed_row_or_setting_publishes_a_new_version(tmp_path: Path, curate
     by_config = stages.publish_release(licensed, tmp_path, paths)
     assert not by_config.unchanged and by_config.fingerprint not in (first.fingerprint, by_row.fingerprint)
     versions = [first.version, by_row.version, by_config.version]
-    assert _versions(tmp_path) == {"sft": versions, "rl": versions}
+    assert _versions(tmp_path) == _each(versions)
     pointer = store.read_pointer(tmp_path / "releases")
     assert pointer["version"] == by_config.version and pointer["parent"] == by_row.version
     released = store.read_table(by_row.paths["sft"]).column("selection_reason").to_pylist()
@@ -119,7 +124,7 @@ def test_force_new_version_publishes_the_same_content_again(tmp_path: Path, cura
     # switched off again: the forced version is the one LATEST.json names, and unchanged
     after = stages.publish_release(cfg, tmp_path, paths)
     assert after.unchanged and after.version == forced.version
-    assert _versions(tmp_path) == {"sft": [first.version, forced.version], "rl": [first.version, forced.version]}
+    assert _versions(tmp_path) == _each([first.version, forced.version])
 
 
 def test_an_incomplete_latest_release_is_published_again(tmp_path: Path, curated) -> None:
@@ -163,7 +168,7 @@ def test_a_publish_cut_half_way_is_finished_under_its_version(tmp_path: Path, cu
             stages.publish_release(load_config(None, {**tiny_settings, "release.force_new_version": True}), tmp_path, paths)
     finished = stages.publish_release(cfg, tmp_path, paths)
     assert not finished.unchanged and finished.version != resumed.version
-    assert _versions(tmp_path) == {"sft": [resumed.version, finished.version], "rl": [resumed.version, finished.version]}
+    assert _versions(tmp_path) == _each([resumed.version, finished.version])
     assert not (tmp_path / "releases" / ".pending.json").exists()
 
 
@@ -182,3 +187,45 @@ def test_an_unchanged_release_mirrors_only_what_publish_to_lacks(tmp_path: Path,
     assert sft_file.stat().st_mtime_ns == uploaded  # not uploaded again
     url = remote.read_pointer(f"file://{mirror}")["releases"]["rl"]
     assert remote.read_remote_table(url).to_pylist() == store.read_table(first.paths["rl"]).to_pylist()
+
+
+def test_sft_recovery_is_published_beside_sft_and_rl(tmp_path: Path, curated) -> None:
+    """The recoveries are a config of the release set: same version, own folder, card, splits,
+    every failed turn marked `train: false`, and no row of either sft config trains one."""
+    from curation.release import release_trained_failures
+
+    cfg, _, _, _, paths = curated
+    published = stages.publish_release(cfg, tmp_path, paths)
+    rec = published.paths["sft_recovery"]
+    assert set(published.paths) == {"sft", "sft_recovery", "rl"}
+    assert rec == tmp_path / "releases" / "sft_recovery" / published.version
+    assert store.read_pointer(tmp_path / "releases")["releases"]["sft_recovery"] == str(rec)
+    manifest = store.read_manifest(rec)
+    assert manifest.kind == "sft_recovery" and manifest.rows > 0 and manifest.stats["trained_failures"] == 0
+    assert {f.path.split("/")[-1].split("-")[0] for f in manifest.files} == set(manifest.stats["splits"])
+    card = (rec / "README.md").read_text()
+    assert "config_name: sft_recovery" in card and "recovers from a failed assistant turn" in card
+    assert "### Failed turns out of the loss" in card
+    for row in store.read_table(rec).to_pylist():
+        assert row["recovery"] and any(m["train"] is False for m in row["messages"] if m["role"] == "assistant")
+    assert release_trained_failures(rec) == release_trained_failures(published.paths["sft"]) == 0
+
+
+def test_an_empty_sft_recovery_is_published_all_the_same(tmp_path: Path, curated) -> None:
+    """A run without recoveries still publishes `sft_recovery` (no rows, one empty train file,
+    a card saying so), so every version of a release set has the same configs and the latest
+    `sft_recovery` is never one of an older run (as it would be if an empty one were skipped)."""
+    from pipelines import figures
+
+    cfg, _, _, _, paths = curated
+    with store.DatasetWriter(tmp_path / "datasets", "curated_sft_recovery", "sft_recovery", SFT_RECOVERY_SCHEMA,
+                             RELEASE_SCHEMA_VERSION) as w:
+        empty = w.commit(store.Lineage(), stats={"reference_rows": 0, "trained_failures": 0})
+    published = stages.publish_release(cfg, tmp_path, {**paths, "sft_recovery": empty})
+    rec = published.paths["sft_recovery"]
+    assert store.read_manifest(rec).rows == 0 and (rec / "data" / "train-00000.parquet").exists()
+    assert "the config is empty" in (rec / "README.md").read_text()
+    assert store.read_pointer(tmp_path / "releases")["releases"]["sft_recovery"] == str(rec)  # not an older one
+    assert stages.latest_release(tmp_path, "sft_recovery") == rec
+    head = stages.released_stats(published.paths)
+    assert "the sft_recovery release has no rows" not in str(figures.headline(cfg, {}, head)["warnings"])
