@@ -16,6 +16,8 @@ from pathlib import Path
 from data.records import content_hash
 from envs.contract import check_world
 from envs.loader import forget
+from envs.sql import schema_script
+from envs.tau2_world import Tau2World, builtin_worlds, is_tau2_world
 from envs.workspace import WorkspaceWorld, is_workspace_world
 from envs.world import World
 
@@ -26,6 +28,7 @@ BUILTIN: dict[str, Path] = {
     "telecom": WORLDS_DIR / "telecom",
     "retail": WORLDS_DIR / "retail",
     "clinic": WORLDS_DIR / "clinic",
+    **builtin_worlds(),  # tau2_airline, tau2_retail: with the `tau2` extra (envs/tau2_world.py)
 }
 
 _loaded: dict[str, World] = {}
@@ -42,7 +45,10 @@ def register_world(name: str, folder: Path | str) -> None:
 
 
 def _load(name: str, folder: Path) -> World:
-    # a folder with workspace.yaml is a workspace world (envs/workspace.py)
+    # a folder with workspace.yaml is a workspace world (envs/workspace.py), one with tau2.yaml
+    # a τ²-bench domain (envs/tau2_world.py)
+    if is_tau2_world(folder):
+        return Tau2World.load(name, folder)  # type: ignore[return-value]
     return (WorkspaceWorld.load(name, folder) if is_workspace_world(folder)  # type: ignore[return-value]
             else World(name=name, folder=folder))
 
@@ -73,10 +79,15 @@ def get_world(name: str) -> World:
 @lru_cache(maxsize=64)
 def world_version(name: str) -> str:
     """The tool schemas, policy and compiled schema of a world: what an agent sees and acts on
-    (a content hash; `rl` release rows carry it, and environments refuse a row of another)."""
+    (a content hash; `rl` release rows carry it, and environments refuse a row of another).
+    The schema counts as expanded (`schema_script`: the kit's and the folder's includes in
+    place), so moving SQL into an include that leaves it the same keeps the version, and a
+    change of a kit include the world takes changes it."""
     world = get_world(name)
     folder = Path(world.folder)
     files = {p.name: p.read_text(errors="replace") for p in sorted(folder.glob("*")) if p.is_file()
-             and p.suffix in {".py", ".sql", ".md", ".yaml", ".json"}}
+             and p.suffix in {".py", ".md", ".yaml", ".json"}}
+    if (folder / "schema.sql").is_file():
+        files["schema.sql"] = schema_script(folder / "schema.sql")
     tools = world.tool_schemas() if hasattr(world, "tool_schemas") else []
     return content_hash({"tools": tools, "files": files})

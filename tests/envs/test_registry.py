@@ -39,3 +39,23 @@ def test_a_registered_folder_is_checked_and_reread(tmp_path: Path) -> None:
     with pytest.raises(WorldContractError, match="PROBES"):
         register_world("reg_bad_world", bad)
     assert "reg_bad_world" not in list_worlds()
+
+
+def test_the_version_hashes_the_schema_as_expanded(tmp_path: Path) -> None:
+    """Moving schema text into an include that expands to the same text keeps the version;
+    changing what the include holds changes it."""
+    new_world("reg_inc", tmp_path)
+    folder = tmp_path / "reg_inc"
+    moved = tmp_path / "moved"
+    shutil.copytree(folder, moved)
+    schema = (moved / "schema.sql").read_text()
+    start = schema.index("CREATE TRIGGER r01_item_available")
+    end = schema.index("END;", start) + len("END;")
+    (moved / "r01.sql").write_text(schema[start:end] + "\n")
+    (moved / "schema.sql").write_text(schema[:start] + "-- include: r01" + schema[end:])
+    register_world("reg_inc_world", folder)
+    register_world("reg_inc_moved", moved)
+    assert world_version("reg_inc_moved") == world_version("reg_inc_world")
+    (moved / "r01.sql").write_text(schema[start:end].replace("not available", "out") + "\n")
+    register_world("reg_inc_changed", moved)
+    assert world_version("reg_inc_changed") != world_version("reg_inc_world")
