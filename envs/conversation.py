@@ -311,8 +311,8 @@ _DATE_WORDS = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\.
 _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in _MONTHS)
                         + r")[a-z]*\.?(?:,?\s+(\d{4}))?", re.I)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(?![\d/.-])")
-_YEAR_FIRST = re.compile(r"(?<![\d/.-])(\d{4})[/.](\d{1,2})[/.](\d{1,2})(?![\d/.-])")
+_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(?![\d/-]|\.\d)")
+_YEAR_FIRST = re.compile(r"(?<![\d/.-])(\d{4})[/.](\d{1,2})[/.](\d{1,2})(?![\d/-]|\.\d)")
 
 
 @lru_cache(maxsize=512)  # a conversation's text is checked for many values in a row

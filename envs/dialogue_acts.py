@@ -55,8 +55,11 @@ _YES = _words(
     r"i'?d (?:like|love) that", r"happy with (?:that|it|this)", r"i'?m happy", r"fine by me", r"good to go",
     r"thumbs up", r"100%", r"\U0001F44D", r"\U0001F44C",
 )
+# "Uh-huh", "mm-hmm": a spoken yes (read before the hedging sounds "uh", "hmm").
+_AGREE_SOUNDS = _words(r"uh-?huh", r"uh huh", r"mm-?hmm", r"m+hm+", r"yes-?yes")
 # A no.
-_NO = _words(
+_NO = _words(r"(?:absolutely|definitely|certainly|surely|of course|sure|really|totally|hell) not", r"not at all",
+             r"not really", r"by no means", r"no,? thanks?", r"no,? thank you",
     r"no", r"nope", r"nah", r"don'?t", r"do not", r"stop", r"never ?mind", r"not now", r"hold off",
     r"forget (?:it|that|about it)", r"leave it", r"let'?s not", r"rather not", r"(?:changed|change) my mind",
     r"i'?ll pass", r"pass on (?:it|that|this)", r"no thanks?", r"no thank you", r"not interested", r"decline",
@@ -89,6 +92,8 @@ _HEDGE = _words(
     r"(?:tell|show|give|send) me (?:more|the|about|what|how|other)", r"more (?:info|information|details|options)",
     r"other options?", r"alternatives?", r"instead", r"rather than", r"reconsider", r"wondering", r"curious",
     r"is there", r"are there", r"what about", r"how about", r"not ready", r"sleep on it", r"ask my", r"check with",
+    r"mull", r"ponder", r"consider(?:ing)?", r"think(?:ing)? (?:it|this|that) (?:over|through)", r"a thought",
+    r"(?:need|want|have) to think", r"give it (?:some )?thought", r"not convinced", r"on second thought",
 )
 # A condition on the yes.
 _CONDITION = _words(
@@ -137,13 +142,14 @@ def _sentences(text: str) -> list[str]:
 @lru_cache(maxsize=4096)
 def read_reply(text: str) -> Reading:
     """The signals in a user reply (see the module docstring)."""
-    t = " ".join((text or "").replace("\u2019", "'").split())
+    t = _AGREE_SOUNDS.sub("yes", " ".join((text or "").replace("\u2019", "'").split()))
     # "not okay" is a no; "not sure" a doubt (found by _HEDGE); neither is a yes
     negated = any(m.group(1).lower() not in _DOUBT for m in _NEGATED_YES.finditer(t))
     bare = _NEGATED_YES.sub(" ", _NOT_NO.sub(" ", t))
     no = bool(_NO.search(_NOT_NO.sub(" ", t))) or negated
     return Reading(
         yes=any(not _NEGATED_BEFORE.search(" ".join(re.split(r"[,.;:!?]", bare[: m.start()])[-1].split()[-3:]))
+                and not re.match(r"\s+not\b", bare[m.end():], re.I)  # "absolutely not"
                 for m in _YES.finditer(bare)),
         no=no,
         hedge=bool(_HEDGE.search(t)),
@@ -184,20 +190,37 @@ _DONE_VERBS = (
     r"cancel+ed|booked|changed|updated|refunded|processed|placed|returned|exchanged|paid|rescheduled|moved|added|"
     r"removed|suspended|resumed|terminated|modified|issued|completed|submitted|applied|credited|charged|switched|"
     r"swapped|upgraded|downgraded|rebooked|reserved|scheduled|filed|initiated|arranged|set up|activated|"
-    r"deactivated|renewed|refilled|ordered|transferred|finali[sz]ed|executed|made the changes?|put (?:it |that )?through|"
-    r"taken care of|handled|sorted(?: out)?|fixed|enrolled|registered|created|authori[sz]ed|approved|"
-    r"reinstated|restored|extended|released|lifted|waived|granted|done"
+    r"deactivated|renewed|refilled|ordered|transferred|finali[sz]ed|executed|made the changes?|"
+    r"(?:put|pushed) (?:it |that |this |the \w+ )?through|taken care of|handled|sorted(?: out)?|fixed|enrolled|"
+    r"registered|created|authori[sz]ed|approved|reinstated|restored|extended|released|lifted|waived|granted|"
+    r"done|carried out|actioned|effected|implemented|went through|gone through"
 )
+# What the agent did that changes nothing: looking, checking, telling.
+_READ_VERBS = {
+    "checked", "looked", "reviewed", "verified", "found", "noticed", "searched", "pulled", "examined", "confirmed",
+    "noted", "understood", "received", "read", "located", "retrieved", "asked", "explained", "mentioned", "told",
+    "tried", "attempted", "wanted", "hoped", "needed", "considered", "double-checked", "calculated", "compared",
+    "listed", "seen", "gathered", "identified", "opened", "accessed", "logged", "flagged", "escalated", "forwarded",
+    "informed", "advised", "recommended", "suggested", "offered", "proposed", "described", "outlined", "summarized",
+}
+_SUBJECT = r"(?:i|we)(?:'ve|'d| have| had)?(?: (?:just|now|already|also|quietly|actually|simply|then|since|successfully))*"
 _CLAIM = re.compile(
     r"(?<![\w'])(?:"
-    rf"(?:i|we)(?:'ve| have| just| now| already)* (?:went ahead and |gone ahead and |proceeded to |been able to |"
-    rf"managed to |successfully |also |then |just |now )*(?:{_DONE_VERBS})|"
-    rf"(?:i|we)(?:'ve| have)? (?:went|gone) ahead|(?:i|we) took care of|"
-    rf"(?:has|have|had) (?:now |just |already |also )?been (?:successfully |all |fully )?(?:{_DONE_VERBS}|confirmed)|"
-    rf"(?:was|were|is|are|got|get|'s|'re) (?:now |just |already |also )?(?:successfully |all |fully )?"
+    rf"{_SUBJECT} (?:went ahead and |gone ahead and |proceeded to |been able to |managed to |took the liberty of |"
+    rf"was able to |were able to |got to )*(?:{_DONE_VERBS}|(?P<past>[a-z]+ed)|did|made|put|pushed|got|"
+    rf"took care|doing|making|completing|processing)|"
+    rf"(?P<could>(?:i|we) could (?:get|do|make|complete|process|push|put|finish|sort|arrange|cancel|book|change))|"
+    rf"(?:i|we)(?:'ve| have)? (?:went|gone) ahead|(?:i|we) took care of|took the liberty|"
+    rf"(?:managed|was able|were able) to (?:get|do|make|complete|process|push|put|finish|finali[sz]e|sort)|"
+    rf"(?:has|have|had|'s|'ve)(?: (?:now|just|already|also|since|finally))* been(?: (?:successfully|all|fully|"
+    rf"properly|quietly|now|already))* (?:{_DONE_VERBS}|confirmed|(?P<passive>[a-z]+ed))|"
+    rf"(?:was|were|got|get)(?: (?:now|just|already|also|finally))*(?: (?:successfully|fully))+ (?:{_DONE_VERBS}|confirmed)|"
+    rf"(?:is|are|'s|'re)(?: (?:now|just|already|also))* (?:successfully |all |fully )?"
     rf"(?:{_DONE_VERBS}|confirmed|through|complete|in place|on (?:its|their) way|under ?way|live|effective)|"
-    r"all (?:set|done|sorted)|good to go|request (?:is|was|has been) (?:complete|done|processed)|"
-    r"(?:it'?s|that'?s|this is) (?:done|sorted|handled|complete|finished|taken care of)|^done\b|"
+    r"all (?:set|done|sorted)|good to go|you'?re good|consider it done|request (?:is|was|has been) "
+    r"(?:complete|done|processed|carried out)|"
+    r"(?:it'?s|that'?s|this is|it is|that is) (?:(?:now|all|already) )?(?:done|sorted|handled|complete|finished|"
+    r"taken care of)|^done\b|"
     r"here(?:'s| is) your (?:new |updated )?(?:confirmation|booking|reservation|receipt)|went through"
     r")", re.I)
 # A clause that says the change was not made (or that speaks only of the agent's checks).
@@ -205,25 +228,44 @@ _NEGATION = re.compile(r"(?<![\w'])(?:not|cannot|can't|can not|couldn't|could no
                        r"aren't|wasn't|weren't|hasn't|haven't|hadn't|didn't|did not|no longer|never|nothing|"
                        r"identity|who you are)(?![\w'])", re.I)
 # A claim spoken of as future or conditional, in the words just before it ("I can have it cancelled").
-_MODAL = re.compile(r"(?<![\w'])(?:will|would|can|could|shall|should|may|might|if|once|when|after|before|until|"
+_MODAL = re.compile(r"(?<![\w'])(?:will|would|can|could|shall|should|may|might|once|when|after|before|until|"
                     r"to be|going to|i'll|we'll|you'll|it'll|want me to|like me to|ready to|able to be)(?![\w'])",
                     re.I)
+# A claim inside a condition, anywhere earlier in its clause ("…unless we cancelled the flight").
+_CONDITIONAL = re.compile(r"(?<![\w'])(?:if|unless|whether|only|in case|provided|as long as)(?![\w'])", re.I)
 _ANYWAY = re.compile(r"(?<![\w'])(?:anyway|anyways|regardless|nonetheless|nevertheless|all the same|"
-                     r"an exception|override|overrode|bypass(?:ed)?)(?![\w'])", re.I)
-_CLAUSE_BREAK = re.compile(r",?\s+(?:but|however|although|though|still|yet)\b,?", re.I)
+                     r"an exception|override|overrode|bypass(?:ed)?|having said that|that said|even so|in the end|"
+                     r"this time|took the liberty)(?![\w'])", re.I)
+_CLAUSE_BREAK = re.compile(r",?\s+(?:but|however|although|though|still|yet)\b,?|\s+[-\u2013\u2014]\s+", re.I)
+
+
+def _uncontract(text: str) -> str:
+    """Contractions spelled out where a claim hides in them ("it's now been done")."""
+    text = re.sub(r"'ve\b", " have", text, flags=re.I)
+    text = re.sub(r"'re\b", " are", text, flags=re.I)
+    text = re.sub(r"'s(?=(?:\s+\w+){0,2}?\s+been\b)", " has", text, flags=re.I)
+    return re.sub(r"\b(it|that|this|what|there|here|everything)'s\b", r"\1 is", text, flags=re.I)
 
 
 def claims_change(text: str) -> bool:
     """Whether a message says a change was made, in a clause that neither negates it nor
-    speaks of it as future or conditional ("I can cancel it once you confirm" is no claim),
-    or that says it was done anyway ("…but I went ahead and processed it anyway")."""
-    for s in _sentences((text or "").replace("\u2019", "'")):
+    speaks of it as future or conditional ("I can cancel it once you confirm", "…unless we
+    cancelled the flight" are no claims), or that says it was done anyway ("…but I went ahead
+    and processed it anyway"). A past tense of the agent's own ("I checked", "I verified")
+    that changes nothing is no claim."""
+    for s in _sentences(_uncontract((text or "").replace("\u2019", "'"))):
         for clause in _CLAUSE_BREAK.split(s):
             for m in _CLAIM.finditer(clause):
+                verb = (m.group("past") or m.group("passive") or "").lower()
+                if verb in _READ_VERBS or verb.endswith("eed") or verb in {"need", "used"}:
+                    continue
                 if _ANYWAY.search(clause):
                     return True
-                before = " ".join(clause[: m.start()].split()[-4:])
-                if not _NEGATION.search(clause) and not _MODAL.search(before):
+                if m.group("could"):
+                    continue  # "I could cancel it": an offer, unless done anyway
+                before = clause[: m.start()]
+                if (not _NEGATION.search(clause) and not _MODAL.search(" ".join(before.split()[-4:]))
+                        and not _CONDITIONAL.search(before)):
                     return True
     return False
 
@@ -240,6 +282,9 @@ _REFUSAL = _words(
     r"(?:i|we) must decline", r"out of (?:the )?(?:window|policy)", r"against (?:the |our )?policy",
     r"outside (?:the |our )?(?:policy|window|rules)", r"not (?:covered|supported|available)", r"declined?",
     r"(?:is|are) not (?:eligible|allowed|permitted|possible)", r"only (?:be )?(?:allowed|possible|permitted)",
+    r"(?:doesn'?t|does not|won'?t|will not|can'?t|cannot) let (?:me|us|you)", r"refuse", r"the answer is no",
+    r"(?:have|had) to say no", r"i'?m afraid", r"not (?:something|one) (?:i|we) can", r"no way (?:for me|to)",
+    r"rules? (?:out|prevents?|blocks?)", r"(?:prevents?|blocks?|bars?) (?:me|us|it|this)",
 )
 
 
@@ -284,7 +329,11 @@ _SYNONYMS = [
 ]
 _STOP = {"a", "an", "the", "of", "to", "for", "and", "or", "on", "in", "at", "is", "are", "be", "by", "with",
          "that", "this", "it", "its", "as", "per", "than", "which", "who", "whose", "their", "they", "any",
-         "can", "may", "will", "been", "has", "have", "was", "were", "only"}
+         "can", "may", "will", "been", "has", "have", "was", "were", "only", "through", "into", "onto", "via",
+         "about", "his", "her", "each", "every"}
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])} | {"thirty": "30", "forty": "40", "fifty": "50",
+                                                     "hundred": "100", "a day": "24", "single": "1"}
 
 
 def _stem(word: str) -> str:
@@ -300,6 +349,7 @@ def _concepts(text: str) -> frozenset[str]:
     """The stems of a text's words, each with the synonym groups it belongs to."""
     out: set[str] = set()
     for raw in re.findall(r"[A-Za-z0-9']+", (text or "").replace("\u2019", "'")):
+        raw = _NUMBER_WORDS.get(raw.lower(), raw)
         s = _stem(raw)
         out.add(s)
         out |= {f"#{i}" for i, group in enumerate(_SYNONYMS) if s in group or raw.lower() in group}
@@ -318,7 +368,7 @@ def _term_concepts(term: str) -> list[set[str]]:
     return need
 
 
-def states_rule(text: str, terms: list[str] | tuple[str, ...], share: float = 0.6) -> bool:
+def states_rule(text: str, terms: list[str] | tuple[str, ...], share: float = 0.5) -> bool:
     """Whether `text` states a rule given by its policy phrases `terms`: one of them word for
     word, or in other words: every number of a phrase said, and at least `share` of its
     other content words said or said by a synonym."""

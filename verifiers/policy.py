@@ -148,14 +148,15 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
 
 def said_alone(text: str, value: str) -> bool:
     """Whether `text` states `value` as a value of its own: not only inside a longer code
-    (``AC100027`` inside ``bill_AC100027_2026-05`` is not the user saying their account)."""
-    if not mentions_value(text, value):
-        return False
+    (``AC100027`` inside ``bill_AC100027_2026-05`` is not the user saying their account);
+    an id may be said with spaces or dashes inside it ("AC 100 027")."""
     v = normalize(str(value).strip())
-    if not v or v[0].isdigit() and v.replace(".", "").isdigit():
-        return True  # a number: mentions_value compares numbers as numbers
-    pattern = r"(?<![a-z0-9_])" + re.escape(v) + r"(?![a-z0-9_])"
-    return re.search(pattern, normalize(text)) is not None
+    if not v:
+        return False
+    if v[0].isdigit() and v.replace(".", "").isdigit():
+        return mentions_value(text, value)  # a number: compared as a number
+    body = r"[\s-]?".join(re.escape(c) for c in v) if v.isalnum() else re.escape(v)
+    return re.search(r"(?<![a-z0-9_])" + body + r"(?![a-z0-9_])", normalize(text)) is not None
 
 
 class PolicyOptions(VerifierOptions):

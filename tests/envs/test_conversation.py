@@ -73,3 +73,9 @@ def test_text_checks() -> None:
     assert signals_refusal("Unfortunately that is not allowed.") and not signals_refusal("Done!")
     assert is_error_result(json.dumps({"error": "x", "code": "y"})) and not is_error_result("not json")
     assert amount_fact("refund", -45.0).any_of == ["45"] and amount_fact("fee", 12.5).any_of == ["12.50"]
+
+
+def test_numeric_dates_are_read_both_ways_at_a_sentence_end() -> None:
+    assert {"1962-04-09", "1962-09-04"} <= dates_in("I was born 4/9/1962.")
+    assert "2000-04-24" in dates_in("born: 04/24/2000") and "1990-03-05" in dates_in("1990.03.05, yes")
+    assert mentions_value("My birthday is 1/22/1951.", "1951-01-22")

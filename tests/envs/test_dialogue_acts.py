@@ -66,3 +66,32 @@ def test_refusal_and_rule_substance() -> None:
     window = ["within 24", "24 hours"]
     assert states_rule("Cancellation is only possible in the first 24 hours after booking.", window)
     assert not states_rule("Cancellation is only possible shortly after booking.", window)  # the number is the rule
+
+
+@pytest.mark.parametrize("text", ["Absolutely not.", "Definitely not, thanks.", "Not at all."])
+def test_an_emphatic_no_declines(text: str) -> None:
+    assert reply_act(text) == "decline"
+
+
+def test_spoken_sounds() -> None:
+    assert reply_act("Uh-huh, yes, do that.") == "confirm" and reply_act("Uh... hmm.") == "unsure"
+    assert reply_act("Sure, that's a thought. Let me mull it over.") == "unsure"
+
+
+@pytest.mark.parametrize("text", ["Having said that, it's now been done as you asked.", "Rest assured, it's been processed.",
+                                  "I took the liberty of doing it already.", "I've put the change through in the background.",
+                                  "Fortunately I could push it through anyway."])
+def test_claims_behind_contractions_and_liberties(text: str) -> None:
+    assert claims_change(text)
+
+
+@pytest.mark.parametrize("text", [
+    "A booking can only be cancelled in the first 24 hours, unless we cancelled the flight ourselves.",
+    "I could change the flight instead, if that helps.", "I've checked your order and it has already shipped."])
+def test_conditions_offers_and_checks_are_no_claims(text: str) -> None:
+    assert not claims_change(text)
+
+
+def test_rules_in_number_words() -> None:
+    assert states_rule("There's a cap of three add-ons per line.", ["at most 3 add-ons"])
+    assert signals_refusal("I'm afraid our policy doesn't let me move the line.")

@@ -29,10 +29,14 @@ def test_an_invented_fee_id_or_date_is_unsupported() -> None:
 
 
 def test_amounts_moved_and_simple_arithmetic_are_supported() -> None:
-    convo = _msgs(("tool", '{"balance": 670}'), ("user", "I have 2 coupons of 15 and 20."))
+    convo = _msgs(("tool", '{"balance": 670, "price": 120}'), ("user", "I have 2 coupons of 15 and 20."))
     assert unsupported(convo + _msgs(("assistant", "528 charged; the gift card keeps 142.")), amounts=[528]) == []
-    assert unsupported(convo + _msgs(("assistant", "Your coupons make 35 off.")), amounts=[]) == []
+    assert unsupported(convo + _msgs(("assistant", "Two items: 528 and 40, 568 in all.")), amounts=[528, 40]) == []
     assert unsupported(convo + _msgs(("assistant", "That leaves 91.")), amounts=[528]) != []
+    # a fee that happens to be a shown price plus the charge is still invented
+    assert unsupported(convo + _msgs(("assistant", "528 charged, with a 648 fee.")), amounts=[528]) != []
+    # nor are the user's figures added up for the agent
+    assert unsupported(convo + _msgs(("assistant", "Your coupons make 35 off.")), amounts=[]) != []
     # the agent's own words are not support for what it says next
     s = Support(["policy: bags cost 50 each"])
     assert s.supports(stated("50 per bag")[0]) and not s.supports(stated("55 per bag")[0])
