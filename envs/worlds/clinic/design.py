@@ -9,6 +9,7 @@ is a request the agent must refuse (`allow_no_change`). The kind's intended outc
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sqlite3
 from collections.abc import Callable
@@ -179,6 +180,19 @@ def _focus(patient: dict, **kw: Any) -> dict[str, Any]:
     return focus
 
 
+def _book_or_instead(variant: Variant, allowed: bool, patient: dict, types: list[str], booked: str,
+                     refused_instead: tuple[str, str], preference: dict[str, Any]) -> Variant:
+    """A booking rule's two sides on `variant` (its kind, patches, rule, persona and note): the
+    allowed side books `booked`; the rejected one asks for the refused slot (`preference` says
+    why it wants it), is told no, and books the other one instead."""
+    if allowed:
+        return dataclasses.replace(variant, focus=_focus(patient, slot_ids=[booked], type_codes=types,
+                                                         want={"book": booked}))
+    refused, instead = refused_instead
+    focus = _focus(patient, slot_ids=[refused, instead], type_codes=types, want={"book": instead})
+    return dataclasses.replace(variant, focus=focus, preference=preference)
+
+
 Builder = Callable[[_Ctx, str, str, str], Variant | None]
 
 
@@ -238,13 +252,9 @@ def _network_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | N
                f"DELETE FROM provider_plans WHERE provider_id = {kit.q(outside['provider_id'])}"
                f" AND plan_id = {kit.q(patient['plan_id'])}"]
     note = f"{inside['provider_id']} accepts {patient['plan_id']}, {outside['provider_id']} does not"
-    if kind == "network_in":
-        focus = _focus(patient, slot_ids=[s_in["slot_id"]], type_codes=types, want={"book": s_in["slot_id"]})
-        return Variant(kind, patches, focus, [rule], persona, note)
-    focus = _focus(patient, slot_ids=[s_out["slot_id"], s_in["slot_id"]], type_codes=types,
-                   want={"book": s_in["slot_id"]})
-    return Variant(kind, patches, focus, [rule], persona, note,
-                   preference={"preferred_provider": outside["provider_id"]})
+    return _book_or_instead(Variant(kind, patches, {}, [rule], persona, note), kind == "network_in", patient, types,
+                            s_in["slot_id"], (s_out["slot_id"], s_in["slot_id"]),
+                            {"preferred_provider": outside["provider_id"]})
 
 
 def _referral_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
@@ -329,12 +339,9 @@ def _overlap_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | N
                             ctx.now - timedelta(days=3))]
     types = _types_for(provider["specialty"], age)[:1]
     note = f"{aid} {at:%H:%M}-{at + timedelta(minutes=minutes):%H:%M}, wanted slot at {start:%H:%M}"
-    if kind == "overlap_back_to_back":
-        focus = _focus(patient, slot_ids=[s1["slot_id"]], type_codes=types, want={"book": s1["slot_id"]})
-        return Variant(kind, patches, focus, [rule], persona, note)
-    focus = _focus(patient, slot_ids=[s1["slot_id"], s2["slot_id"]], type_codes=types,
-                   want={"book": s2["slot_id"]})
-    return Variant(kind, patches, focus, [rule], persona, note, preference={"preferred_slot": s1["slot_id"]})
+    return _book_or_instead(Variant(kind, patches, {}, [rule], persona, note), kind == "overlap_back_to_back",
+                            patient, types, s1["slot_id"], (s1["slot_id"], s2["slot_id"]),
+                            {"preferred_slot": s1["slot_id"]})
 
 
 def _active_kinds(ctx: _Ctx, kind: str, rule: str, persona: str) -> Variant | None:
