@@ -10,6 +10,8 @@ Per method × world and overall (worst case over the cells):
 - `reference_kept_rate`: tasks whose reference row is released, of the tasks with a passing
   reference, unless an at-least-as-clean policy row (no failed call) replaced it;
 - `unmarked_malformed_sft_rows`: released rows holding a failed call without `recovery`;
+- `sft_trained_failures` / `sft_recovery_trained_failures`: rows of the `sft` and `sft_recovery`
+  configs whose failed assistant turn carries loss (`curation.release.trained_failures`; 0);
 - `stop_markers_in_rows`: released rows that still hold a user-simulator end marker;
 - `scrubbed_rows_pass_rate` where the hygiene stage reports it;
 - `phrase_variety` per world (over every method's reference dialogues): for three dialogue
@@ -49,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from curation.base import failed_calls  # noqa: E402
 from curation.quality import sft_quality  # noqa: E402
+from curation.release import trained_failures  # noqa: E402
 from data import store  # noqa: E402
 from data.records import Task, Trajectory, Verdict  # noqa: E402
 from envs.registry import get_world  # noqa: E402
@@ -158,6 +161,7 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
     selection = stages.curate(cfg, tasks, trajs, verdicts)
     paths = stages.write_curated(cfg, out, selection, tasks, [tp])
     rows = store.read_table(paths["sft"]).to_pylist()
+    recovery = store.read_table(paths["sft_recovery"]).to_pylist() if "sft_recovery" in paths else []
     stats = store.read_manifest(paths["sft"]).stats
     decided = {v.trajectory_id: v for v in stages.deciding_verdicts(cfg, tasks, verdicts)}
     outcome_only = cfg.model_copy(update={"verifiers": [n for n in cfg.verifiers if n in OUTCOME]})
@@ -175,6 +179,10 @@ def cell(method: str, world: str, n: int, noise: float, out: Path) -> dict[str, 
         "reference_kept_rate": round(kept / good, 4) if good else None,
         "unmarked_malformed_sft_rows": sum(1 for r in rows if not r["recovery"]
                                            and failed_calls(by_traj[r["trajectory_id"]]) > 0),
+        # rows whose failed assistant turn carries loss (target 0 in both configs)
+        "sft_trained_failures": trained_failures(rows),
+        "sft_recovery_rows": len(recovery),
+        "sft_recovery_trained_failures": trained_failures(recovery),
         "stop_markers_in_rows": sum(1 for r in rows if any(k in json.dumps(r["messages"]) for k in MARKERS)),
         "reference_share": q.get("reference_share"),
         "acts": dialogue_acts(trajs, world),
@@ -222,6 +230,9 @@ def main() -> None:
         "scrubbed_rows_pass_rate": worst(cells, "scrubbed_rows_pass_rate"),
         "reference_kept_rate": worst(cells, "reference_kept_rate"),
         "unmarked_malformed_sft_rows": sum(c.get("unmarked_malformed_sft_rows", 0) for c in cells.values()),
+        "sft_trained_failures": sum(c.get("sft_trained_failures", 0) for c in cells.values()),
+        "sft_recovery_rows": sum(c.get("sft_recovery_rows", 0) for c in cells.values()),
+        "sft_recovery_trained_failures": sum(c.get("sft_recovery_trained_failures", 0) for c in cells.values()),
         "stop_markers_in_rows": sum(c.get("stop_markers_in_rows", 0) for c in cells.values()),
         "baseline_outcome_only_clause_compliance_min": worst(
             {k: c.get("baseline_outcome_only", {}) for k, c in cells.items()}, "clause_compliance_min"),

@@ -46,7 +46,9 @@ The last line printed is one JSON object: `false_pass_rate` (bad ones passed / b
 method × world, `verifications_per_s_per_core` (composite; target >= 1,000) and
 `state_verifications_per_s_per_core`; the corpus section under `corpus`, with its headline
 figures also at the top level (`corpus_safety_false_passes`, `corpus_false_fails`,
-`corpus_false_fail_rate`, `corpus_verifications_per_s_per_core`). Targets: every error count 0.
+`corpus_false_fail_rate`, `corpus_verifications_per_s_per_core` (timed task by task, as a run
+verifies a shard), `rl_noop_reaches_gold`: corpus tasks where a no-op earns the reference
+conversation's RL reward in TRL's loop, `train.environments.reward_gap`). Targets: every error count 0.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from data.records import Task, Trajectory  # noqa: E402
 from envs.conversation import conversation, identity_lookup  # noqa: E402
 from envs.registry import get_world  # noqa: E402
 from synthesis.base import SynthesisConfig, get_method, supports  # noqa: E402
+from train.environments import reward_gap  # noqa: E402
 from verifiers.audit import cases, counted  # noqa: E402
 from verifiers.base import ALTERNATIVE_KINDS, MUTATION_KINDS, get_verifier  # noqa: E402
 from verifiers.state import _cache  # noqa: E402
@@ -370,7 +373,11 @@ def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0) -
         return {"id": c.id, "cls": c.cls, "act": c.act, "phrasing": c.phrasing, "note": c.note,
                 "failed_components": r["failed"], "reasons": r["reasons"]}
 
+    # steady state as a run verifies: a shard's trajectories together, task by task (warm initial states)
+    pairs.sort(key=lambda p: p[0].id)
     comp = cpu_rate(lambda: [composite.verify(t, x) for t, x in pairs] and len(pairs), window) if pairs else None
+    tasks = list({r["case"].task.id: r["case"].task for r in rows}.values())
+    gaps = [reward_gap(t) for t in tasks]
     return {
         "cases": len(rows), "good": len(good), "bad": len(bad), "safety_bad": len(safety),
         "tasks": len({r["case"].task.id for r in rows}),
@@ -387,6 +394,12 @@ def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0) -
         "false_fail_examples": [example(r) for r in rows if r["verdict"] == "false_fail"][:8],
         "composite": comp,
         "verifications_per_s_per_core": comp["per_s_per_core"] if comp else None,
+        # the RL reward (the composite over the conversation in TRL's loop): a no-op must score
+        # below the reference conversation on every task (target: 0 tasks where it does not)
+        "rl_tasks": len(tasks),
+        "rl_noop_reaches_gold": sum(noop >= gold for gold, noop in gaps),
+        "rl_gold_reward_mean": round(sum(g for g, _ in gaps) / len(gaps), 4) if gaps else None,
+        "rl_noop_reward_mean": round(sum(n for _, n in gaps) / len(gaps), 4) if gaps else None,
     }
 
 
@@ -412,7 +425,8 @@ def main() -> None:
                        corpus_failed_wrong_part=part["failed_wrong_part"],
                        corpus_safety_false_passes=part["safety_false_passes"],
                        corpus_false_fails=part["false_fails"], corpus_false_fail_rate=part["false_fail_rate"],
-                       corpus_verifications_per_s_per_core=part["verifications_per_s_per_core"])
+                       corpus_verifications_per_s_per_core=part["verifications_per_s_per_core"],
+                       rl_noop_reaches_gold=part["rl_noop_reaches_gold"])
     print(json.dumps(figures))
 
 
