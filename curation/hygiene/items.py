@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.jsonish import maybe_json
 from data.records import Task, Trajectory, canonical_json, content_hash
 
 Row = dict[str, Any]
@@ -39,15 +40,6 @@ def _content(m: dict[str, Any]) -> str:
     return str(c)
 
 
-def _args(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
 def _from_messages(rid: str, messages: Sequence[dict[str, Any]]) -> Item:
     users = [_content(m) for m in messages if m.get("role") == "user"]
     calls: list[tuple[str, Any]] = []
@@ -56,7 +48,7 @@ def _from_messages(rid: str, messages: Sequence[dict[str, Any]]) -> Item:
             continue
         for c in m.get("tool_calls") or []:
             fn = c.get("function", c)
-            calls.append((str(fn.get("name", "")), _args(fn.get("arguments", {}))))
+            calls.append((str(fn.get("name", "")), maybe_json(fn.get("arguments", {}))))
     return Item(rid, users[0] if users else "", users, calls)
 
 
@@ -93,7 +85,7 @@ def item_of(x: Any) -> Item:
         return item
     if "instruction" in x:
         calls = [
-            (c["name"], _args(c.get("arguments", {}))) if isinstance(c, dict) else (str(c[0]), c[1])
+            (c["name"], maybe_json(c.get("arguments", {}))) if isinstance(c, dict) else (str(c[0]), c[1])
             for c in x.get("tool_calls", [])
         ]
         return Item(rid, str(x["instruction"]), [str(x["instruction"])], calls)

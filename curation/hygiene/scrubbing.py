@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from curation.hygiene.items import Row
+from data.jsonish import maybe_json
 from data.records import canonical_json
 
 _B = r"(?<![A-Za-z0-9_])"  # not inside a longer token
@@ -388,21 +389,12 @@ def scrub_rows(rows: Iterable[Row], columns: Iterable[str] | None = None,
     return out, report
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _message_calls(messages: Any) -> list[Any]:
     out: list[Any] = []
     for m in messages if isinstance(messages, list) else []:
         for c in (m.get("tool_calls") or []) if isinstance(m, dict) else []:
             fn = c.get("function", c) if isinstance(c, dict) else {}
-            out.append(_json(fn.get("arguments")) if isinstance(fn, dict) else c)
+            out.append(maybe_json(fn.get("arguments")) if isinstance(fn, dict) else c)
     return out
 
 
@@ -410,16 +402,16 @@ def call_arguments(row: Row) -> list[Any]:
     """Every tool call's arguments a row holds, decoded (module docstring): what a model learns
     to send or a reward replays."""
     out = _message_calls(row.get("messages")) + _message_calls(row.get("prompt"))
-    ref = _json(row.get("reference_solution"))
+    ref = maybe_json(row.get("reference_solution"))
     out += [c.get("arguments") for c in ref if isinstance(c, dict)] if isinstance(ref, list) else []
-    task = _json(row.get("task"))
+    task = maybe_json(row.get("task"))
     if isinstance(task, dict):
         out += [c.get("arguments") for c in task.get("reference_solution") or [] if isinstance(c, dict)]
         for turn in task.get("dialogue") or []:
             if isinstance(turn, dict):
                 out += [c.get("arguments") for c in turn.get("tool_calls") or [] if isinstance(c, dict)]
     calls = row.get("tool_calls")
-    out += [_json(c.get("arguments")) if isinstance(c, dict) else c for c in calls] if isinstance(calls, list) else []
+    out += [maybe_json(c.get("arguments")) if isinstance(c, dict) else c for c in calls] if isinstance(calls, list) else []
     return out
 
 
