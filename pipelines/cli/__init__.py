@@ -326,7 +326,8 @@ def _preflight(cfg: dict[str, Any]) -> None:
 def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title="trajforge run", show_header=False)
     for key in ("tasks", "model", "policy_trajectories", "policy_passed", "policy_pass_rate", "mean_score",
-                "reference_trajectories", "infra_failed", "model_calls", "sft_rows", "sft_reference_share", "rl_rows"):
+                "reference_trajectories", "infra_failed", "model_calls", "sft_rows", "sft_reference_share",
+                "sft_recovery_rows", "trained_failures", "rl_rows"):
         table.add_row(key, str(summary.get(key)))
     for warning in summary.get("warnings", []):
         table.add_row("warning", f"[yellow]{warning}[/]")
