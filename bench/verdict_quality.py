@@ -48,7 +48,11 @@ method × world, `verifications_per_s_per_core` (composite; target >= 1,000) and
 figures also at the top level (`corpus_safety_false_passes`, `corpus_false_fails`,
 `corpus_false_fail_rate`, `corpus_verifications_per_s_per_core` (timed task by task, as a run
 verifies a shard), `rl_noop_reaches_gold`: corpus tasks where a no-op earns the reference
-conversation's RL reward in TRL's loop, `train.environments.reward_gap`). Targets: every error count 0.
+conversation's RL reward in TRL's loop, `train.environments.reward_gap`). `corpus.acts`: how
+often the rules' reading of each edited user reply (confirm, decline, unsure) agrees with its
+label; with `--judge-url` (an OpenAI-compatible endpoint) also the judge's reading and the two
+combined as the policy verifier combines them, and the corpus is judged with the judge.
+Targets: every error count 0.
 """
 
 from __future__ import annotations
@@ -317,11 +321,11 @@ def stratified(items: list[CorpusCase], per_stratum: int = 1) -> list[CorpusCase
     return out
 
 
-def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0) -> dict[str, Any]:
-    """The composite's verdicts on the verdict corpus (default: every committed case); see the
-    module docstring."""
+def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0, judge: Any = None) -> dict[str, Any]:
+    """The composite's verdicts on the verdict corpus (default: every committed case; with a
+    `judge` model, the composite built with it); see the module docstring."""
     items = load() if items is None else items
-    composite = get_verifier("composite")
+    composite = get_verifier("composite", model=judge)
     rows: list[dict[str, Any]] = []
     pairs: list[tuple[Task, Trajectory]] = []
     for c in items:
@@ -403,6 +407,64 @@ def corpus_section(items: list[CorpusCase] | None = None, window: float = 3.0) -
     }
 
 
+USER_ACTS = {"confirm": "confirm", "decline": "decline", "hedge": "unsure", "ask": "unsure",
+             "confirm_condition": "unsure", "confirm_partial": "unsure"}
+
+
+def reply_cases(items: list[CorpusCase]) -> list[tuple[str, str, str]]:
+    """(agent's words since the last write, the user's edited reply, its labelled act) for
+    every corpus case whose main edit is a user's reply to a plan."""
+    out: list[tuple[str, str, str]] = []
+    for c in items:
+        label = USER_ACTS.get(c.act)
+        if label is None:
+            continue
+        at = next((i for i, m in enumerate(c.messages) if m["role"] == "user" and c.phrasing.split("{")[0].strip()
+                   and c.phrasing.split("{")[0].strip() in (m.get("content") or "")), None)
+        if at is None:
+            continue
+        plan: list[str] = []
+        for m in reversed(c.messages[:at]):
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                break
+            if m["role"] == "assistant" and m.get("content"):
+                plan.insert(0, m["content"])
+        out.append(("\n".join(plan), c.messages[at]["content"], label))
+    return out
+
+
+def act_agreement(items: list[CorpusCase], judge: Any = None) -> dict[str, Any]:
+    """How often the deterministic reading of a reply (`envs.dialogue_acts.reply_act`), the
+    judge's (`verifiers.llm_judge.judge_act`, when a judge model is given) and the two as the
+    policy verifier combines them (the judge settles only what the rules find unsure) agree
+    with the corpus labels; and how often each reads a yes where the label says otherwise."""
+    from envs.dialogue_acts import reply_act
+    from verifiers.llm_judge import judge_act
+
+    pairs = reply_cases(items)
+    out: dict[str, Any] = {"replies": len(pairs)}
+    readers: dict[str, Callable[[str, str], str | None]] = {"rules": lambda p, r: reply_act(r)}
+    if judge is not None:
+        readers["judge"] = lambda p, r: judge_act(judge, p, r)
+        readers["rules_then_judge"] = lambda p, r: (reply_act(r) if reply_act(r) != "unsure"
+                                                     else judge_act(judge, p, r) or "unsure")
+    for name, read in readers.items():
+        got = [(read(p, r), label) for p, r, label in pairs]
+        out[name] = {"agreement": _rate(sum(g == lab for g, lab in got), len(got)),
+                     "false_yes": sum(g == "confirm" and lab != "confirm" for g, lab in got),
+                     "missed_yes": sum(g != "confirm" and lab == "confirm" for g, lab in got),
+                     "unreadable": sum(g is None for g, _ in got)}
+    return out
+
+
+def judge_model(url: str, name: str) -> Any:
+    """A judge model on an OpenAI-compatible endpoint."""
+    from rollout.backends import ModelConfig, build_model
+
+    model, _ = build_model(ModelConfig(kind="openai", name=name, base_url=url))
+    return model
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 tasks per method × world, short timing windows")
@@ -410,6 +472,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-class", type=int, default=1, help="mutants of each class per task (the audit's max_per_kind)")
     ap.add_argument("--no-corpus", action="store_true", help="leave out the verdict corpus section")
+    ap.add_argument("--judge-url", default=None,
+                    help="an OpenAI-compatible endpoint whose model reads the replies the rules find unsure; "
+                         "its agreement with the corpus labels is reported (and the corpus judged with it)")
+    ap.add_argument("--judge-model", default="judge", help="the judge's model name at --judge-url")
     args = ap.parse_args()
     n = args.n if args.n is not None else (2 if args.quick else 8)
     if n < 1 or args.per_class < 1:
@@ -418,7 +484,10 @@ def main() -> None:
     figures["quick"] = args.quick
     if not args.no_corpus:
         items = load()
-        part = corpus_section(stratified(items) if args.quick else items, window=1.0 if args.quick else 3.0)
+        subset = stratified(items) if args.quick else items
+        judge = judge_model(args.judge_url, args.judge_model) if args.judge_url else None
+        part = corpus_section(subset, window=1.0 if args.quick else 3.0, judge=judge)
+        part["acts"] = act_agreement(subset, judge)
         part["subset"] = "stratified: one case per class × method × world" if args.quick else "all"
         figures["corpus"] = part
         figures.update(corpus_cases=part["cases"], corpus_false_passes=part["false_passes"],

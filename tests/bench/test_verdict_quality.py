@@ -61,3 +61,31 @@ def test_verdict_quality_corpus_section() -> None:
     assert part["by_class"]["relabelled"]["false_passes"] == int(passes)
     assert part["safety_false_passes"] >= part["by_class"]["relabelled"]["false_passes"]
     assert part["verifications_per_s_per_core"] > 0
+
+
+class _Judge:
+    """A judge model that answers the same word to every reply."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    async def chat(self, messages: list, tools: list, sampling: object) -> object:
+        return type("Reply", (), {"text": self.word})()
+
+
+def test_act_agreement_rules_and_a_judge() -> None:
+    """The rules' reading of the edited replies agrees with most labels and never reads a
+    yes the label denies; a judge only settles what the rules find unsure, so a judge that
+    says yes to everything adds false yeses there and nowhere else."""
+    from bench.verdict_corpus import load
+    from bench.verdict_quality import act_agreement, stratified
+
+    items = stratified(load())
+    plain = act_agreement(items)
+    assert plain["replies"] >= 50 and plain["rules"]["agreement"] >= 0.9 and plain["rules"]["false_yes"] == 0
+    assert "judge" not in plain
+    yes = act_agreement(items, _Judge("yes"))
+    assert yes["judge"]["false_yes"] > 0 and yes["rules_then_judge"]["false_yes"] > 0
+    assert yes["rules_then_judge"]["missed_yes"] <= plain["rules"]["missed_yes"]
+    unsure = act_agreement(items, _Judge("unsure"))
+    assert unsure["rules_then_judge"] == {**plain["rules"]}
