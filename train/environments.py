@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 
 from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
+from rollout.agent import TRANSFER_TOOL
 from rollout.control_tokens import escape_control_tokens
 from rollout.user import MARKERS, ScriptedUser, UserSimulator
 from verifiers.base import applies, get_verifier, primary_verifier
@@ -212,6 +213,13 @@ class WorldEnvironment:
 
     # Every public method is a tool to TRL, so the helpers below are private.
 
+    def _termination(self, answer: str | None) -> str:
+        """How the episode ended, as the agent loop names it: "transfer" once a hand-off to a
+        human agent succeeded, "agent_stop" on a final answer, else "max_turns"."""
+        if any(s.action is not None and s.action.name == TRANSFER_TOOL and s.error is None for s in self.steps):
+            return "transfer"
+        return "agent_stop" if answer is not None else "max_turns"
+
     def _calls(self) -> list[ToolCall]:
         return [s.action for s in self.steps if s.action is not None]
 
@@ -348,7 +356,8 @@ def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvi
     (the composite by default: outcome × communication × process).
 
     A rollout that ended mid tool loop is judged with termination `max_turns`, which the
-    verifiers score 0 (τ²-bench: only clean stops count). Logs `verifier/passed`,
+    verifiers score 0 (τ²-bench: only clean stops count); one that handed the user to a human
+    agent, with `transfer`. Logs `verifier/passed`,
     `verifier/tool_calls` (per rollout), `verifier/tool_errors` and `verifier/user_turns`
     when TRL passes `log_metric`.
     """
@@ -360,7 +369,7 @@ def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvi
     passed = calls = errors = talks = 0
     for completion, env in zip(completions, environments, strict=True):
         answer = final_answer(completion)
-        verdict = env._judge("agent_stop" if answer is not None else "max_turns", answer=answer)
+        verdict = env._judge(env._termination(answer), answer=answer)
         rewards.append(float(verdict.score))
         passed += verdict.passed
         calls += len(env.steps)
@@ -405,7 +414,7 @@ def reward_gap(task: Task, verifiers: Sequence[str] = DEFAULT_VERIFIERS) -> tupl
         for play in (lambda: play_reference(env, task), lambda: NO_OP_ANSWER):
             env.reset(task=task)
             answer = play()
-            got.append(float(env._judge("agent_stop", answer=answer).score))
+            got.append(float(env._judge(env._termination(answer), answer=answer).score))
         return got[0], got[1]
     finally:
         env._close()

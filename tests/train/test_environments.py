@@ -96,7 +96,7 @@ def test_no_op_never_earns_the_reward_of_the_gold(world: str) -> None:
     from synthesis.base import SynthesisConfig, get_method
 
     w = get_world(world)
-    tasks = [t for m in ("logic_driven", "constraint_guided")
+    tasks = [t for m in ("logic_driven", "constraint_guided", "self_play")
              for t in get_method(m)(SynthesisConfig(method=m, world=world, n_tasks=6, seed=5), w).tasks if t.dialogue]
     assert {t.verification.outcome for t in tasks} >= {"change"}
     gaps = [reward_gap(task) for task in tasks]
