@@ -107,6 +107,7 @@ class Support:
         self.texts: list[str] = []
         self.numbers: set[float] = set()
         self.dates: set[str] = set()
+        self.yearless: set[str] = set()  # dates shown without a year ("May 12"), as MM-DD
         self.amounts = {round(abs(a), 2) for a in amounts}
         self.money: set[float] = set()  # money figures: under a tool result's money keys, or said in words
         self._derived: set[float] | None = None
@@ -120,12 +121,12 @@ class Support:
         small sum, and so any invented fee)."""
         if not text:
             return
-        self.texts.append(normalize(text))
-        found = {round(abs(x), 2) for x in numbers_in(text)}
+        norm, found, money, dates = _read(text, role == "tool")
+        self.texts.append(norm)
         self.numbers |= found
-        body = tool_result(text) if role == "tool" else None
-        self.money |= _money_values(body) if isinstance(body, (dict, list)) else found
-        self.dates |= dates_in(text)
+        self.money |= money
+        self.dates |= dates
+        self.yearless |= {d for d in dates if len(d) == 5} - {d[5:] for d in dates if len(d) == 10}
         self._derived = None
 
     @property
@@ -146,7 +147,13 @@ class Support:
 
     def supports(self, fact: Fact) -> bool:
         if fact.kind == "date":
-            return fact.value in self.dates or fact.value[5:] in self.dates
+            full = {d for d in self.dates if len(d) == 10}
+            if len(fact.value) == 10:
+                return fact.value in full or fact.value[5:] in self.yearless
+            # a date said without its year is of these days: a shown date years back (a
+            # customer's start date, a birthday) does not support "it arrives on August 7"
+            recent = int(max(d[:4] for d in full)) - 1 if full else 0
+            return fact.value in self.yearless or any(d[5:] == fact.value and int(d[:4]) >= recent for d in full)
         if fact.kind == "id":
             pattern = _word(fact.value)
             return any(fact.value in t and pattern.search(t) for t in self.texts)
@@ -162,6 +169,15 @@ class Support:
         if value in self.derived:
             return True
         return bool(_BALANCE.search(fact.context)) and self.balance_after(value)
+
+
+@lru_cache(maxsize=8192)  # the policy, tool results and replies recur across a run's trajectories
+def _read(text: str, tool: bool) -> tuple[str, frozenset[float], frozenset[float], frozenset[str]]:
+    """(normalized text, numbers, money figures, dates) of one message."""
+    found = frozenset(round(abs(x), 2) for x in numbers_in(text))
+    body = tool_result(text) if tool else None
+    money = frozenset(_money_values(body)) if isinstance(body, (dict, list)) else found
+    return normalize(text), found, money, dates_in(text)
 
 
 _BALANCE = re.compile(r"balance|remain|left|leav|keeps?|still|outstanding|owe", re.I)

@@ -40,3 +40,11 @@ def test_amounts_moved_and_simple_arithmetic_are_supported() -> None:
     # the agent's own words are not support for what it says next
     s = Support(["policy: bags cost 50 each"])
     assert s.supports(stated("50 per bag")[0]) and not s.supports(stated("55 per bag")[0])
+
+
+def test_a_date_without_its_year_is_this_years() -> None:
+    convo = _msgs(("tool", '{"since": "2021-08-07", "due": "2026-05-25"}'))
+    assert unsupported(convo + _msgs(("assistant", "It is due on May 25.")), amounts=[]) == []
+    assert unsupported(convo + _msgs(("assistant", "A customer since August 7, 2021.")), amounts=[]) == []
+    got = unsupported(convo + _msgs(("assistant", "The refund arrives on August 7.")), amounts=[])
+    assert [f.kind for _, f in got] == ["date"]
