@@ -8,7 +8,6 @@ whose output it can change.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,27 +17,19 @@ from envs.registry import world_version
 from pipelines.config import RunConfig
 from rollout import agent, strategy, user
 from rollout.collector import ModelConfig, RolloutConfig
+from rollout.prepare import weights_digest
 from verifiers.base import VERIFIERS
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
-
-def _files_digest(folder: Path, patterns: Sequence[str]) -> str:
-    """A digest of a folder's files by name, size and mtime (content would re-read GBs)."""
-    h = hashlib.sha256()
-    for pattern in patterns:
-        for p in sorted(folder.glob(pattern)):
-            st = p.stat()
-            h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
-
 
 def prompt_version(model: ModelConfig) -> str:
     """The agent's system prompt template plus the chat template the model renders with."""
     parts: dict[str, Any] = {"system": agent.SYSTEM_TEMPLATE}
     if model.kind == "embedded":
-        from rollout.embedded import chat_template
+        from rollout.prepare import folder_template
 
-        parts["chat_template"] = chat_template()
+        path = getattr(model.backend_options(), "path", None)
+        parts["chat_template"] = folder_template(Path(path) if path else None)
     return content_hash(parts)
 
 
@@ -50,7 +41,7 @@ def model_identity(model: ModelConfig) -> dict[str, Any]:
                              "options": opts.identity() if opts is not None else {}}
     path = getattr(opts, "path", None)
     if path and Path(path).expanduser().is_dir():
-        ident["weights"] = _files_digest(Path(path).expanduser(), ["*.json", "*.safetensors", "*.gguf"])
+        ident["weights"] = weights_digest(Path(path).expanduser())
     return ident
 
 

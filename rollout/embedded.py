@@ -33,6 +33,7 @@ from rollout.prepare import (  # noqa: F401  (re-exported)
     chat_template,
     default_model_dir,
     hub_offline,
+    model_name,
     prepare_embedded_model,
     trajforge_home,
 )
@@ -83,7 +84,7 @@ class EmbeddedModel:
             raise ValueError(f"dtype must be one of {_DTYPES}, not {dtype!r}")
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
-        self.name = f"embedded:{MODEL_NAME}"
+        self.name = model_name(Path(model_dir) if model_dir is not None else None)
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.dtype = dtype
         self.max_batch = max_batch

@@ -25,7 +25,7 @@ from rollout.kv_cache import REUSE_MODES, KVEntry, KVStore
 from rollout.model import ChatResponse, ModelError
 from rollout.parsing import tool_names_of
 from rollout.pending import PendingChat
-from rollout.prepare import chat_template, hub_offline, prepare_embedded_model
+from rollout.prepare import decode_threads, folder_template, hub_offline, prepare_embedded_model
 from rollout.response import decoded_response
 
 log = logging.getLogger("rollout.embedded")  # the embedded model's logger, as before the split
@@ -61,7 +61,10 @@ class _Engine:
                 folder, dtype=getattr(torch, dtype), local_files_only=True
             )
         self.model.eval()
-        self.tokenizer.chat_template = chat_template()  # ours, even if the folder's is older
+        # the folder's own template (a trained model's), ours for the prepared SmolLM2 or a folder without one
+        self.tokenizer.chat_template = folder_template(model_dir)
+        self.threads = decode_threads()
+        torch.set_num_threads(self.threads)
         tok = self.tokenizer
         eos = {tok.eos_token_id, tok.convert_tokens_to_ids("<|endoftext|>")}
         gen_eos = self.model.generation_config.eos_token_id
@@ -75,7 +78,7 @@ class _Engine:
             raise ValueError(f"kv_reuse must be one of {REUSE_MODES}, not {kv_reuse!r}")
         self.kv_reuse = kv_reuse
         self.kv = KVStore(int(kv_budget_mb * 2**20))
-        log.info("embedded model loaded from %s in %.1f s", folder, time.monotonic() - t0)
+        log.info("embedded model loaded from %s in %.1f s (%d threads)", folder, time.monotonic() - t0, self.threads)
 
     def render(self, request: _Request) -> list[int]:
         # Content is rendered to text and tokenised: control tokens in it must stay text.

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,60 @@ def default_model_dir() -> Path:
 def chat_template() -> str:
     """The tool-calling ChatML template for SmolLM2."""
     return TEMPLATE_PATH.read_text(encoding="utf-8")
+
+
+def weights_digest(folder: Path) -> str:
+    """A digest of a model folder's configs and weights by name, size and mtime (reading the
+    contents would re-read gigabytes): a retrained folder gets a new one."""
+    h = hashlib.sha256()
+    for pattern in ("*.json", "*.safetensors", "*.gguf", "*.bin"):
+        for p in sorted(folder.glob(pattern)):
+            st = p.stat()
+            h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def model_name(folder: Path | None) -> str:
+    """The embedded model's name: the prepared SmolLM2 is ``embedded:SmolLM2-135M-Instruct``;
+    any other folder (a trained checkpoint) is named by the folder and its weights digest, so
+    its trajectories (whose ids hash the model's name) are its own."""
+    if folder is None or folder.expanduser().resolve() == default_model_dir().resolve():
+        return f"embedded:{MODEL_NAME}"
+    folder = folder.expanduser()
+    return f"embedded:{folder.name}@{weights_digest(folder)[:12]}"
+
+
+def folder_template(folder: Path | None) -> str:
+    """The chat template to render with: a given folder's own (``chat_template.jinja``, else
+    ``chat_template`` in its ``tokenizer_config.json``), the project's tool-calling template
+    for the prepared SmolLM2 folder and for a folder without one."""
+    if folder is None or folder.expanduser().resolve() == default_model_dir().resolve():
+        return chat_template()
+    folder = folder.expanduser()
+    own = folder / "chat_template.jinja"
+    if own.is_file():
+        return own.read_text(encoding="utf-8")
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        config = {}
+    template = config.get("chat_template")
+    return template if isinstance(template, str) and template.strip() else chat_template()
+
+
+def decode_threads(environ: Mapping[str, str] | None = None) -> int:
+    """Threads for decoding: ``TRAJFORGE_THREADS`` when set, else the cores this process may
+    use less the machine's current load (on a busy 2-core machine two OpenMP threads decoded
+    about 10x slower than one), at least 1."""
+    env = os.environ if environ is None else environ
+    if env.get("TRAJFORGE_THREADS"):
+        return max(1, int(env["TRAJFORGE_THREADS"]))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = math.ceil(os.getloadavg()[0] - 0.25)
+    except OSError:
+        busy = 0
+    return max(1, cores - max(0, busy))
 
 
 def _template_sha() -> str:

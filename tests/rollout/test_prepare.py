@@ -148,3 +148,38 @@ def test_a_stale_template_is_refreshed_without_the_model(tmp_path: Path) -> None
     (tmp_path / "chat_template.jinja").write_text("mine")
     _refresh_template(tmp_path)  # current: left alone
     assert (tmp_path / "chat_template.jinja").read_text() == "mine"
+
+
+def test_a_trained_folder_is_its_own_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prepared SmolLM2 keeps its name and our template; another folder is named by its
+    folder and weights (a retrained one gets a new name) and renders with its own template,
+    ours when it has none."""
+    from rollout.prepare import folder_template, model_name, weights_digest
+
+    monkeypatch.setenv("TRAJFORGE_HOME", str(tmp_path / "home"))
+    assert model_name(None) == model_name(default_model_dir()) == f"embedded:{MODEL_NAME}"
+    assert folder_template(None) == folder_template(default_model_dir()) == chat_template()
+    ckpt = tmp_path / "sft-run" / "final"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"weights-1")
+    (ckpt / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    first = model_name(ckpt)
+    assert first.startswith("embedded:final@") and first != model_name(None)
+    assert folder_template(ckpt) == chat_template()  # no template of its own: ours
+    (ckpt / "model.safetensors").write_bytes(b"weights-2, retrained")
+    assert model_name(ckpt) != first and model_name(ckpt).endswith(weights_digest(ckpt)[:12])
+    (ckpt / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    assert folder_template(ckpt) == "{{ messages }}"
+    (ckpt / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert folder_template(ckpt).startswith("{% for m")
+
+
+def test_decode_threads_follow_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rollout import prepare
+
+    assert prepare.decode_threads({"TRAJFORGE_THREADS": "3"}) == 3
+    monkeypatch.setattr(prepare.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(prepare.os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    assert prepare.decode_threads({}) == 2  # an idle 2-core machine: both
+    monkeypatch.setattr(prepare.os, "getloadavg", lambda: (1.6, 1.0, 1.0))
+    assert prepare.decode_threads({}) == 1  # a busy one: one thread, never none
