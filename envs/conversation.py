@@ -387,6 +387,20 @@ def mentions_value(text: str, value: str) -> bool:
     return re.search(pattern, normalize(text)) is not None
 
 
+def said_alone(text: str, value: str) -> bool:
+    """Whether `text` states `value` as a value of its own: not only inside a longer code
+    (``AC100027`` inside ``bill_AC100027_2026-05`` is not the user saying their account); an
+    id may be said with spaces or dashes inside it ("AC 100 027"); numbers and dates compare
+    as `mentions_value` compares them."""
+    v = normalize(str(value).strip())
+    if not v:
+        return False
+    if re.fullmatch(r"[-+]?\$?\d[\d,]*(?:\.\d+)?", v) or _ISO_VALUE.match(v):
+        return mentions_value(text, value)
+    body = r"[\s-]?".join(re.escape(c) for c in v) if v.isalnum() else re.escape(v)
+    return re.search(r"(?<![a-z0-9_])" + body + r"(?![a-z0-9_])", normalize(text)) is not None
+
+
 def date_forms(iso: str) -> list[str]:
     """'2026-05-13' and 'May 13': how a date may be told."""
     d = date.fromisoformat(iso[:10])

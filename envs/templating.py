@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from data.records import Fact
@@ -70,14 +70,44 @@ def ask(conn: sqlite3.Connection, rng: random.Random, sql: str, key: str,
 
 
 def request(conn: sqlite3.Connection, rng: random.Random, sql: str,
-            said: Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]], *args: Any) -> Out:
-    """A write on one record drawn by `sql`: `said(record)` gives the call's arguments and the
-    ways a user asks for it (one is drawn). None when the query finds nothing."""
-    record = pick(conn, rng, sql, *args)
-    if record is None:
+            said: Callable[..., tuple[dict[str, Any], list[str]]], *args: Any,
+            then: Sequence[Callable[..., tuple[str, tuple[Any, ...]]]] = ()) -> Out:
+    """A write on one record drawn by `sql` (and, with `then`, the records drawn after it:
+    `pick_chain`): `said(*records)` gives the call's arguments and the ways a user asks for
+    it (one is drawn). None when a query finds nothing."""
+    records = pick_chain(conn, rng, sql, *args, then=then)
+    if records is None:
         return None
-    arguments, sentences = said(record)
+    arguments, sentences = said(*records)
     return arguments, rng.choice(sentences)
+
+
+def pick_chain(conn: sqlite3.Connection, rng: random.Random, sql: str, *args: Any,
+               then: Sequence[Callable[..., tuple[str, tuple[Any, ...]]]] = ()) -> list[dict[str, Any]] | None:
+    """Records drawn one after another: the first by `sql`, each next by the query and
+    arguments its `then` step makes of the records drawn so far (a line, then a plan it may
+    move to). None as soon as a query finds nothing."""
+    first = pick(conn, rng, sql, *args)
+    if first is None:
+        return None
+    drawn = [first]
+    for step in then:
+        query, params = step(*drawn)
+        record = pick(conn, rng, query, *params)
+        if record is None:
+            return None
+        drawn.append(record)
+    return drawn
+
+
+def by_table(**phrasings: Callable[[sqlite3.Connection, dict[str, Any]], str]) -> Callable[..., str | None]:
+    """A world's `phrase(conn, table, row)` hook from one phrasing per table (None for others)."""
+
+    def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
+        said = phrasings.get(table)
+        return said(conn, row) if said is not None else None
+
+    return phrase
 
 
 def insist_on(conn: sqlite3.Connection, rng: random.Random, sql: str,

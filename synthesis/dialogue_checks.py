@@ -27,26 +27,16 @@ from envs.conversation import (
     internal_id_columns,
     leaked_ids,
     mentions_name,
-    mentions_value,
     record_of,
+    said_alone,
     value_mentions,
 )
 from envs.sql import today
 from envs.stock_tools import TRANSFER_TOOL
 from envs.world import World
 
+said = said_alone  # an id inside a longer id does not count: "AC100027" is not said by "bill_AC100027_2026-05"
 CALCULATE = "calculate"
-
-
-def said(text: str, value: str) -> bool:
-    """Whether `text` states `value` as a whole token (an id inside a longer id does not count:
-    "AC100027" is not said by "bill_AC100027_2026-05")."""
-    value = str(value).strip()
-    if not value:
-        return False
-    if re.fullmatch(r"[-+]?\$?\d[\d,]*(?:\.\d+)?|\d{4}-\d{2}-\d{2}.*", value):
-        return mentions_value(text, value)
-    return re.search(r"(?<![A-Za-z0-9_])" + re.escape(value) + r"(?![A-Za-z0-9_])", text or "", re.I) is not None
 
 
 def _is_id_arg(conn: sqlite3.Connection, name: str, value: str) -> bool:

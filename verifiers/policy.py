@@ -40,7 +40,6 @@ check passed and a clean termination. Each failed check is a reason naming its c
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,8 +55,8 @@ from envs.conversation import (
     is_error_result,
     mentions_name,
     mentions_value,
-    normalize,
     record_of,
+    said_alone,
     tool_result,
     value_mentions,
 )
@@ -144,19 +143,6 @@ def _walk(world: World, conv: Conversation, trajectory: Trajectory) -> list[_Wri
                                      identified, confirmed, last_user_at))
                 write_at.append(i)
     return writes
-
-
-def said_alone(text: str, value: str) -> bool:
-    """Whether `text` states `value` as a value of its own: not only inside a longer code
-    (``AC100027`` inside ``bill_AC100027_2026-05`` is not the user saying their account);
-    an id may be said with spaces or dashes inside it ("AC 100 027")."""
-    v = normalize(str(value).strip())
-    if not v:
-        return False
-    if v[0].isdigit() and v.replace(".", "").isdigit():
-        return mentions_value(text, value)  # a number: compared as a number
-    body = r"[\s-]?".join(re.escape(c) for c in v) if v.isalnum() else re.escape(v)
-    return re.search(r"(?<![a-z0-9_])" + body + r"(?![a-z0-9_])", normalize(text)) is not None
 
 
 class PolicyOptions(VerifierOptions):

@@ -8,7 +8,7 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, date_forms, id_fact
-from envs.templating import article, count_of
+from envs.templating import article, by_table, count_of
 
 IDENTITY = Identity(keys=[["patient_id", "date_of_birth"]], lookups={"get_patient_details": ["patient_id"]},
                     confirm=["date_of_birth"])
@@ -225,19 +225,19 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
-def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
-    """How a patient names a record in a request: a slot by its provider and time, a provider
-    or an insurance plan by its name, a referral by its specialty."""
-    if table == "slots":
-        s = _slot(conn, row["slot_id"])
-        return f"the {when(s['start_at'])} slot with {s['provider']}"
-    if table == "providers":
-        return str(row["name"])
-    if table == "insurance_plans":
-        return f"the {row['name']} plan"
-    if table == "referrals":
-        return f"my {row['specialty'].replace('_', ' ')} referral"
-    return None
+def _slot_phrase(conn: sqlite3.Connection, row: dict[str, Any]) -> str:
+    s = _slot(conn, row["slot_id"])
+    return f"the {when(s['start_at'])} slot with {s['provider']}"
+
+
+# How a patient names a record in a request: a slot by its provider and time, a provider or an
+# insurance plan by its name, a referral by its specialty.
+phrase = by_table(
+    slots=_slot_phrase,
+    providers=lambda conn, row: str(row["name"]),
+    insurance_plans=lambda conn, row: f"the {row['name']} plan",
+    referrals=lambda conn, row: f"my {row['specialty'].replace('_', ' ')} referral",
+)
 
 
 def _slot(conn: sqlite3.Connection, slot_id: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from envs.templating import (
     each,
     insist_on,
     pick,
+    pick_chain,
     request,
     told,
 )
@@ -175,16 +176,14 @@ def return_item(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 def exchange(conn: sqlite3.Connection, rng: random.Random) -> Out:
     ln = _open_line(conn, rng)
-    if ln is None:
+    got = ln and pick_chain(
+        conn, rng, "SELECT * FROM variants WHERE product_id = ? AND variant_id <> ? AND stock >= 1",
+        ln["product_id"], ln["variant_id"],
+        then=[lambda new: ("SELECT p.* FROM payment_methods p JOIN orders o ON o.customer_id = p.customer_id"
+                           " WHERE o.order_id = ? AND p.kind <> 'gift_card'", (ln["order_id"],))])
+    if not got:
         return None
-    new = pick(conn, rng, "SELECT * FROM variants WHERE product_id = ? AND variant_id <> ? AND stock >= 1",
-               ln["product_id"], ln["variant_id"])
-    if new is None:
-        return None
-    pay = pick(conn, rng, "SELECT p.* FROM payment_methods p JOIN orders o ON o.customer_id = p.customer_id"
-                          " WHERE o.order_id = ? AND p.kind <> 'gift_card'", ln["order_id"])
-    if pay is None:
-        return None
+    new, pay = got
     args = {"order_id": ln["order_id"], "variant_id": ln["variant_id"], "new_variant_id": new["variant_id"],
             "quantity": 1, "payment_id": pay["payment_id"]}
     return args, (f"In my order {ln['order_id']}, exchange 1 unit of {ln['variant_id']} for {new['variant_id']};"

@@ -8,7 +8,7 @@ from typing import Any
 from data.records import Fact, ToolCall
 from envs import sql as kit
 from envs.conversation import DEFAULT_CLAUSES, Identity, amount_fact, id_fact
-from envs.templating import enum_words, month_words
+from envs.templating import by_table, enum_words, month_words
 
 IDENTITY = Identity(keys=[["user_id"], ["customer_id"]], lookups={"get_customer_details": ["customer_id"]})
 USER_FACING_IDS = ["customer_id", "user_id"]  # the account; lines go by phone number, bills by their month
@@ -302,20 +302,15 @@ def mentions(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> list[
     return []
 
 
-def phrase(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> str | None:
-    """How a customer names a record in a request: a line by its phone number, a plan or an
-    add-on by its name, a payment method by its kind and last digits."""
-    if table == "lines":
-        return str(row["phone_number"])
-    if table == "plans":
-        return f"the {row['name']} plan"
-    if table == "addons":
-        return f"the {row['name']} add-on"
-    if table == "payment_methods":
-        return f"my {enum_words(row['kind'])} ending in {row['last4']}"
-    if table == "bills":
-        return f"my {month_words(row['period'])} bill"
-    return None
+# How a customer names a record in a request: a line by its phone number, a plan or an add-on by
+# its name, a payment method by its kind and last digits, a bill by its month.
+phrase = by_table(
+    lines=lambda conn, row: str(row["phone_number"]),
+    plans=lambda conn, row: f"the {row['name']} plan",
+    addons=lambda conn, row: f"the {row['name']} add-on",
+    payment_methods=lambda conn, row: f"my {enum_words(row['kind'])} ending in {row['last4']}",
+    bills=lambda conn, row: f"my {month_words(row['period'])} bill",
+)
 
 
 def _line(conn: sqlite3.Connection, line_id: str) -> dict[str, Any]:

@@ -110,31 +110,21 @@ def bill(conn: sqlite3.Connection, rng: random.Random) -> Out:
 
 
 def change_plan(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, _ACTIVE + " AND (l.contract_end IS NULL OR l.contract_end <= " + TODAY + ")")
-    if ln is None:
-        return None
-    p = pick(conn, rng, "SELECT * FROM plans WHERE status = 'available' AND plan_id <> ? AND data_gb * 1024 >= ?",
-             ln["plan_id"], ln["data_used_mb"])
-    if p is None:
-        return None
-    return {"line_id": ln["line_id"], "plan_id": p["plan_id"]}, rng.choice([
-        f"Please move my line {ln['line_id']} to {p['plan_id']}.",
-        f"Switch my line {ln['line_id']} over to {p['plan_id']}.",
-    ])
+    return request(conn, rng, _ACTIVE + " AND (l.contract_end IS NULL OR l.contract_end <= " + TODAY + ")",
+                   lambda ln, p: ({"line_id": ln["line_id"], "plan_id": p["plan_id"]}, [
+                       f"Please move my line {ln['line_id']} to {p['plan_id']}.",
+                       f"Switch my line {ln['line_id']} over to {p['plan_id']}.",
+                   ]), then=[lambda ln: ("SELECT * FROM plans WHERE status = 'available' AND plan_id <> ?"
+                                         " AND data_gb * 1024 >= ?", (ln["plan_id"], ln["data_used_mb"]))])
 
 
 def add_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
-    ln = pick(conn, rng, _ACTIVE + " AND (SELECT COUNT(*) FROM line_addons la WHERE la.line_id = l.line_id) < 3")
-    if ln is None:
-        return None
-    a = pick(conn, rng, "SELECT * FROM addons WHERE addon_id NOT IN (SELECT addon_id FROM line_addons WHERE"
-                        " line_id = ?)", ln["line_id"])
-    if a is None:
-        return None
-    return {"line_id": ln["line_id"], "addon_id": a["addon_id"]}, rng.choice([
-        f"Add {a['addon_id']} to my line {ln['line_id']}, please.",
-        f"I'd like {a['addon_id']} on my line {ln['line_id']}.",
-    ])
+    return request(conn, rng, _ACTIVE + " AND (SELECT COUNT(*) FROM line_addons la WHERE la.line_id = l.line_id) < 3",
+                   lambda ln, a: ({"line_id": ln["line_id"], "addon_id": a["addon_id"]}, [
+                       f"Add {a['addon_id']} to my line {ln['line_id']}, please.",
+                       f"I'd like {a['addon_id']} on my line {ln['line_id']}.",
+                   ]), then=[lambda ln: ("SELECT * FROM addons WHERE addon_id NOT IN (SELECT addon_id FROM"
+                                         " line_addons WHERE line_id = ?)", (ln["line_id"],))])
 
 
 def remove_addon(conn: sqlite3.Connection, rng: random.Random) -> Out:
