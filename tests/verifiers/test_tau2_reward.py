@@ -1,0 +1,109 @@
+"""τ²'s own evaluator as a second judge (verifiers/tau2_reward.py): τ²'s train tasks, their
+gold actions replayed as trajforge trajectories in the τ² worlds, score τ²'s reward 1.0; a
+no-op or a wrong argument scores 0. Skipped without the `tau2` extra."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("tau2")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network when τ² imports litellm
+
+from data.records import Task, ToolCall  # noqa: E402
+from envs.registry import get_world  # noqa: E402
+from envs.tau2_world import Tau2World, task_from_tau2, tau2_tasks  # noqa: E402
+from verifiers.tau2_reward import tau2_reward, to_tau2_messages  # noqa: E402
+
+
+def gold_messages(world: Tau2World, task: Task, calls: list[ToolCall] | None = None) -> list[dict]:
+    """A trajforge conversation that makes `calls` (default: the reference) in the world, then
+    tells the user the facts the task says must be told."""
+    env = world.env(task.initial_state)
+    msgs: list[dict] = [{"role": "system", "content": world.system_prompt("")},
+                        {"role": "user", "content": task.instruction}]
+    for i, c in enumerate(task.reference_solution if calls is None else calls):
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": env.call(c).content})
+    facts = "; ".join(f.any_of[0] for f in task.verification.communicate)
+    msgs.append({"role": "assistant", "content": f"All done. {facts}".strip()})
+    return msgs
+
+
+def _writes(world: Tau2World, task: Task) -> list[ToolCall]:
+    return [c for c in task.reference_solution if world.tools[c.name].write]
+
+
+def _replay_share(domain: str, limit: int | None) -> tuple[int, int, list[str]]:
+    world = get_world(f"tau2_{domain}")
+    assert isinstance(world, Tau2World)
+    passed, fails = 0, []
+    tasks = tau2_tasks(domain, "train")[:limit]
+    for t2 in tasks:
+        task = task_from_tau2(world, t2)
+        r = tau2_reward(task, gold_messages(world, task))
+        assert not r.mismatches, (t2.id, r.mismatches)  # our tool results are τ²'s
+        if r.passed:
+            passed += 1
+        else:
+            fails.append(f"{t2.id}: db={r.db_match} actions={r.action_matches} communicate={r.communicate_met}")
+    return passed, len(tasks), fails
+
+
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_replayed_gold_scores_one_on_train_tasks(domain: str) -> None:
+    passed, total, fails = _replay_share(domain, 4)
+    assert passed == total, fails
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_replayed_gold_scores_one_on_the_whole_train_split(domain: str) -> None:
+    """30 airline and 74 retail train tasks: 104 of 104 scored 1.0 (26.3)."""
+    passed, total, fails = _replay_share(domain, None)
+    assert total and passed == total, fails
+
+
+@pytest.fixture(scope="module")
+def retail_write_task() -> tuple[Tau2World, Task]:
+    world = get_world("tau2_retail")
+    assert isinstance(world, Tau2World)
+    for t2 in tau2_tasks("retail", "train"):
+        task = task_from_tau2(world, t2)
+        if _writes(world, task) and task.target_state_hash != task.initial_state.state_hash:
+            return world, task
+    raise AssertionError("no retail train task writes")
+
+
+def test_a_no_op_scores_zero_on_a_task_that_needs_a_write(retail_write_task: tuple[Tau2World, Task]) -> None:
+    world, task = retail_write_task
+    reads = [c for c in task.reference_solution if not world.tools[c.name].write]
+    r = tau2_reward(task, gold_messages(world, task, reads))
+    assert r.reward == 0.0 and r.db_match is False and not all(r.action_matches)
+    assert tau2_reward(task, gold_messages(world, task)).passed
+
+
+def test_a_changed_argument_or_an_early_stop_scores_zero(retail_write_task: tuple[Tau2World, Task]) -> None:
+    world, task = retail_write_task
+    calls = list(task.reference_solution)
+    i = max(k for k, c in enumerate(calls) if world.tools[c.name].write)
+    args = dict(calls[i].arguments)
+    key = next(k for k, v in args.items() if isinstance(v, str) and k != "order_id") if len(args) > 1 else next(iter(args))
+    args[key] = "credit_card_0000000" if "payment" in key else args[key] + "x"
+    calls[i] = ToolCall(name=calls[i].name, arguments=args)
+    assert tau2_reward(task, gold_messages(world, task, calls)).reward == 0.0
+    assert tau2_reward(task, gold_messages(world, task), termination="max_turns").reward == 0.0
+
+
+def test_results_that_differ_from_tau2s_are_counted(retail_write_task: tuple[Tau2World, Task]) -> None:
+    from tau2.registry import registry
+
+    world, task = retail_write_task
+    msgs = gold_messages(world, task)
+    tool = next(m for m in msgs if m["role"] == "tool")
+    tool["content"] = json.dumps({"error": "tool_error", "code": "ValueError", "message": "made up"})
+    _, mismatches = to_tau2_messages(msgs, registry.get_env_constructor("retail")())
+    assert len(mismatches) == 1 and "error here, ok in τ²" in mismatches[0]

@@ -1,0 +1,168 @@
+"""τ²-bench's reward for a trajforge trajectory in a τ² world, by τ²'s own evaluator.
+
+`tau2_reward(task, messages, termination)` converts the trajectory's OpenAI messages to τ²'s
+message types, wraps them in a τ² `SimulationRun` and calls τ²'s `evaluate_simulation`
+(environment, action and communicate evaluators: τ² replays the agent's tool calls on a fresh
+copy of its database and compares hashes with the gold actions' end state). The tool
+messages handed to τ² are τ²'s own responses to the calls, replayed on τ²'s environment (τ²'s
+evaluator refuses a history whose recorded results differ from its replay); where ours differ
+from τ²'s (content of a successful call, or success against failure) the result counts them
+in `mismatches`, which is how a trajforge world drifting from τ²'s runtime shows.
+
+Natural-language assertions need an LLM judge: when the task's reward basis names
+``NL_ASSERTION`` it is left out of the basis and named in `skipped` (the reward is then
+τ²'s reward over the rest). Needs the ``tau2`` extra; imports τ² only when called.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+# τ² imports litellm, which otherwise fetches a model price map from the network on import.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# trajforge terminations -> τ²'s (τ² scores only agent_stop and user_stop; the rest is 0)
+TERMINATIONS = {
+    "agent_stop": "agent_stop", "user_stop": "user_stop", "transfer": "user_stop",
+    "out_of_scope": "agent_stop", "max_turns": "max_steps", "model_error": "agent_error",
+    "env_error": "too_many_errors", "user_error": "user_error",
+}
+
+
+@dataclass
+class Tau2Reward:
+    """τ²'s verdict on one trajectory: its reward, the checks behind it and the differences
+    between trajforge's recorded tool results and τ²'s replay of the same calls."""
+
+    reward: float
+    basis: list[str]
+    db_match: bool | None = None
+    action_matches: list[bool] = field(default_factory=list)
+    communicate_met: list[bool] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.reward >= 1.0 - 1e-9
+
+
+def tau2_task(task: Any) -> Any:
+    """The τ² `Task` a trajforge task carries (``metadata["tau2_task"]``), or the τ² task itself."""
+    from tau2.data_model.tasks import Task as T2Task
+
+    if isinstance(task, T2Task):
+        return task
+    raw = (getattr(task, "metadata", None) or {}).get("tau2_task")
+    if raw is None:
+        raise ValueError(f"task {getattr(task, 'id', '?')} carries no τ² task (metadata['tau2_task'])")
+    return T2Task.model_validate(raw)
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _ok(content: str | None) -> bool:
+    """Whether a trajforge tool message reports success (not an `error_observation`)."""
+    try:
+        body = json.loads(content or "")
+    except ValueError:
+        return True
+    return not (isinstance(body, dict) and set(body) == {"error", "code", "message"})
+
+
+def to_tau2_messages(messages: list[dict[str, Any]], environment: Any) -> tuple[list[Any], list[str]]:
+    """OpenAI-format messages as τ² messages, tool results from τ²'s `environment` (a fresh
+    τ² `Environment` at the task's initial state, advanced by the calls); and the
+    differences between the recorded results and τ²'s."""
+    from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+
+    out: list[Any] = []
+    mismatches: list[str] = []
+    recorded: dict[str, str | None] = {m.get("tool_call_id", ""): m.get("content")
+                                       for m in messages if m.get("role") == "tool"}
+    for m in messages:
+        role = m.get("role")
+        if role == "user":
+            out.append(UserMessage(role="user", content=m.get("content") or ""))
+        elif role == "assistant":
+            calls = [ToolCall(id=c.get("id") or f"call_{len(out)}_{i}", name=c["function"]["name"],
+                              arguments=_arguments(c["function"].get("arguments")), requestor="assistant")
+                     for i, c in enumerate(m.get("tool_calls") or [])]
+            if calls:
+                out.append(AssistantMessage(role="assistant", content=m.get("content") or None, tool_calls=calls))
+                for call in calls:
+                    response = environment.get_response(call)
+                    out.append(response)
+                    ours = recorded.get(call.id)
+                    if ours is None:
+                        mismatches.append(f"{call.name}: no recorded result")
+                    elif _ok(ours) == response.error:
+                        mismatches.append(f"{call.name}: {'ok' if _ok(ours) else 'error'} here, "
+                                          f"{'error' if response.error else 'ok'} in τ²")
+                    elif not response.error and _json(ours) != _json(response.content):
+                        mismatches.append(f"{call.name}: result differs from τ²'s")
+            else:
+                out.append(AssistantMessage(role="assistant", content=m.get("content") or ""))
+        elif role == "tool" or role == "system":
+            continue  # tool results come from τ²'s replay; the system prompt is not part of τ²'s history
+    return out, mismatches
+
+
+def _json(text: str | None) -> Any:
+    try:
+        return json.loads(text or "")
+    except ValueError:
+        return text
+
+
+def tau2_reward(task: Any, messages: list[dict[str, Any]], termination: str = "agent_stop",
+                domain: str | None = None) -> Tau2Reward:
+    """τ²'s reward of a conversation (a trajforge trajectory's `messages`) on `task` (a trajforge
+    task of a τ² world, or a τ² `Task` with `domain`)."""
+    from tau2.data_model.simulation import SimulationRun, TerminationReason
+    from tau2.data_model.tasks import RewardType
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.registry import registry
+
+    t2 = tau2_task(task)
+    domain = domain or (getattr(task, "metadata", None) or {}).get("tau2_domain")
+    if not domain:
+        raise ValueError("which τ² domain? (a trajforge task of a τ² world names it in metadata['tau2_domain'])")
+    skipped: list[str] = []
+    if t2.evaluation_criteria is not None and RewardType.NL_ASSERTION in t2.evaluation_criteria.reward_basis:
+        t2 = t2.model_copy(deep=True)
+        assert t2.evaluation_criteria is not None
+        t2.evaluation_criteria.reward_basis = [b for b in t2.evaluation_criteria.reward_basis
+                                               if b != RewardType.NL_ASSERTION]
+        skipped.append("NL_ASSERTION")
+    environment = registry.get_env_constructor(domain)()
+    init = t2.initial_state
+    if init is not None:
+        environment.set_state(initialization_data=init.initialization_data,
+                              initialization_actions=init.initialization_actions,
+                              message_history=init.message_history or [])
+    t2_messages, mismatches = to_tau2_messages(messages, environment)
+    reason = TerminationReason(TERMINATIONS.get(termination, "agent_error"))
+    sim = SimulationRun(id="trajforge", task_id=str(t2.id), start_time="", end_time="", duration=0.0,
+                        termination_reason=reason, messages=t2_messages)
+    info = evaluate_simulation(sim, t2, EvaluationType.ALL, solo_mode=False, domain=domain)
+    basis = [str(getattr(b, "value", b)) for b in (info.reward_basis or [])]
+    return Tau2Reward(
+        reward=float(info.reward), basis=basis,
+        db_match=info.db_check.db_match if info.db_check is not None else None,
+        action_matches=[c.action_match for c in info.action_checks or []],
+        communicate_met=[c.met for c in info.communicate_checks or []],
+        skipped=skipped, mismatches=mismatches, info=dict(info.info or {}),
+    )
