@@ -95,7 +95,7 @@ class SynthesisResult:
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
 METHODS: Registry[Method] = Registry(
     "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play",
-                         "synthesis.terminal"]
+                         "synthesis.terminal", "synthesis.tau2_tasks"]
 )
 register = METHODS.register
 
@@ -110,7 +110,8 @@ def canonical_method(name: str) -> str:
 
 def get_method(name: str) -> Method:
     """A synthesis method by name (short aliases such as `logic` and `cove` accepted). Its
-    result is split into train and test by group (`synthesis.splits`), and its stats carry
+    result is split into train and test by group (`synthesis.splits`; a method registered
+    with ``keeps_splits=True`` keeps the splits its tasks come with), and its stats carry
     the split's figures under `split`. Within one call the scenario writer draws its texts
     without replacement (`synthesis.scenario.scenario_book`); with `cfg.writer` a model then
     rewrites the scenario text (`synthesis.writer`), its outcomes counted under `writer`."""
@@ -128,7 +129,8 @@ def get_method(name: str) -> Method:
 
             result.tasks, counts = write_tasks(result.tasks, world, cfg.writer, cfg.seed)
             result.stats["writer"] = dict(sorted(counts.items()))
-        assign_splits(result.tasks, cfg.test_fraction, cfg.seed)
+        if not METHODS.attr(canonical_method(name), "keeps_splits"):  # imported tasks keep their source's split
+            assign_splits(result.tasks, cfg.test_fraction, cfg.seed)
         result.stats["split"] = split_figures(result.tasks)
         return result
 

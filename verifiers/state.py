@@ -90,6 +90,8 @@ def score_calls_full(task: Task, calls: list[ToolCall]) -> StateScore:
     """`score_calls` the direct way: a freshly built state, full dumps before and after."""
     world = get_world(task.world)
     env = world.env(task.initial_state)
+    if getattr(env, "conn", None) is None:
+        return _score_document(task, world, env, calls)
     try:
         initial = st.canonical_dump(env.conn)
         writes = failed = 0
@@ -102,6 +104,36 @@ def score_calls_full(task: Task, calls: list[ToolCall]) -> StateScore:
         env.close()
     changed = {ch.cell() for ch in st.diff_dumps(initial, final)}
     return _score(task, final, st.hash_dump(final), changed, writes, failed)
+
+
+def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """A JSON document's leaf values by path (a document state's cells)."""
+    if isinstance(value, dict):
+        return {p: v for k, x in value.items() for p, v in _leaves(x, (*path, str(k))).items()}
+    if isinstance(value, list):
+        return {p: v for i, x in enumerate(value) for p, v in _leaves(x, (*path, str(i))).items()}
+    return {path: value}
+
+
+def _score_document(task: Task, world: Any, env: Any, calls: list[ToolCall]) -> StateScore:
+    """`score_calls` in a world whose state is a document, not SQLite (τ²'s database): the
+    writes replayed on a fresh copy, the world's own hash compared with the target, and the
+    leaves the replay changed counted as extra writes (a document task names no target cells)."""
+    try:
+        before = _leaves(env.db_dump())
+        writes = failed = 0
+        for _, call in write_calls(world.tools, calls):
+            writes += 1
+            if not env.call(call).ok:
+                failed += 1
+        after = _leaves(env.db_dump())
+        final_hash = env.state_hash()
+    finally:
+        env.close()
+    exact = final_hash == task.target_state_hash
+    changed = {p for p in before.keys() | after.keys() if before.get(p, _MISSING) != after.get(p, _MISSING)}
+    return StateScore(exact, 1.0 if exact else 0.0, final_hash, 0, len(task.target_diff),
+                      0 if exact else len(changed), writes, failed)
 
 
 class Replayer:

@@ -141,7 +141,7 @@ def worlds(
         writes = sum(bool(getattr(t, "write", False)) for t in tools.values())
         policy_rules = len(set(re.findall(r"^\s*[-*]+\s*\**(R\d+)[ _]", w.policy, re.M)))
         compiled = getattr(w, "compiled_rules", lambda: [])()
-        kind = "tool-use" if compiled else "workspace"
+        kind = getattr(w, "kind", None) or ("tool-use" if compiled else "workspace")  # a τ² world says "tau2"
         table.add_row(name, kind, str(policy_rules), str(len(compiled)), f"{len(tools)} ({writes})", str(w.folder))
         if kind == "tool-use":
             contract = conversation(w)

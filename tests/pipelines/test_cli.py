@@ -33,9 +33,12 @@ def test_a_mistake_fails_fast_without_prefect(tmp_path: Path) -> None:
                            "--set", "synthesis.world=atlantis"], capture_output=True, text=True, timeout=60)
     took = time.monotonic() - start
     assert proc.returncode == 1 and took < 10, (took, proc.stderr[-2000:])
+    from envs.registry import list_worlds
+
+    known = ", ".join(list_worlds())  # the τ² worlds among them when the tau2 extra is installed
+    assert {"airline", "clinic", "retail", "telecom", "terminal"} <= set(known.split(", "))
     assert proc.stderr.splitlines() == [
-        "error: synthesis.world: unknown world 'atlantis' (known: airline, clinic, retail, telecom, terminal); "
-        "`trajforge worlds` lists them"]
+        f"error: synthesis.world: unknown world 'atlantis' (known: {known}); `trajforge worlds` lists them"]
     assert not list(tmp_path.iterdir()), "the run started"
 
 
