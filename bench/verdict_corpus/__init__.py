@@ -36,6 +36,7 @@ class Phrasing:
     text: str
     worlds: tuple[str, ...] = ()
     topic: str = ""
+    source: str = "hand"  # "hand", or "model" (phrasings/model/, `model_phrasings.py`)
 
     def fits(self, world: str) -> bool:
         return not self.worlds or world in self.worlds
@@ -52,12 +53,18 @@ def _lines(path: Path) -> list[str]:
 @cache
 def phrasings(act: str) -> tuple[Phrasing, ...]:
     """The phrasings of `act` (`phrasings/<act>.txt`: one a line, `#` comments, an optional
-    `[world,world]` prefix limiting a line to those worlds, then an optional `<topic>`)."""
+    `[world,world]` prefix limiting a line to those worlds, then an optional `<topic>`), then
+    the model-written ones where `model_phrasings.py` wrote `phrasings/model/<act>.txt`."""
     out = []
-    for line in _lines(PHRASINGS / f"{act}.txt"):
-        m = re.match(r"^(?:\[([a-z,]+)\]\s*)?(?:<(\w+)>\s*)?(.+)$", line)
-        assert m is not None
-        out.append(Phrasing(m.group(3), tuple(m.group(1).split(",")) if m.group(1) else (), m.group(2) or ""))
+    model = PHRASINGS / "model" / f"{act}.txt"
+    for source, path in (("hand", PHRASINGS / f"{act}.txt"), ("model", model)):
+        if source == "model" and not path.is_file():
+            continue  # model-written phrasings exist only where a model was configured
+        for line in _lines(path):
+            m = re.match(r"^(?:\[([a-z,]+)\]\s*)?(?:<(\w+)>\s*)?(.+)$", line)
+            assert m is not None
+            out.append(Phrasing(m.group(3), tuple(m.group(1).split(",")) if m.group(1) else (), m.group(2) or "",
+                                source))
     return tuple(out)
 
 

@@ -94,7 +94,8 @@ def test_phrasings_are_many_and_distinct() -> None:
         texts = [p.text for p in phrasings(act)]
         assert len({_norm(t) for t in texts}) == len(texts), act  # no near-duplicate lines
         if act in REQUIRED_ACTS:
-            assert len(texts) >= 50, (act, len(texts))
+            hand = [p.text for p in phrasings(act) if p.source == "hand"]
+            assert len(hand) >= 50, (act, len(hand))
     assert all(len(v) >= 2 for v in rule_phrasings().values())
 
 
@@ -154,3 +155,31 @@ def test_build_is_deterministic(tmp_path: Path) -> None:
     assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
     back = load(tmp_path / "a.jsonl.gz")
     assert [c.to_json() for c in back] == [c.to_json() for c in one]
+
+
+class _Writer:
+    """A model that answers a numbered list with one line repeated and one hand-written line."""
+
+    async def chat(self, messages: list, tools: list, sampling: object) -> object:
+        assert "Write 5\ndifferent replies" in messages[0]["content"]
+        return type("Reply", (), {"text": "1. Yep, that's grand.\n2. \"Yep, that's grand!\"\n3. Hmm, I'm not sure yet."})()
+
+
+def test_model_written_phrasings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a model is configured, its replies are cleaned, deduplicated against the
+    hand-written ones and written per act; `phrasings` then reads them as model-written."""
+    import bench.verdict_corpus as vc
+    from bench.verdict_corpus import model_phrasings as mp
+
+    counts = mp.write(_Writer(), n=5, out=tmp_path / "model")
+    # the repeated line is kept once; the hedge line is among the hand-written hedges already
+    assert counts["confirm"] == 2 and counts["hedge"] == 1
+    assert (tmp_path / "model" / "hedge.txt").read_text().splitlines()[1:] == ["Yep, that's grand."]
+    monkeypatch.setattr(vc, "PHRASINGS", tmp_path.parent / tmp_path.name)
+    (tmp_path / "hedge.txt").write_text("Let me think.\n")
+    vc.phrasings.cache_clear()
+    try:
+        got = vc.phrasings("hedge")
+        assert [(p.text, p.source) for p in got] == [("Let me think.", "hand"), ("Yep, that's grand.", "model")]
+    finally:
+        vc.phrasings.cache_clear()
