@@ -57,5 +57,5 @@ def test_run_mirrors_its_release_to_publish_to(tmp_path: Path) -> None:
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path / "out"))
     pointer = remote.read_pointer(root)
     assert pointer["version"] == Path(summary["releases"]["rl"]).name
-    assert set(pointer["releases"]) == {"sft", "rl"}
+    assert set(pointer["releases"]) == {"sft", "sft_recovery", "rl"}
     assert remote.read_remote_table(pointer["releases"]["rl"]).num_rows == store.read_manifest(summary["releases"]["rl"]).rows
