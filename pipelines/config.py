@@ -131,6 +131,12 @@ class HygieneConfig(BaseModel):
     # Evaluation sets to keep out: name -> JSONL file of {"text": ..., "tool_calls": "..."}
     eval_sets: dict[str, str] = Field(default_factory=dict)
     drop_n: int | None = Field(13, ge=1)  # drop rows sharing an n-gram this long with an eval set (None: report only)
+    # τ²-bench's test split (airline, retail, telecom; `curation.hygiene.decontamination.tau2_eval_sets`) as evaluation
+    # sets too, when the tau2 extra is installed (without it there is nothing to check against).
+    tau2_test: bool = True
+    # Drop rows whose instruction text (user turns, a row's task scenario) is at least this similar
+    # (character 5-gram Jaccard) to an eval-set text (None: n-grams only).
+    similarity: float | None = Field(0.5, ge=0, le=1)
     # Judge every row that scrubbing changed again, on the scrubbed text (sft: the trajectory with the
     # task's primary verifier; rl: the scrubbed task's gold with the row's verifier); drop those that fail.
     replay: bool = True

@@ -1,17 +1,31 @@
 """Decontamination against registered evaluation sets (`register_eval_set`): word 8-gram and
-13-gram overlap on instructions (every user turn) and on tool-call sequences, with the longest
-matching token span reported; rows with an n-gram hit for `drop_n` are removed."""
+13-gram overlap on instructions (every user turn, and the scenario of a row's task) and on
+tool-call sequences, with the longest matching token span reported, and instruction
+similarity (character 5-gram Jaccard, as `synthesis.realism` measures it) to each evaluation
+text; rows with an n-gram hit for `drop_n`, or at least `similarity` similar to an evaluation
+text, are removed.
+
+τ²-bench's test split is an evaluation set of its own when the ``tau2`` extra is installed
+(`tau2_eval_sets`: one set per domain, airline, retail and telecom, each test task's user
+instructions and gold calls); `tau2_test_proximity` is the figure of how many tasks lie
+within a similarity of a τ² test task."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from curation.hygiene.items import item_of, normalize
+from data.records import Task, canonical_json
+
+SIM_NGRAM = 5  # characters, as synthesis.realism's nearest-neighbour similarity
+TAU2_TEST_DOMAINS = ("airline", "retail", "telecom")
 
 
 @dataclass
@@ -50,6 +64,69 @@ def tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", normalize(text))
 
 
+def char_grams(text: str, n: int = SIM_NGRAM) -> frozenset[str]:
+    """Character `n`-grams of the lower-cased, whitespace-collapsed text."""
+    t = " ".join(text.lower().split())
+    return frozenset(t[i:i + n] for i in range(len(t) - n + 1)) if len(t) >= n else frozenset([t])
+
+
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard similarity of two gram sets."""
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def scenario_text(parts: Iterable[Any]) -> str:
+    """Non-empty, non-repeated parts joined: a task's instruction text."""
+    out: list[str] = []
+    for part in parts:
+        part = str(part or "").strip()
+        if part and part not in out:
+            out.append(part)
+    return " ".join(out)
+
+
+def task_text(task: Task | dict[str, Any]) -> str:
+    """A task's instruction text: instruction, reason, what the user knows, task instructions
+    and reactions (a `Task` or its JSON)."""
+    d = task.model_dump() if isinstance(task, Task) else task
+    user = d.get("user") or {}
+    known = user.get("known_info") or {}
+    return scenario_text([d.get("instruction"), user.get("reason"),
+                          *(known.values() if isinstance(known, dict) else [known]),
+                          user.get("task_instructions"), *(user.get("reactions") or [])])
+
+
+def _row_texts(x: Any, user_texts: list[str]) -> list[str]:
+    """The texts of a row to check: its user turns, and its task's instruction text where the
+    row carries the task (a `Task`, an `rl` row's `task` JSON)."""
+    out = list(user_texts)
+    task: Any = x if isinstance(x, Task) else None
+    if isinstance(x, dict) and isinstance(x.get("task"), str):
+        try:
+            task = json.loads(x["task"])
+        except ValueError:
+            task = None
+    if isinstance(task, (Task, dict)):
+        text = task_text(task)
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
+class _SimIndex:
+    """The nearest evaluation text of a text (character-gram Jaccard), cached per text."""
+
+    def __init__(self, docs: list[str]) -> None:
+        self.grams = [char_grams(d) for d in docs]
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def nearest(self, text: str) -> tuple[float, int]:
+        if text not in self._seen:
+            g = char_grams(text)
+            self._seen[text] = max(((similarity(g, h), j) for j, h in enumerate(self.grams)), default=(0.0, -1))
+        return self._seen[text]
+
+
 class _NgramIndex:
     def __init__(self, docs: list[str], n: int) -> None:
         self.n = n
@@ -79,12 +156,14 @@ class EvalSetReport(BaseModel):
     flagged_any: int = 0
     removed: int = 0
     longest_match: int = 0
+    max_similarity: float = 0.0  # of a row's instruction text to this set's nearest text
     examples: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ContaminationReport(BaseModel):
     ns: list[int]
     drop_n: int | None
+    similarity: float | None = None  # rows at least this similar to an eval text are flagged (and dropped)
     eval_sets: dict[str, EvalSetReport] = Field(default_factory=dict)
     input: int = 0
     kept: int = 0
@@ -95,30 +174,33 @@ class Decontaminator:
     indexes are built once, and the report adds up over batches."""
 
     def __init__(self, eval_sets: Iterable[str | EvalSet] | None = None, ns: Sequence[int] = (8, 13),
-                 drop_n: int | None = 13, max_examples: int = 5) -> None:
+                 drop_n: int | None = 13, max_examples: int = 5, similarity: float | None = None) -> None:
         self.sets = [get_eval_set(e) if isinstance(e, str) else e
                      for e in (EVAL_SETS.values() if eval_sets is None else eval_sets)]
         if drop_n is not None and drop_n not in ns:
             raise ValueError(f"drop_n={drop_n} must be one of the n-gram sizes checked {list(ns)}")
         self.ns, self.drop_n, self.max_examples = list(ns), drop_n, max_examples
-        self.report = ContaminationReport(ns=list(ns), drop_n=drop_n)
+        self.similarity = similarity
+        self.report = ContaminationReport(ns=list(ns), drop_n=drop_n, similarity=similarity)
         for es in self.sets:
             self.report.eval_sets[es.name] = EvalSetReport()
         self._indexes = {
             (es.name, fld, n): _NgramIndex(es.texts if fld == "instruction" else es.tool_sequences, n)
             for es in self.sets for fld in ("instruction", "tool_calls") for n in ns}
+        self._sims = {es.name: _SimIndex(es.texts) for es in self.sets} if similarity is not None else {}
 
     def filter(self, rows: Sequence[Any]) -> list[Any]:
         """The rows of a batch without a `drop_n`-gram hit in any evaluation set."""
         self.report.input += len(rows)
         items = [item_of(x) for x in rows]
+        texts = [_row_texts(x, item.user_texts or [item.instruction]) for x, item in zip(rows, items, strict=True)]
         drop: set[int] = set()
         for es in self.sets:
             r = self.report.eval_sets[es.name]
             r.checked += len(items)
             for idx, item in enumerate(items):
                 fields = {
-                    "instruction": [tokens(t) for t in item.user_texts or [item.instruction]],
+                    "instruction": [tokens(t) for t in texts[idx]],
                     "tool_calls": [tokens(item.tool_text())] if item.tool_calls else [],
                 }
                 hit_any = False
@@ -138,6 +220,18 @@ class Decontaminator:
                         if len(r.examples) < self.max_examples:
                             r.examples.append({"row": item.id, "field": fld, "n": n, "eval_index": j,
                                                "longest_match": k, "match": text[:200]})
+                if self.similarity is not None and texts[idx]:
+                    sim, j = max(self._sims[es.name].nearest(t) for t in texts[idx])
+                    r.max_similarity = max(r.max_similarity, round(sim, 3))
+                    if sim >= self.similarity:
+                        key = f"instruction~{self.similarity:g}"
+                        r.flagged[key] = r.flagged.get(key, 0) + 1
+                        hit_any = True
+                        if self.drop_n is not None:
+                            drop.add(idx)
+                        if len(r.examples) < self.max_examples:
+                            r.examples.append({"row": item.id, "field": "instruction", "similarity": round(sim, 3),
+                                               "eval_index": j, "match": es.texts[j][:200]})
                 r.flagged_any += hit_any
                 r.removed += idx in drop and hit_any
         kept = [x for i, x in enumerate(rows) if i not in drop]
@@ -151,10 +245,87 @@ def decontaminate(
     ns: Sequence[int] = (8, 13),
     drop_n: int | None = 13,
     max_examples: int = 5,
+    similarity: float | None = None,
 ) -> tuple[list[Any], ContaminationReport]:
-    """Rows without n-gram overlap with the evaluation sets (see module doc), and the report
-    (`Decontaminator` over one batch).
+    """Rows without n-gram overlap with the evaluation sets, nor an instruction text at least
+    `similarity` similar to one (see module doc), and the report (`Decontaminator` over one
+    batch).
 
     `eval_sets` defaults to every registered set; `drop_n=None` only reports."""
-    d = Decontaminator(eval_sets, ns, drop_n, max_examples)
+    d = Decontaminator(eval_sets, ns, drop_n, max_examples, similarity)
     return d.filter(rows), d.report
+
+
+# -- τ²-bench's test split ------------------------------------------------------------------------
+
+
+def tau2_task_text(t2: Any) -> str:
+    """A τ² task's user instructions as one text (reason for the call, what the user knows,
+    task instructions): the text `task_text` gives the same task imported."""
+    info = t2.user_scenario.instructions
+    if isinstance(info, str):
+        return info
+    return scenario_text([info.reason_for_call, info.known_info, info.task_instructions])
+
+
+@cache
+def _tau2_test_set(domain: str) -> EvalSet:
+    """One domain's test tasks: their user instructions, and their gold *write* calls (the
+    change a test task grades; lookups of the same customer are not the task)."""
+    import importlib
+
+    from tau2.environment.toolkit import ToolType
+
+    from envs.tau2_world import tau2_tasks
+
+    toolkit = importlib.import_module(f"tau2.domains.{domain}.environment").get_environment().tools
+    writes = {n for n in toolkit.get_tools() if toolkit.tool_type(n) == ToolType.WRITE}
+    tasks = tau2_tasks(domain, "test")
+    calls = [" ".join(f"{a.name}({canonical_json(dict(a.arguments))})" for a in (t.evaluation_criteria.actions or [])
+                      if a.requestor == "assistant" and a.name in writes)
+             for t in tasks if t.evaluation_criteria is not None]
+    return EvalSet(f"tau2_{domain}_test", [tau2_task_text(t) for t in tasks], [c for c in calls if c])
+
+
+def tau2_eval_sets(domains: Sequence[str] = TAU2_TEST_DOMAINS) -> list[EvalSet]:
+    """τ²-bench's test split of each domain as an evaluation set (``tau2_<domain>_test``),
+    registered; none when the ``tau2`` extra is not installed."""
+    from envs.tau2_world import available
+
+    if not available():
+        return []
+    out = []
+    for d in domains:
+        es = _tau2_test_set(d)
+        EVAL_SETS[es.name] = es
+        out.append(es)
+    return out
+
+
+def tau2_test_proximity(tasks: Iterable[Task], threshold: float = 0.5,
+                        domains: Sequence[str] = TAU2_TEST_DOMAINS) -> dict[str, Any]:
+    """How many `tasks` lie within instruction similarity `threshold` of a τ² test task
+    (`task_text` against `tau2_task_text`, character 5-gram Jaccard): the count (target 0),
+    the highest similarity, per world, and the closest pairs. Empty without the extra."""
+    sets = tau2_eval_sets(domains)
+    if not sets:
+        return {"available": False}
+    index = [(es.name, j, g) for es in sets for j, g in enumerate(_SimIndex(es.texts).grams)]
+    by_world: dict[str, dict[str, int]] = {}
+    near: list[dict[str, Any]] = []
+    best = 0.0
+    n = 0
+    for task in tasks:
+        n += 1
+        g = char_grams(task_text(task))
+        sim, name, j = max(((similarity(g, h), s, k) for s, k, h in index), default=(0.0, "", -1))
+        best = max(best, sim)
+        w = by_world.setdefault(task.world, {"tasks": 0, "within": 0})
+        w["tasks"] += 1
+        if sim >= threshold:
+            w["within"] += 1
+            near.append({"task": task.id, "world": task.world, "similarity": round(sim, 3), "eval_set": name,
+                         "eval_index": j, "tau2_id": (task.metadata.get("tau2_task") or {}).get("id")})
+    near.sort(key=lambda x: -x["similarity"])
+    return {"available": True, "threshold": threshold, "tasks": n, "within": len(near),
+            "max_similarity": round(best, 3), "by_world": by_world, "closest": near[:10]}

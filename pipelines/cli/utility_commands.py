@@ -73,16 +73,26 @@ def report(
 
 @app.command("export-tau2")
 def export_tau2(
-    tasks: Annotated[Path, typer.Option(help="A tasks dataset folder.")],
     to: Annotated[Path, typer.Option("--to", help="JSON file to write (τ²-bench task list).")],
+    source: Annotated[Path | None, typer.Argument(
+        help="A tasks dataset, an rl release, a releases folder or a run's output folder.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="A tasks dataset folder (same as SOURCE).")] = None,
+    release: Annotated[Path | None, typer.Option(help="A release (same as SOURCE).")] = None,
 ) -> None:
-    """Export tasks to τ²-bench's task JSON (importable back with `synthesis.tau2.import_tau2`)."""
-    from synthesis.tau2 import export_tau2_file
+    """Export tasks to τ²-bench's task JSON: tasks of τ²'s worlds target τ²'s own domains (τ²
+    runs and grades them), tasks of trajforge's worlds get domains `trajforge_<world>`."""
+    from synthesis.tau2 import domains_of, export_tau2_file
 
+    given = [p for p in (source, tasks, release) if p is not None]
+    if len(given) != 1:
+        _fail(ValueError("give one of SOURCE, --tasks or --release"))
     try:
-        console.print(f"wrote {export_tau2_file(tasks, to)}")
+        path = export_tau2_file(given[0], to)
     except (OSError, ValueError, RuntimeError) as exc:
         _fail(exc)
+    counts = domains_of(path)
+    console.print(f"wrote {path}: {sum(counts.values())} tasks ("
+                  + ", ".join(f"{d}: {n}" for d, n in sorted(counts.items())) + ")")
 
 
 @app.command()

@@ -69,8 +69,7 @@ class ReleaseHygiene:
         if h.dedup_against_earlier and (prev := latest_release(out, name)) is not None:
             for batch in store.iter_batches(prev, verify=False):
                 self.dedup.add_earlier(batch.to_pylist())
-        self.decontaminate = Decontaminator([_eval_set(n, p) for n, p in sorted(h.eval_sets.items())],
-                                            drop_n=h.drop_n)
+        self.decontaminate = Decontaminator(eval_sets(cfg), drop_n=h.drop_n, similarity=h.similarity)
 
     def filter(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return self.decontaminate.filter(self.dedup.filter(rows))
@@ -196,6 +195,15 @@ def scrubbed_replay(cfg: RunConfig, name: str, tasks: dict[str, Task], selection
         return [t or v for t, v in zip(text_only, judged(pairs), strict=True)]
 
     return sft if name in SFT_KINDS else rl
+
+
+def eval_sets(cfg: RunConfig) -> list[Any]:
+    """The run's evaluation sets: the configured files, and τ²-bench's test split of each
+    domain when `hygiene.tau2_test` is on and the tau2 extra is installed."""
+    from curation.hygiene.decontamination import tau2_eval_sets
+
+    h = cfg.hygiene
+    return [*(_eval_set(n, p) for n, p in sorted(h.eval_sets.items())), *(tau2_eval_sets() if h.tau2_test else [])]
 
 
 def _eval_set(name: str, path: str) -> Any:

@@ -52,3 +52,26 @@ def test_train_vs_test_reports_the_overlap_of_the_splits(monkeypatch: pytest.Mon
     for r in (rows[0], dict(rows[0], id="t2")):
         bounded.see(r)
     assert bounded.check([rows[1:]])["test_items_indexed"] == 1 and bounded.test_rows == 2
+
+
+def test_taus_test_split_is_checked_by_default(tmp_path: Path) -> None:
+    """With the tau2 extra, a run's release hygiene checks rows against τ²'s test tasks (on by
+    default; `hygiene.tau2_test: false` turns it off) and the card section counts the drops."""
+    pytest.importorskip("tau2")
+    from curation.hygiene.decontamination import tau2_task_text
+    from envs.tau2_world import tau2_tasks
+    from pipelines.config import RunConfig
+    from pipelines.stages.hygiene import ReleaseHygiene, eval_sets
+
+    cfg = RunConfig()
+    assert cfg.hygiene.tau2_test and cfg.hygiene.similarity == 0.5
+    assert {"tau2_airline_test", "tau2_retail_test", "tau2_telecom_test"} <= {s.name for s in eval_sets(cfg)}
+    off = cfg.model_copy(update={"hygiene": cfg.hygiene.model_copy(update={"tau2_test": False})})
+    assert eval_sets(off) == []
+    leaked = {"id": "leak", "instruction": tau2_task_text(tau2_tasks("retail", "test")[0]), "tool_calls": []}
+    fine = {"id": "fine", "instruction": "Where is my parcel? It left the depot on Monday.", "tool_calls": []}
+    hygiene = ReleaseHygiene(cfg, tmp_path, "rl")
+    assert [r["id"] for r in hygiene.filter([leaked, fine])] == ["fine"]
+    card = hygiene.card({}, {})["contamination"]
+    assert card["similarity"] == 0.5 and card["eval_sets"]["tau2_retail_test"]["removed"] == 1
+    assert card["eval_sets"]["tau2_airline_test"]["removed"] == 0
