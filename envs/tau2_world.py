@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from data.records import Fact, StateRef, Task, ToolCall, UserScenario, Verification, canonical_json
+from data.similarity import scenario_text
 from envs.calls import Observation, ToolEnv
 from envs.calls import error_observation as _error
 from envs.tools import ToolSpec
@@ -350,6 +351,15 @@ def tau2_tasks(domain: str, split: str | None = "train") -> list[Any]:
     """τ²'s tasks of `domain` (`split_tasks.json`'s split; None: all), as τ² `Task`s."""
     module = importlib.import_module(f"tau2.domains.{domain}.environment")
     return list(module.get_tasks(split))
+
+
+def tau2_task_text(t2: Any) -> str:
+    """A τ² task's user instructions as one text (reason for the call, what the user knows,
+    task instructions): the text `data.similarity.task_text` gives the same task imported."""
+    info = t2.user_scenario.instructions
+    if isinstance(info, str):
+        return info
+    return scenario_text([info.reason_for_call, info.known_info, info.task_instructions])
 
 
 def _text(value: Any) -> str:

@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field
 
 from curation.hygiene.items import item_of, normalize
 from data.records import Task, canonical_json
+from data.similarity import char_ngrams, task_text
+from data.similarity import jaccard as similarity
 
 SIM_NGRAM = 5  # characters, as synthesis.realism's nearest-neighbour similarity
 TAU2_TEST_DOMAINS = ("airline", "retail", "telecom")
@@ -66,34 +68,7 @@ def tokens(text: str) -> list[str]:
 
 def char_grams(text: str, n: int = SIM_NGRAM) -> frozenset[str]:
     """Character `n`-grams of the lower-cased, whitespace-collapsed text."""
-    t = " ".join(text.lower().split())
-    return frozenset(t[i:i + n] for i in range(len(t) - n + 1)) if len(t) >= n else frozenset([t])
-
-
-def similarity(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard similarity of two gram sets."""
-    return len(a & b) / len(a | b) if a or b else 1.0
-
-
-def scenario_text(parts: Iterable[Any]) -> str:
-    """Non-empty, non-repeated parts joined: a task's instruction text."""
-    out: list[str] = []
-    for part in parts:
-        part = str(part or "").strip()
-        if part and part not in out:
-            out.append(part)
-    return " ".join(out)
-
-
-def task_text(task: Task | dict[str, Any]) -> str:
-    """A task's instruction text: instruction, reason, what the user knows, task instructions
-    and reactions (a `Task` or its JSON)."""
-    d = task.model_dump() if isinstance(task, Task) else task
-    user = d.get("user") or {}
-    known = user.get("known_info") or {}
-    return scenario_text([d.get("instruction"), user.get("reason"),
-                          *(known.values() if isinstance(known, dict) else [known]),
-                          user.get("task_instructions"), *(user.get("reactions") or [])])
+    return char_ngrams(text, n)
 
 
 def _row_texts(x: Any, user_texts: list[str]) -> list[str]:
@@ -259,15 +234,6 @@ def decontaminate(
 # -- τ²-bench's test split ------------------------------------------------------------------------
 
 
-def tau2_task_text(t2: Any) -> str:
-    """A τ² task's user instructions as one text (reason for the call, what the user knows,
-    task instructions): the text `task_text` gives the same task imported."""
-    info = t2.user_scenario.instructions
-    if isinstance(info, str):
-        return info
-    return scenario_text([info.reason_for_call, info.known_info, info.task_instructions])
-
-
 @cache
 def _tau2_test_set(domain: str) -> EvalSet:
     """One domain's test tasks: their user instructions, and their gold *write* calls (the
@@ -276,7 +242,7 @@ def _tau2_test_set(domain: str) -> EvalSet:
 
     from tau2.environment.toolkit import ToolType
 
-    from envs.tau2_world import tau2_tasks
+    from envs.tau2_world import tau2_task_text, tau2_tasks
 
     toolkit = importlib.import_module(f"tau2.domains.{domain}.environment").get_environment().tools
     writes = {n for n in toolkit.get_tools() if toolkit.tool_type(n) == ToolType.WRITE}

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from data.self_play import Candidate, Solve
+from data.similarity import char_ngrams, jaccard  # noqa: F401  (re-exported: realism, tests)
 from rollout.generation import solver_pass_rate
 
 DEFAULT_BANDS = (0.5, 0.9)  # curriculum: hard < 0.5 <= medium < 0.9 <= easy
@@ -40,16 +41,6 @@ def filter_candidates(candidates: Sequence[Candidate], solve: Solve, k: int = 10
         scored = replace(c, p_hat=solver_pass_rate(c, solve(c, k)))
         (kept if scored.p_hat is not None and scored.p_hat >= min_agreement else dropped).append(scored)
     return FilterResult(kept=kept, dropped=dropped)
-
-
-def char_ngrams(text: str, n: int = 3) -> frozenset[str]:
-    """Character n-grams of the lowercased, whitespace-collapsed text."""
-    t = " ".join(text.lower().split())
-    return frozenset(t[i:i + n] for i in range(len(t) - n + 1)) if len(t) >= n else frozenset([t])
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def cluster(questions: Sequence[str], threshold: float = 0.3) -> list[int]:

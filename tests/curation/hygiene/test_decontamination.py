@@ -90,13 +90,8 @@ def test_tau2_test_split_is_an_evaluation_set(many_tasks: list[Task]) -> None:
     lies at similarity 1.0 of one, trajforge's own tasks far from all (`tau2_test_proximity`)."""
     pytest.importorskip("tau2")
     from curation.hygiene import EVAL_SETS
-    from curation.hygiene.decontamination import (
-        task_text,
-        tau2_eval_sets,
-        tau2_task_text,
-        tau2_test_proximity,
-    )
-    from envs.tau2_world import task_from_tau2, tau2_tasks
+    from curation.hygiene.decontamination import task_text, tau2_eval_sets, tau2_test_proximity
+    from envs.tau2_world import task_from_tau2, tau2_task_text, tau2_tasks
 
     sets = tau2_eval_sets()
     assert [s.name for s in sets] == ["tau2_airline_test", "tau2_retail_test", "tau2_telecom_test"]

@@ -58,8 +58,7 @@ def test_taus_test_split_is_checked_by_default(tmp_path: Path) -> None:
     """With the tau2 extra, a run's release hygiene checks rows against τ²'s test tasks (on by
     default; `hygiene.tau2_test: false` turns it off) and the card section counts the drops."""
     pytest.importorskip("tau2")
-    from curation.hygiene.decontamination import tau2_task_text
-    from envs.tau2_world import tau2_tasks
+    from envs.tau2_world import tau2_task_text, tau2_tasks
     from pipelines.config import RunConfig
     from pipelines.stages.hygiene import ReleaseHygiene, eval_sets
 
