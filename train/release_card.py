@@ -614,8 +614,9 @@ def _rl_text(figures: dict[str, Any], code_version: str) -> list[str]:
         "```", "",
         *_lengths_text(figures, "rl"),
         "### τ²-bench", "",
-        "`trajforge export-tau2 --tasks <tasks dataset> --to tasks.json` writes these tasks in τ²-bench's `Task` "
-        "schema (it validates against τ²'s model), but they run on trajforge's worlds, not in τ²'s domains: the "
-        "tool names are trajforge's, and each task's state recipe and target state (what the DB reward basis "
-        "is judged against) are in its `trajforge` block.", "",
+        "`trajforge export-tau2 <this release folder> --to tasks.json` writes the rows' tasks in τ²-bench's "
+        "`Task` schema. Tasks of τ²'s own worlds (`tau2_airline`, `tau2_retail`) target τ²'s domain with τ²'s "
+        "tool names, so τ²'s runtime runs and grades them (the reference scores 1.0). Tasks of trajforge's "
+        "worlds get their own domain names (`trajforge_<world>`): τ² has no such domain, so they cannot be "
+        "graded against τ²'s databases (docs/methods.md says what running them in τ² would need).", "",
     ]
