@@ -216,6 +216,46 @@ def headline_markdown(headline: dict[str, Any], version: str) -> str:
     return "\n".join(out)
 
 
+SECOND_JUDGE_LABELS = {"tau2": "τ²"}  # a second judge's name in the agreement table
+
+
+def agreement_section(agreement: dict[str, Any], top: int = 5) -> list[str]:
+    """The card's agreement table (`pipelines.figures.agreement`): per second judge (τ²-bench's
+    evaluator) how its verdict and the deciding verdict split the policy trajectories (both
+    pass, only the second judge, only trajforge, both fail) and the `top` reasons of each
+    disagreement. No lines when no second judge judged anything."""
+    if not agreement:
+        return []
+    rows, why = [], []
+    for judge, a in sorted(agreement.items()):
+        label = SECOND_JUDGE_LABELS.get(judge, judge)
+        n = sum(int(a.get(c, 0)) for c in ("both_pass", "only_second", "only_deciding", "both_fail"))
+        share = f"{(a.get('both_pass', 0) + a.get('both_fail', 0)) / n:.1%}" if n else "-"
+        ref = a.get("reference", {})
+        rows.append([label, a.get("both_pass", 0), a.get("only_second", 0), a.get("only_deciding", 0),
+                     a.get("both_fail", 0), share,
+                     f"{ref.get('passed', 0)}/{ref['judged']}" if ref.get("judged") else "-"])
+        for cls, side in (("only_second", f"only {label} passes (trajforge's reason)"),
+                          ("only_deciding", f"only trajforge passes ({label}'s reason)")):
+            ranked = sorted(a.get("reasons", {}).get(cls, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+            why += [[label, side, reason, count] for reason, count in ranked[:top]]
+    out = ["## Agreement with a second judge", "",
+           "τ²-bench's own evaluator (its reward: τ²'s database check, actions and facts told, natural-language "
+           "assertions left out) judges every trajectory of a τ² world beside trajforge's deciding verdict, which "
+           "alone decides curation. Policy trajectories by both verdicts; the last column is the second judge on "
+           "the reference trajectories.", "",
+           _table(["second judge", "both pass", "only it passes", "only trajforge passes", "both fail",
+                   "agreement", "reference trajectories passed"], rows), ""]
+    errors = {SECOND_JUDGE_LABELS.get(j, j): a["errors"] for j, a in sorted(agreement.items()) if a.get("errors")}
+    if errors:
+        out += ["Trajectories the second judge could not read (left out): "
+                + ", ".join(f"{k}: {v}" for k, v in errors.items()) + ".", ""]
+    if why:
+        out += ["Commonest reasons for disagreement (a trajectory counts once per reason class):", "",
+                _table(["second judge", "disagreement", "reason", "trajectories"], why), ""]
+    return out
+
+
 def run_sections(run: dict[str, Any]) -> str:
     """Markdown sections of a run's figures (see `pipelines.stages.run_figures`): the yield
     funnel with drop reasons, the train/test split, pass@k and pass^k per world, verifiers and their self-audit,
@@ -278,6 +318,7 @@ def run_sections(run: dict[str, Any]) -> str:
                         "alternative pass rate by kind"], rows), ""]
         excluded = run.get("verifier_audit", {}).get("excluded", 0)
         out += [f"Tasks excluded by the audit: {excluded}.", ""]
+    out += agreement_section(run.get("agreement") or {})
     if hygiene := run.get("hygiene"):
         rows = []
         for name, h in sorted(hygiene.items()):

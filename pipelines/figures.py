@@ -9,6 +9,7 @@ shard: there is one way to count.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,66 @@ def deciding_verdicts(cfg: RunConfig, tasks: Sequence[Task], verdicts: Sequence[
     """The verdicts of each task's primary verifier: the ones curation and figures go by."""
     primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
     return [v for v in verdicts if v.verifier == primary.get(v.task_id)]
+
+
+# Second judges whose agreement with the deciding verdict the card and report show
+# (`pipelines.stages.verify.SECOND_JUDGES`).
+SECOND_JUDGES = ("tau2",)
+AGREEMENT_CLASSES = ("both_pass", "only_second", "only_deciding", "both_fail")
+
+
+def reason_class(reason: str) -> str:
+    """A verdict's reason as a class that counts across tasks: quoted text and numbers out."""
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|‘[^’]*’", "…", reason)
+    text = re.sub(r"[0-9]+(?:[.,][0-9]+)*", "N", text)
+    return re.sub(r"\s+", " ", text).strip()[:120]
+
+
+def agreement(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[Trajectory],
+              verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """How each second judge's verdict (`SECOND_JUDGES`, e.g. τ²'s reward) agrees with the
+    deciding verdict on the policy trajectories both judged: per judge the four classes
+    (`AGREEMENT_CLASSES`: both pass, only the second judge, only the deciding verdict, both
+    fail), the reasons of each disagreement (`reason_class` of the failing side's reasons:
+    τ²'s for `only_deciding`, the deciding verifier's for `only_second`) and how the judge
+    scores the reference trajectories; `errors`: trajectories it could not judge (left out).
+    Empty when no second judge gave a verdict."""
+    primary = {t.id: primary_verifier(t, cfg.verifiers) for t in tasks}
+    reference = {t.id for t in trajectories if t.reference}
+    by_traj: dict[str, dict[str, Verdict]] = {}
+    for v in verdicts:
+        by_traj.setdefault(v.trajectory_id, {})[v.verifier] = v
+    out: dict[str, Any] = {}
+    for judge in SECOND_JUDGES:
+        counts: Counter[str] = Counter()
+        reasons: dict[str, Counter[str]] = {"only_second": Counter(), "only_deciding": Counter()}
+        ref: Counter[str] = Counter()
+        errors = 0
+        for tid, found in by_traj.items():
+            second = found.get(judge)
+            if second is None:
+                continue
+            if second.details.get("error"):  # the judge could not read it: no verdict to compare
+                errors += 1
+                continue
+            if tid in reference:
+                ref["judged"] += 1
+                ref["passed"] += int(second.passed)
+                continue
+            deciding = found.get(primary.get(second.task_id, ""))
+            if deciding is None or deciding.verifier == judge:
+                continue
+            cls = ("both_pass" if second.passed else "only_deciding") if deciding.passed else \
+                  ("only_second" if second.passed else "both_fail")
+            counts[cls] += 1
+            if cls in reasons:
+                failing = deciding if cls == "only_second" else second
+                reasons[cls].update(dict.fromkeys({reason_class(r) for r in failing.reasons} or {"(no reason given)"}, 1))
+        if counts or ref or errors:
+            out[judge] = {**{c: counts[c] for c in AGREEMENT_CLASSES},
+                          "reasons": {k: dict(c) for k, c in reasons.items()},
+                          "reference": {"judged": ref["judged"], "passed": ref["passed"]}, "errors": errors}
+    return out
 
 
 def shard_figures(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[Trajectory],
@@ -77,6 +138,7 @@ def shard_figures(cfg: RunConfig, tasks: Sequence[Task], trajectories: Sequence[
         "curator": dict(selection.stats),
         "quality": sum_stats(row_quality(t, by_task.get(t.task_id)) for t, _ in selection.sft),
         "graphs": candidates,
+        **({"agreement": agreed} if (agreed := agreement(cfg, tasks, trajectories, verdicts)) else {}),
     }
 
 
@@ -129,7 +191,8 @@ def report_html(fig: Mapping[str, Any], n_tasks: int, graph_svgs: Mapping[str, s
         graph_svgs=dict(graph_svgs), version=version,
         headline={k: v for k, v in (head or {}).items() if k != "warnings"},
         warnings=list((head or {}).get("warnings", [])),
-        stats={**fig.get("curator", {}), **flat_quality(quality_figures(fig.get("quality", {})))})
+        stats={**fig.get("curator", {}), **flat_quality(quality_figures(fig.get("quality", {}))),
+               **agreement_stats(fig)})
     return render_report(figures)
 
 
@@ -192,7 +255,29 @@ def run_figures(cfg: RunConfig, tasks: Sequence[Task], fig: Mapping[str, Any], s
             "verifiers": versions, "verifier_audit": audit,
             "hygiene": hygiene, "data_quality": quality, "tool_errors": dict(sorted(fig.get("tool_errors", {}).items())),
             "model": cfg.rollout.model.model_dump(mode="json", include={"kind", "name", "path"}),
-            "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": dict(fig.get("usage", {}))}
+            "sampling": cfg.rollout.sampling.model_dump(mode="json"), "usage": dict(fig.get("usage", {})),
+            **({"agreement": dict(fig["agreement"])} if fig.get("agreement") else {})}
+
+
+def agreement_stats(fig: Mapping[str, Any], top: int = 3) -> dict[str, Any]:
+    """The agreement figures (`agreement`) as report figures: per second judge the four
+    classes, the agreement share and the `top` reasons of each disagreement."""
+    out: dict[str, Any] = {}
+    for judge, a in sorted(fig.get("agreement", {}).items()):
+        n = sum(int(a.get(c, 0)) for c in AGREEMENT_CLASSES)
+        for c in AGREEMENT_CLASSES:
+            out[f"agreement with {judge}: {c}"] = a.get(c, 0)
+        if n:
+            out[f"agreement with {judge}: share"] = round((a.get("both_pass", 0) + a.get("both_fail", 0)) / n, 4)
+        for cls, reasons in sorted(a.get("reasons", {}).items()):
+            for reason, count in Counter(reasons).most_common(top):
+                out[f"agreement with {judge}: {cls} because {reason}"] = count
+        if a.get("errors"):
+            out[f"agreement with {judge}: not judged (evaluator errors)"] = a["errors"]
+        ref = a.get("reference", {})
+        if ref.get("judged"):
+            out[f"agreement with {judge}: reference trajectories passed"] = f"{ref.get('passed', 0)}/{ref['judged']}"
+    return out
 
 
 REALISM_SAMPLE = 200

@@ -10,6 +10,13 @@ errors; and the difference trained − base.
 Where the tasks come from: an `rl` release carries each task's JSON (`task` column); for
 an `sft` or `sft_recovery` release the task ids of its rows are looked up in the `tasks` dataset named in
 its lineage (`manifest.lineage.parents`).
+
+Benchmarks (`evaluate_benchmark`): ``tau2:<domain>`` plays τ²-bench's own tasks of a split
+(`test` by default) in the τ² world of that domain through the same rollout engine and
+backends (the embedded model, a model folder, any OpenAI-compatible server, or the scripted
+policy), `trials` times each, and judges every trajectory with τ²'s evaluator
+(`verifiers.tau2_reward`); it reports pass^k for k = 1..trials as τ²'s leaderboard does (the
+mean over tasks of C(c, k) / C(n, k)), and trajforge's own composite verdict beside it.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ from typing import Any
 
 from data import store
 from data.records import Sampling, Task, Trajectory, Verdict
+from data.report import pass_hat_k
 from rollout.agent import AgentConfig
 from rollout.backends import close_shared_models
-from rollout.collector import ModelConfig, RolloutConfig, collect
+from rollout.collector import ModelConfig, RolloutConfig, UserConfig, collect
 from train.environments import as_task
 from train.lineage import read_run, refresh_release_card
 from verifiers.base import get_verifier, primary_verifier
@@ -157,4 +165,135 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
         trained_on = read_run(run_dir).get("release", {}).get("path")
         if trained_on:  # the card of the release the model was trained on shows this result
             refresh_release_card(trained_on, [run_dir.parent])
+    return result
+
+
+# -- benchmarks ------------------------------------------------------------------------------------
+
+BENCHMARKS = ("tau2",)
+QUICK_TASKS = 3  # `--quick`: the first tasks of the split, one trial each
+
+
+def parse_benchmark(benchmark: str) -> tuple[str, str]:
+    """``tau2:airline`` as ("tau2", "airline"); a `ValueError` naming what is known otherwise."""
+    name, _, domain = benchmark.partition(":")
+    if name not in BENCHMARKS or not domain:
+        raise ValueError(f"unknown benchmark {benchmark!r}; known: tau2:<domain> (e.g. tau2:airline)")
+    from envs.tau2_world import DOMAINS, available
+
+    if not available():
+        raise ValueError("benchmark tau2 needs the tau2 extra: pip install -e '.[tau2]'")
+    if domain not in DOMAINS:
+        raise ValueError(f"benchmark tau2: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    return name, domain
+
+
+def benchmark_tasks(benchmark: str, split: str = "test", max_tasks: int | None = None) -> tuple[list[Task], int]:
+    """The benchmark's tasks of `split` as trajforge tasks of its world, in τ²'s order (the
+    first `max_tasks`), and how many were left out (dual control: the user has tools)."""
+    from envs.registry import get_world
+    from envs.tau2_world import task_from_tau2, tau2_tasks
+
+    _, domain = parse_benchmark(benchmark)
+    world = get_world(f"tau2_{domain}")
+    out: list[Task] = []
+    dropped = 0
+    for t2 in tau2_tasks(domain, split):
+        if max_tasks is not None and len(out) >= max_tasks:
+            break
+        try:
+            out.append(task_from_tau2(world, t2, split=split))  # type: ignore[arg-type]
+        except ValueError:
+            dropped += 1
+    return out, dropped
+
+
+def pass_hat(counts: list[tuple[int, int]], trials: int) -> dict[str, float]:
+    """τ²'s pass^k for k = 1..`trials` over (successes c, trials n) per task: the mean over
+    tasks of C(c, k) / C(n, k)."""
+    return {str(k): round(v, 4) for k, v in pass_hat_k(counts, range(1, trials + 1)).items()}
+
+
+def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", trials: int = 1,
+                       max_tasks: int | None = None, user: UserConfig | None = None, max_turns: int = 30,
+                       sampling: Sampling | None = None, concurrency: int = 4) -> dict[str, Any]:
+    """Play a benchmark's tasks of `split` (`benchmark_tasks`) `trials` times with `model`
+    against `user` (default: the scripted user) and judge each trajectory by τ²'s evaluator
+    (`tau2_reward`); also by trajforge's composite verdict. Returns pass^k (k = 1..trials),
+    the mean τ² reward, per-task results, terminations, wall time and seconds per task."""
+    from verifiers.tau2_reward import tau2_reward
+
+    tasks, dropped = benchmark_tasks(benchmark, split, max_tasks)
+    if not tasks:
+        raise ValueError(f"{benchmark}: the {split!r} split has no tasks")
+    cfg = RolloutConfig(model=model, trials=trials, concurrency=concurrency, user=user or UserConfig(),
+                        sampling=sampling or Sampling(temperature=0.0, max_tokens=256, seed=0),
+                        agent=AgentConfig(max_turns=max_turns))
+    started = time.monotonic()
+    try:
+        trajectories = collect(tasks, cfg)
+    finally:
+        close_shared_models()
+    rolled = time.monotonic() - started
+    by_id = {t.id: t for t in tasks}
+    per_task: dict[str, dict[str, Any]] = {}
+    rewards: list[float] = []
+    ours = 0
+    for traj in trajectories:
+        task = by_id[traj.task_id]
+        reward = tau2_reward(task, traj.messages, traj.termination)
+        verdict = judge(task, traj, DEFAULT_VERIFIERS)
+        rewards.append(reward.reward)
+        ours += verdict.passed
+        row = per_task.setdefault(traj.task_id, {
+            "task_id": traj.task_id, "tau2_task_id": str(task.metadata["tau2_task"]["id"]),
+            "passed": 0, "trials": 0, "rewards": [], "trajforge_passed": 0, "terminations": []})
+        row["passed"] += reward.passed
+        row["trials"] += 1
+        row["rewards"].append(round(reward.reward, 4))
+        row["trajforge_passed"] += verdict.passed
+        row["terminations"].append(traj.termination)
+    wall = time.monotonic() - started
+    n = len(trajectories)
+    return {
+        "benchmark": benchmark, "split": split, "evaluator": "tau2 evaluate_simulation (NL assertions left out)",
+        "model": model.model_dump(mode="json", include={"kind", "name", "options"}),
+        "user": (user or UserConfig()).kind, "tasks": len(tasks), "dual_control_left_out": dropped,
+        "trials": trials, "trajectories": n,
+        "pass_hat_k": pass_hat([(r["passed"], r["trials"]) for r in per_task.values()], trials),
+        "mean_reward": round(sum(rewards) / n, 4),
+        "trajforge_pass_rate": round(ours / n, 4),
+        "terminations": dict(Counter(t.termination for t in trajectories)),
+        "infra_failed": sum(t.infra_failed for t in trajectories),
+        "usage": {"model_calls": sum(t.usage.model_calls for t in trajectories),
+                  "prompt_tokens": sum(t.usage.prompt_tokens for t in trajectories),
+                  "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)},
+        "rollout_s": round(rolled, 2), "wall_s": round(wall, 2),
+        "seconds_per_task": round(wall / len(tasks), 2),
+        "per_task": list(per_task.values()),
+        "code_version": store.code_version(),
+    }
+
+
+def benchmark_file(benchmark: str, split: str) -> str:
+    """The file a benchmark result is kept in beside a training run (`benchmark-<name>-<domain>-<split>.json`)."""
+    return f"benchmark-{benchmark.replace(':', '-')}-{split}.json"
+
+
+def record_benchmark(result: dict[str, Any], model_path: str | Path | None) -> dict[str, Any]:
+    """When `model_path` is a training run's model (its folder, or the folder's parent, holds `run.json`),
+    write `result` there (`benchmark_file`) and refresh the "Training runs" section of the
+    card of the release the run trained on. Returns `result`, with `written_to` when written."""
+    if model_path is None:
+        return result
+    folder = Path(model_path).expanduser()
+    run_dir = next((d for d in (folder.parent, folder) if (d / "run.json").is_file()), None)
+    if run_dir is None:
+        return result
+    path = run_dir / benchmark_file(result["benchmark"], result["split"])
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    result = {**result, "written_to": str(path)}
+    trained_on = read_run(run_dir).get("release", {}).get("path")
+    if trained_on:
+        refresh_release_card(trained_on, [run_dir.parent])
     return result

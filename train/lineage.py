@@ -5,7 +5,9 @@ starts (`status: running`) and rewritten when it ends (`done` or `failed`, with 
 figures). `runs_on_release` lists the runs trained on a release, and `runs_table` renders
 them as Markdown, and `refresh_release_card` writes that table into the release's card
 (section "Training runs", rewritten atomically whenever a run ends or is evaluated; the
-release's data and manifest are never touched).
+release's data and manifest are never touched). A run's benchmark results (`benchmark-*.json`,
+from `trajforge eval --benchmark`, see `train.evaluate.record_benchmark`) show in the table
+as pass^k per benchmark.
 """
 
 from __future__ import annotations
@@ -101,6 +103,13 @@ def runs_on_release(release: Path | str,
             if evals:
                 with contextlib.suppress(OSError, json.JSONDecodeError):
                     record["eval"] = json.loads(evals[-1].read_text())
+            benchmarks: dict[str, Any] = {}
+            for found in sorted(path.parent.glob("benchmark-*.json")):
+                with contextlib.suppress(OSError, json.JSONDecodeError):
+                    result = json.loads(found.read_text())
+                    benchmarks[f"{result.get('benchmark', found.stem)} {result.get('split', '')}".strip()] = result
+            if benchmarks:
+                record["benchmarks"] = benchmarks
             runs[str(path.parent.resolve())] = record
     return sorted(runs.values(), key=lambda r: r.get("started_at", ""))
 
@@ -114,16 +123,28 @@ def _eval_cell(result: dict[str, Any] | None) -> str:
             f"{result.get('split', '')} tasks of {release.get('name', '')} {release.get('version', '')}")
 
 
-RUN_COLUMNS = ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)", "code")
+def _benchmark_cell(results: dict[str, Any] | None) -> str:
+    """Each benchmark result as `<benchmark> <split>: pass^1 … pass^k (tasks × trials)`."""
+    if not results:
+        return "-"
+    cells = []
+    for name, r in sorted(results.items()):
+        ks = " ".join(f"pass^{k} {v}" for k, v in sorted(r.get("pass_hat_k", {}).items(), key=lambda kv: int(kv[0])))
+        cells.append(f"{name}: {ks or '-'} ({r.get('tasks')} tasks × {r.get('trials')})")
+    return "; ".join(cells)
+
+
+RUN_COLUMNS = ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)",
+               "benchmarks (pass^k)", "code")
 
 
 def run_cells(run: dict[str, Any]) -> list[str]:
-    """One run as the cells of `RUN_COLUMNS`: final loss (SFT) or reward (GRPO), and the
-    before/after pass rate when the run's model was evaluated."""
+    """One run as the cells of `RUN_COLUMNS`: final loss (SFT) or reward (GRPO), the
+    before/after pass rate when the run's model was evaluated, and its benchmarks' pass^k."""
     result = run.get("final_loss") if run.get("stage") == "sft" else run.get("final_reward")
     return [Path(run["run_dir"]).name, run["stage"], run["status"], str(run.get("steps", "")),
             "" if result is None else str(round(float(result), 4)), _eval_cell(run.get("eval")),
-            str(run.get("code_version", ""))]
+            _benchmark_cell(run.get("benchmarks")), str(run.get("code_version", ""))]
 
 
 def runs_table(runs: list[dict[str, Any]]) -> str:

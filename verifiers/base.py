@@ -227,7 +227,8 @@ def primary_verifier(task: Task, names: list[str]) -> str:
 
 VERIFIERS: Registry[Callable[..., Verifier]] = Registry("verifier", [
     "verifiers.state", "verifiers.constraints", "verifiers.communicate", "verifiers.actions",
-    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests", "verifiers.policy"], group="verifiers")
+    "verifiers.llm_judge", "verifiers.composite", "verifiers.tests", "verifiers.policy", "verifiers.tau2_reward"],
+    group="verifiers")
 
 V = TypeVar("V")
 

@@ -12,6 +12,12 @@ in `mismatches`, which is how a trajforge world drifting from τ²'s runtime sho
 Natural-language assertions need an LLM judge: when the task's reward basis names
 ``NL_ASSERTION`` it is left out of the basis and named in `skipped` (the reward is then
 τ²'s reward over the rest). Needs the ``tau2`` extra; imports τ² only when called.
+
+The verifier ``tau2`` (`Tau2Verifier`) is this reward as a verdict: it applies to tasks of a
+τ² world that carry their τ² task (``metadata["tau2_task"]``); passed = reward 1.0, the reasons
+are τ²'s failed checks (`tau2_reasons`). A run adds it beside the configured verifiers for
+such tasks (`pipelines.stages.verify.second_judges`): it never decides, and the card's
+agreement table compares it with the deciding verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from data.records import Task, Trajectory, Verdict
+from verifiers.base import BaseVerifier, register
 
 # τ² imports litellm, which otherwise fetches a model price map from the network on import.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -166,3 +175,64 @@ def tau2_reward(task: Any, messages: list[dict[str, Any]], termination: str = "a
         communicate_met=[c.met for c in info.communicate_checks or []],
         skipped=skipped, mismatches=mismatches, info=dict(info.info or {}),
     )
+
+
+def tau2_reasons(result: Tau2Reward, termination: str = "agent_stop") -> list[str]:
+    """τ²'s failed checks, one short reason each, in a form that counts across tasks (the
+    values a check is about stay in the verdict's details)."""
+    if result.passed:
+        return []
+    reasons: list[str] = []
+    if TERMINATIONS.get(termination, "agent_error") not in ("agent_stop", "user_stop"):
+        reasons.append(f"τ²: ended by {termination} (τ² scores only an agent or user stop)")
+    if result.db_match is False:
+        reasons.append("τ²: database differs from the gold actions' end state")
+    if result.action_matches and not all(result.action_matches):
+        reasons.append("τ²: a gold action was not taken")
+    if result.communicate_met and not all(result.communicate_met):
+        reasons.append("τ²: a fact to communicate was not told")
+    return reasons or [f"τ²: reward {result.reward:g}"]
+
+
+@register("tau2")
+class Tau2Verifier(BaseVerifier):
+    """τ²-bench's evaluator as a verdict (see the module docstring)."""
+
+    name = "tau2"
+    version = "1"
+
+    def applies_to(self, task: Task) -> bool:
+        return applies_to(task)
+
+    def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
+        """τ²'s reward as a verdict; where τ²'s evaluator raises (a conversation it cannot read),
+        a failing verdict whose details name the `error` (the agreement figures leave it out)."""
+        try:
+            result = tau2_reward(task, trajectory.messages, trajectory.termination)
+        except Exception as exc:  # a second judge never takes a run down
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            return self.verdict(task, trajectory, False, 0.0, [f"τ²: evaluator error ({type(exc).__name__})"],
+                                {"error": error})
+        details = {"db_match": result.db_match, "action_matches": result.action_matches,
+                   "communicate_met": result.communicate_met, "basis": result.basis,
+                   **({"skipped": result.skipped} if result.skipped else {}),
+                   **({"mismatches": result.mismatches} if result.mismatches else {})}
+        return self.verdict(task, trajectory, result.passed, result.reward,
+                            tau2_reasons(result, trajectory.termination), details)
+
+
+def applies_to(task: Task) -> bool:
+    """Whether τ²'s evaluator can judge `task`: the τ² extra is installed, the task carries its
+    τ² task and domain, and its world is a τ² world."""
+    meta = task.metadata or {}
+    if "tau2_task" not in meta or not meta.get("tau2_domain"):
+        return False
+    from envs.registry import get_world
+    from envs.tau2_world import Tau2World, available
+
+    if not available():
+        return False
+    try:
+        return isinstance(get_world(task.world), Tau2World)
+    except (KeyError, ValueError, FileNotFoundError):
+        return False

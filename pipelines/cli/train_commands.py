@@ -1,5 +1,6 @@
 """The training commands: `train` (TRL SFT or GRPO on a release), `eval` (before/after on a
-release's held-out tasks), `runs` (the training runs on a release) and `self-play`."""
+release's held-out tasks, or one model on a benchmark: τ²-bench's tasks), `runs` (the training
+runs on a release) and `self-play`."""
 
 from __future__ import annotations
 
@@ -61,26 +62,47 @@ def train(
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[Path, typer.Option(help="Release folder (rl, or sft / sft_recovery with tasks in its lineage).")],
-    model: Annotated[Path, typer.Option(help="Trained model folder (e.g. out/train/sft-<version>/final).")],
+    dataset: Annotated[Path | None, typer.Option(
+        help="Release folder (rl, or sft / sft_recovery with tasks in its lineage).")] = None,
+    model: Annotated[str | None, typer.Option(help=(
+        "Trained model folder (e.g. out/train/sft-<version>/final). With --benchmark also 'embedded' (the "
+        "default: the prepared base model) or 'scripted' (follows each task's reference); another backend "
+        "(an OpenAI-compatible server) comes from --config's rollout.model."))] = None,
     base: Annotated[str, typer.Option(help="Base model: 'embedded' or a model folder.")] = "embedded",
-    split: Annotated[str, typer.Option(help="Split of the release to evaluate on.")] = "test",
-    trials: Annotated[int, typer.Option(help="Episodes per task and model.")] = 1,
-    max_turns: Annotated[int, typer.Option(help="Model calls per episode.")] = 12,
+    split: Annotated[str, typer.Option(help="Split of the release (or benchmark) to evaluate on.")] = "test",
+    trials: Annotated[int, typer.Option(help="Episodes per task and model (k of pass^k with --benchmark).")] = 1,
+    max_turns: Annotated[int | None, typer.Option(
+        help="Model calls per episode (default 12; 30 with --benchmark).")] = None,
     max_tasks: Annotated[int | None, typer.Option(help="Evaluate on the first N tasks only.")] = None,
+    benchmark: Annotated[str | None, typer.Option(help=(
+        "Evaluate on a benchmark instead of a release: tau2:<domain> (τ²-bench's own tasks, judged by "
+        "τ²'s evaluator; needs the tau2 extra)."))] = None,
+    quick: Annotated[bool, typer.Option(help="With --benchmark: the first few tasks, one trial each.")] = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
 ) -> None:
-    """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers."""
+    """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers;
+    or, with --benchmark tau2:<domain>, one model on τ²-bench's tasks, judged by τ²'s evaluator (pass^k)."""
     from data import store
 
-    _dataset(dataset, ("rl", "sft", "sft_recovery"), "--dataset")
-    if not model.is_dir():
-        raise UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
     for option, count in (("--trials", trials), ("--max-turns", max_turns), ("--max-tasks", max_tasks)):
         if count is not None and count < 1:
             raise UserError(f"{option} must be at least 1, got {count}")
+    if benchmark is not None:
+        if dataset is not None:
+            raise UserError("--benchmark and --dataset: give one (a benchmark's tasks, or a release's)")
+        _eval_benchmark(benchmark, model, split, trials, max_turns or 30, max_tasks, quick, config, set_)
+        return
+    if dataset is None:
+        raise UserError("give --dataset (a release) or --benchmark (e.g. tau2:airline)")
+    if model is None:
+        raise UserError("--model: give the trained model folder (e.g. out/train/sft-<version>/final)")
+    _dataset(dataset, ("rl", "sft", "sft_recovery"), "--dataset")
+    if not Path(model).is_dir():
+        raise UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
 
     try:
-        result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns, max_tasks)
+        result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12, max_tasks)
     except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
         _fail(exc)
     table = Table(title=f"eval on {result['release']['name']} {result['release']['version']} ({split})")
@@ -90,6 +112,52 @@ def eval_(
         r = result[label]
         table.add_row(f"{label}: {r['model']}", str(r["tasks"]), str(r["trajectories"]),
                       f"{r['pass_rate']:.3f}", f"{r['mean_score']:.3f}")
+    Console().print(table)
+    print(json.dumps(result, default=str))
+
+
+def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, max_turns: int,
+                    max_tasks: int | None, quick: bool, config: Path | None, sets: list[str] | None) -> None:
+    """`trajforge eval --benchmark`: the model (`--model`, else --config's rollout.model) and
+    the user (--config's rollout.user: the scripted user unless an LLM user is configured) on
+    the benchmark's tasks (`train.evaluate.evaluate_benchmark`); the result is printed and,
+    for a training run's model, kept in the run folder and on its release's card."""
+    from pipelines.config import RunConfig
+    from rollout.collector import ModelConfig
+    from train.evaluate import QUICK_TASKS, evaluate_benchmark, parse_benchmark, record_benchmark
+
+    try:
+        parse_benchmark(benchmark)
+    except ValueError as exc:
+        raise UserError(f"--benchmark: {exc}") from None
+    cfg = RunConfig.model_validate(_config(config, sets))
+    folder: str | None = None
+    if model is None or model == "embedded":
+        agent = cfg.rollout.model if model is None else ModelConfig()
+    elif model == "scripted":
+        agent = ModelConfig(kind="scripted", name="scripted")
+    elif Path(model).expanduser().is_dir():
+        folder = str(Path(model).expanduser())
+        agent = ModelConfig(kind="embedded", options={"path": folder})
+    else:
+        raise UserError(f"--model {model}: not 'embedded', 'scripted' or a model folder (another backend: "
+                        "--config with rollout.model)")
+    if quick:
+        trials, max_tasks = 1, min(max_tasks or QUICK_TASKS, QUICK_TASKS)
+    try:
+        result = evaluate_benchmark(benchmark, agent, split=split, trials=trials, max_tasks=max_tasks,
+                                    user=cfg.rollout.user, max_turns=max_turns)
+        result = record_benchmark(result, folder)
+    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+        _fail(exc)
+    table = Table(title=f"{benchmark} ({split}): {result['tasks']} tasks × {result['trials']} trials, "
+                        f"{result['user']} user, judged by τ²'s evaluator")
+    for col in ("model", *(f"pass^{k}" for k in result["pass_hat_k"]), "mean reward", "trajforge pass rate",
+                "s / task"):
+        table.add_column(col)
+    label = agent.options.get("path") or (agent.kind if agent.kind == "scripted" else f"{agent.kind}:{agent.name}")
+    table.add_row(str(label), *(f"{v:.3f}" for v in result["pass_hat_k"].values()), f"{result['mean_reward']:.3f}",
+                  f"{result['trajforge_pass_rate']:.3f}", str(result["seconds_per_task"]))
     Console().print(table)
     print(json.dumps(result, default=str))
 

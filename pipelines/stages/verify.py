@@ -1,9 +1,18 @@
 """The verification stage: every verifier's verdict on a shard's trajectories (through the
-shard cache), the `verdicts` dataset, and re-verification of stored trajectories."""
+shard cache), the `verdicts` dataset, and re-verification of stored trajectories.
+
+Second judges (`SECOND_JUDGES`) are verifiers a run adds on its own for the tasks they apply
+to: τ²-bench's evaluator (`tau2`, `verifiers.tau2_reward`) for tasks of τ² worlds when the
+``tau2`` extra is installed. They are not in `RunConfig.verifiers`, so they never decide a
+trajectory (`primary_verifier` picks from the configured ones), are not self-audited and
+re-judge no scrubbed row; their verdicts sit beside the deciding one in the `verdicts` dataset
+and the card's agreement table compares the two (`pipelines.figures.agreement`). Naming one
+in `verifiers` makes it an ordinary configured verifier instead.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +35,39 @@ def verdict_stats(verdicts: Sequence[Verdict]) -> dict[str, Any]:
     return {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
 
 
+# Verifiers a run adds beside the configured ones for the tasks they apply to (never deciding).
+SECOND_JUDGES = ("tau2",)
+
+
+def second_judges(tasks: Iterable[Task], configured: Sequence[str]) -> list[str]:
+    """The second judges (`SECOND_JUDGES`) not configured already that apply to some of `tasks`."""
+    tasks = list(tasks)
+    out = []
+    for name in SECOND_JUDGES:
+        if name in configured or name not in VERIFIERS.names():
+            continue
+        verifier = get_verifier(name)
+        if any(applies(verifier, t) for t in tasks):
+            out.append(name)
+    return out
+
+
 def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], cfg: RunConfig,
                         cache: ShardCache, key: str | None = None) -> tuple[list[Verdict], bool]:
-    """`verify_shard` with the run's verifiers through the shard cache: (verdicts, whether
-    they came from it). `key`: the shard's `keys.verify_key`, when the caller has it."""
+    """`verify_shard` with the run's verifiers and the second judges that apply
+    (`second_judges`) through the shard cache: (verdicts, whether they came from it). `key`:
+    the shard's `keys.verify_key`, when the caller has it. A cached shard without a second
+    judge's verdicts (judged before it applied) gets them now."""
     key = key or keys.verify_key(cfg, tasks, trajectories)
+    extra = second_judges({t.task_id: tasks[t.task_id] for t in trajectories}.values(), cfg.verifiers)
     hit = cache.get("verify", key, "verdicts")
     if hit is not None:
-        return hit, True
-    verdicts = verify_shard(tasks, trajectories, cfg.verifiers, cfg.verifier_options, cfg.judge)
+        missing = [n for n in extra if not any(v.verifier == n for v in hit)]
+        if not missing:
+            return hit, True
+        verdicts = hit + verify_shard(tasks, trajectories, missing, cfg.verifier_options)
+    else:
+        verdicts = verify_shard(tasks, trajectories, [*cfg.verifiers, *extra], cfg.verifier_options, cfg.judge)
     cache.put("verify", key, "verdicts", verdicts)
     crashpoint("verify.shard_done")
     return verdicts, False

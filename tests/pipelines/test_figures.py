@@ -59,3 +59,57 @@ def test_the_headline_counts_the_recoveries_and_any_trained_failure() -> None:
     run = figures.run_figures(cfg, [], fig, {}, released)
     [stage] = [f for f in run["funnel"] if f["stage"].startswith("released")]
     assert stage == {"stage": "released (sft / sft_recovery / rl rows)", "count": "3 / 2 / 1", "drops": {}}
+
+
+def test_agreement_with_a_second_judge_counts_four_classes_and_the_reasons() -> None:
+    """τ²'s reward beside the deciding verdict (`figures.agreement`): both pass, only τ², only
+    trajforge, both fail on policy trajectories; the failing side's reasons as classes; the
+    reference trajectories apart. Merged over shards, on the card and in the report."""
+    from types import SimpleNamespace
+
+    from data.card import run_sections
+    from data.parts import sum_stats
+    from data.records import Verdict
+
+    cfg = load_config(None, {})
+    tasks = [SimpleNamespace(id="t1"), SimpleNamespace(id="t2")]
+    trajs = [SimpleNamespace(id=f"r{i}", reference=i == 0) for i in range(7)]
+
+    def v(traj: str, task: str, name: str, passed: bool, *reasons: str) -> Verdict:
+        return Verdict(trajectory_id=traj, task_id=task, verifier=name, verifier_version="1", passed=passed,
+                       score=float(passed), reasons=list(reasons))
+
+    verdicts = [
+        v("r0", "t1", "composite", True), v("r0", "t1", "tau2", True),  # reference: apart
+        v("r1", "t1", "composite", True), v("r1", "t1", "tau2", True),
+        v("r2", "t1", "composite", False, "COMMUNICATE: claimed a change, but nothing was written: 'Done.'"),
+        v("r2", "t1", "tau2", True),
+        v("r3", "t2", "composite", False, "COMMUNICATE: claimed a change, but nothing was written: 'All set'"),
+        v("r3", "t2", "state_equivalence", True), v("r3", "t2", "tau2", True),
+        v("r4", "t2", "composite", True), v("r4", "t2", "tau2", False, "τ²: a fact to communicate was not told"),
+        v("r5", "t2", "composite", False, "DB: final state differs (0/3 target cells)"),
+        v("r5", "t2", "tau2", False, "τ²: database differs from the gold actions' end state"),
+        v("r6", "t2", "composite", True),
+        v("r6", "t2", "tau2", False, "τ²: evaluator error (ValueError)").model_copy(update={"details": {"error": "x"}}),
+    ]
+    got = figures.agreement(cfg, tasks, trajs, verdicts)["tau2"]  # type: ignore[arg-type]
+    assert {c: got[c] for c in figures.AGREEMENT_CLASSES} == {
+        "both_pass": 1, "only_second": 2, "only_deciding": 1, "both_fail": 1}
+    assert got["reasons"] == {
+        "only_second": {"COMMUNICATE: claimed a change, but nothing was written: …": 2},
+        "only_deciding": {"τ²: a fact to communicate was not told": 1}}
+    assert got["reference"] == {"judged": 1, "passed": 1} and got["errors"] == 1  # r6: left out
+    assert figures.agreement(cfg, tasks, trajs, [x for x in verdicts if x.verifier != "tau2"]) == {}  # type: ignore[arg-type]
+    merged = sum_stats([{"agreement": {"tau2": got}}, {"agreement": {"tau2": got}}, {}])["agreement"]["tau2"]
+    assert merged["only_second"] == 4 and merged["reasons"]["only_second"] == {
+        "COMMUNICATE: claimed a change, but nothing was written: …": 4}
+    card = run_sections({"agreement": {"tau2": got}})
+    assert "## Agreement with a second judge" in card
+    assert "| τ² | 1 | 2 | 1 | 1 | 40.0% | 1/1 |" in card
+    assert "| τ² | only τ² passes (trajforge's reason) | COMMUNICATE: claimed a change, but nothing was written: … | 2 |" in card
+    assert "could not read (left out): τ²: 1." in card
+    assert "agreement" not in run_sections({"funnel": []}).lower()
+    stats = figures.agreement_stats({"agreement": {"tau2": got}})
+    assert stats["agreement with tau2: share"] == 0.4 and stats["agreement with tau2: only_deciding"] == 1
+    html = figures.report_html({"agreement": {"tau2": got}}, 2, {})
+    assert "agreement with tau2: only_second because COMMUNICATE" in html

@@ -42,3 +42,50 @@ def test_release_tasks_of_an_sft_recovery_release(releases: dict[str, Path]) -> 
 
     tasks = release_tasks(releases["sft_recovery"], "train")
     assert tasks and {t.id for t in tasks} == set(load_release(releases["sft_recovery"], "train")["task_id"])
+
+
+def test_pass_hat_k_is_taus_leaderboard_figure() -> None:
+    """pass^k = mean over tasks of C(c, k) / C(n, k), c successes of n trials (τ²-bench)."""
+    from train.evaluate import pass_hat
+
+    assert pass_hat([(4, 4), (2, 4), (0, 4)], 4) == {"1": 0.5, "2": 0.3889, "3": 0.3333, "4": 0.3333}
+    assert pass_hat([(1, 1), (0, 1)], 1) == {"1": 0.5}
+    assert pass_hat([(3, 4)], 2) == {"1": 0.75, "2": 0.5}  # C(3,2)/C(4,2) = 3/6
+
+
+def test_benchmark_names_are_checked() -> None:
+    from train.evaluate import parse_benchmark
+
+    with pytest.raises(ValueError, match="unknown benchmark 'swe:lite'"):
+        parse_benchmark("swe:lite")
+    with pytest.raises(ValueError, match="unknown benchmark 'tau2'"):
+        parse_benchmark("tau2")
+
+
+def test_the_tau2_benchmark_with_the_scripted_policy_scores_one() -> None:
+    """τ²'s test tasks played by the scripted policy (it follows τ²'s gold actions) against
+    the scripted user, judged by τ²'s evaluator: reward 1.0 on every trial, so pass^k = 1."""
+    pytest.importorskip("tau2")
+    from rollout.collector import ModelConfig
+    from train.evaluate import benchmark_tasks, evaluate_benchmark
+
+    tasks, dropped = benchmark_tasks("tau2:airline", "test", max_tasks=2)
+    assert len(tasks) == 2 and dropped == 0 and all(t.split == "test" and t.world == "tau2_airline" for t in tasks)
+    r = evaluate_benchmark("tau2:airline", ModelConfig(kind="scripted", name="scripted"), trials=2, max_tasks=2)
+    assert (r["tasks"], r["trials"], r["trajectories"], r["user"]) == (2, 2, 4, "scripted")
+    assert r["pass_hat_k"] == {"1": 1.0, "2": 1.0} and r["mean_reward"] == 1.0
+    assert [p["tau2_task_id"] for p in r["per_task"]] == [str(t.metadata["tau2_task"]["id"]) for t in tasks]
+    assert all(p["rewards"] == [1.0, 1.0] for p in r["per_task"]) and r["seconds_per_task"] > 0
+
+
+@pytest.mark.slow
+def test_the_tau2_benchmark_runs_end_to_end_on_the_embedded_model() -> None:
+    """`trajforge eval --benchmark tau2:airline --quick` on one task: the embedded 135M model on
+    τ²'s policy prompt (about 130 s a task on 2 shared CPU cores)."""
+    pytest.importorskip("tau2")
+    from rollout.collector import ModelConfig
+    from train.evaluate import evaluate_benchmark
+
+    r = evaluate_benchmark("tau2:airline", ModelConfig(), trials=1, max_tasks=1, max_turns=4)
+    assert r["tasks"] == 1 and r["trajectories"] == 1 and r["infra_failed"] == 0
+    assert set(r["pass_hat_k"]) == {"1"} and r["usage"]["model_calls"] >= 1

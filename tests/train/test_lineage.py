@@ -111,3 +111,24 @@ def test_set_section_replaces_or_inserts() -> None:
     assert set_section("# t\n", "Runs", "r") == "# t\n\n## Runs\n\nr\n\n"
     last = set_section("# t\n\n## Runs\n\nold\n", "Runs", "new")
     assert last == "# t\n\n## Runs\n\nnew\n\n"
+
+
+def test_a_benchmark_result_of_a_run_shows_on_its_release_card(tmp_path: Path) -> None:
+    """`trajforge eval --benchmark tau2:<domain>` on a run's model keeps the result in the run
+    folder (`record_benchmark`) and the card's "Training runs" table shows its pass^k."""
+    from train.evaluate import record_benchmark
+    from train.lineage import RUNS_SECTION, runs_on_release, write_run_record
+
+    rel = _release(tmp_path, 1, card=True)
+    run = tmp_path / "train" / "sft-1"
+    write_run_record(run, "sft", rel, store.read_manifest(rel), {}, status="done", steps=3, final_loss=0.5)
+    result = {"benchmark": "tau2:airline", "split": "test", "tasks": 20, "trials": 2,
+              "pass_hat_k": {"1": 0.25, "2": 0.1}, "model": {"kind": "embedded"}}
+    assert "written_to" not in record_benchmark(result, tmp_path / "elsewhere" / "final")  # not a run: kept nowhere
+    written = record_benchmark(result, run / "final")
+    assert written["written_to"] == str(run / "benchmark-tau2-airline-test.json")
+    assert runs_on_release(rel)[0]["benchmarks"]["tau2:airline test"]["pass_hat_k"] == {"1": 0.25, "2": 0.1}
+    card = (rel / "README.md").read_text()
+    section = card[card.index(f"## {RUNS_SECTION}"):]
+    assert "| benchmarks (pass^k) |" in section
+    assert "| sft-1 | sft | done | 3 | 0.5 | - | tau2:airline test: pass^1 0.25 pass^2 0.1 (20 tasks × 2) |" in section

@@ -107,3 +107,34 @@ def test_results_that_differ_from_tau2s_are_counted(retail_write_task: tuple[Tau
     tool["content"] = json.dumps({"error": "tool_error", "code": "ValueError", "message": "made up"})
     _, mismatches = to_tau2_messages(msgs, registry.get_env_constructor("retail")())
     assert len(mismatches) == 1 and "error here, ok in τ²" in mismatches[0]
+
+
+def test_the_tau2_verifier_judges_tasks_of_tau2_worlds_with_taus_reward(
+        retail_write_task: tuple[Tau2World, Task]) -> None:
+    """The registered verifier `tau2`: applies to a τ² world's task that carries its τ² task
+    (not to trajforge's own worlds, nor to a task without it); passed = τ² reward 1.0, the
+    reasons are τ²'s failed checks."""
+    from data.records import Trajectory
+    from synthesis.base import SynthesisConfig, get_method
+    from verifiers.base import get_verifier
+
+    world, task = retail_write_task
+    v = get_verifier("tau2")
+    own = get_method("logic_driven")(SynthesisConfig(world="airline", n_tasks=1, seed=0), get_world("airline")).tasks[0]
+    assert v.applies_to(task) and not v.applies_to(own)
+    assert not v.applies_to(task.model_copy(update={"metadata": {}}))
+
+    def traj(messages: list[dict], termination: str = "agent_stop") -> Trajectory:
+        return Trajectory(id=f"t{len(messages)}{termination}", task_id=task.id, trial=0, model="m",
+                          messages=messages, termination=termination)  # type: ignore[arg-type]
+
+    good = v.verify(task, traj(gold_messages(world, task)))
+    assert good.passed and good.score == 1.0 and good.verifier == "tau2" and good.reasons == []
+    assert good.details["db_match"] is True
+    reads = [c for c in task.reference_solution if not world.tools[c.name].write]
+    bad = v.verify(task, traj(gold_messages(world, task, reads)))
+    assert not bad.passed and "τ²: database differs from the gold actions' end state" in bad.reasons
+    late = v.verify(task, traj(gold_messages(world, task), "max_turns"))
+    assert not late.passed and late.reasons == ["τ²: ended by max_turns (τ² scores only an agent or user stop)"]
+    unreadable = v.verify(task, traj([{"role": "user", "content": [{"no": "text"}]}]))  # τ² cannot read it
+    assert not unreadable.passed and unreadable.details["error"] and unreadable.reasons[0].startswith("τ²: evaluator error")

@@ -74,3 +74,29 @@ def test_train_sft_takes_an_sft_recovery_release(tmp_path: Path, monkeypatch) ->
     assert seen == [("sft", str(recovery))]
     result = CliRunner().invoke(cli.app, ["train", "grpo", "--dataset", str(recovery), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "takes a rl dataset" in result.stderr
+
+
+def test_eval_on_a_benchmark_checks_its_options(tmp_path: Path, fails: Fails) -> None:
+    sft = _empty_sft(tmp_path / "releases")
+    fails(["eval"], "give --dataset (a release) or --benchmark")
+    fails(["eval", "--dataset", str(sft)], "--model: give the trained model folder")
+    fails(["eval", "--benchmark", "tau2:airline", "--dataset", str(sft)], "--benchmark and --dataset: give one")
+    fails(["eval", "--benchmark", "swe:lite"], "--benchmark: unknown benchmark 'swe:lite'")
+    fails(["eval", "--benchmark", "tau2:airline", "--trials", "0"], "--trials must be at least 1, got 0")
+
+
+def test_eval_on_tau2s_test_tasks_with_the_scripted_policy(tmp_path: Path, no_prefect: None) -> None:
+    """`trajforge eval --benchmark tau2:airline --model scripted`: τ²'s test tasks through the
+    rollout engine, judged by τ²'s evaluator; the scripted policy follows τ²'s gold: pass^1 1.0."""
+    import pytest
+
+    pytest.importorskip("tau2")
+    result = CliRunner().invoke(cli.app, ["eval", "--benchmark", "tau2:airline", "--model", "scripted",
+                                          "--max-tasks", "1", "--trials", "2"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (out["benchmark"], out["split"], out["tasks"], out["trials"]) == ("tau2:airline", "test", 1, 2)
+    assert out["pass_hat_k"] == {"1": 1.0, "2": 1.0} and out["model"]["kind"] == "scripted"
+    assert "pass^2" in result.stdout
+    bad = CliRunner().invoke(cli.app, ["eval", "--benchmark", "tau2:airline", "--model", str(tmp_path / "nope")])
+    assert bad.exit_code == 1 and "not 'embedded', 'scripted' or a model folder" in bad.stderr

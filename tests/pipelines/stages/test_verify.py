@@ -55,3 +55,58 @@ def test_reverify_rescores_stored_trajectories(small_run, tmp_path: Path) -> Non
     # the tasks were found through the trajectories' lineage
     assert manifest.lineage.parents == [str(small_run.paths[k]) for k in ("trajectories", "tasks", "verdicts")]
     assert (path / "diff.md").is_file() and (path / "diff.json").is_file()
+
+
+def test_tau2_tasks_get_tau2s_reward_as_a_second_non_deciding_judge(tmp_path: Path) -> None:
+    """A run's verification adds τ²'s evaluator (`tau2`) for tasks of τ² worlds: a verdict on
+    every trajectory beside the configured verifiers, never the deciding one; the figures
+    count how it agrees with the deciding verdict. A shard cached before it applied gets its
+    verdicts on the next run. Tasks from the `tau2` method (τ²'s airline train split: one with
+    a change, one with nothing to change), the scripted policy following the reference."""
+    import pytest
+
+    pytest.importorskip("tau2")
+    from types import SimpleNamespace
+
+    from envs.registry import get_world
+    from pipelines import figures
+    from pipelines.config import load_config
+    from pipelines.stages.verify import second_judges
+    from rollout.collector import ModelConfig, RolloutConfig, collect
+    from synthesis.base import SynthesisConfig, get_method
+    from verifiers.base import primary_verifier
+
+    world = get_world("tau2_airline")
+    drawn = get_method("tau2")(SynthesisConfig(method="tau2", world="tau2_airline", n_tasks=8, seed=0), world).tasks
+    change, answer = (next(t for t in drawn if t.verification.outcome == kind and not t.verification.communicate)
+                      for kind in ("change", "answer"))
+    tasks = [change, answer]
+    cfg = load_config(None, {"synthesis.method": "tau2", "synthesis.world": "tau2_airline"})
+    assert second_judges(tasks, cfg.verifiers) == ["tau2"] and second_judges(tasks, [*cfg.verifiers, "tau2"]) == []
+    assert all(primary_verifier(t, cfg.verifiers) == "composite" for t in tasks)  # the composite decides
+    policy = collect(tasks, RolloutConfig(model=ModelConfig(kind="scripted"), trials=1))
+    did = next(t for t in policy if t.task_id == change.id)
+    noop = did.model_copy(update={"id": "noop", "steps": [], "final_state_hash": None, "messages": [
+        *did.messages[:2], {"role": "assistant", "content": "Sorry, I could not do that."}]})
+    trajectories = [*policy, noop]
+    by_id = {t.id: t for t in tasks}
+    verdicts, cached = stages.verify_shard_cached(by_id, trajectories, cfg, ShardCache(tmp_path / "cache"))
+    tau2 = {v.trajectory_id: v for v in verdicts if v.verifier == "tau2"}
+    assert not cached and set(tau2) == {t.id for t in trajectories}
+    assert all(tau2[t.id].passed for t in policy) and not tau2[noop.id].passed
+    assert "τ²: database differs from the gold actions' end state" in tau2[noop.id].reasons
+    got = figures.agreement(cfg, tasks, trajectories, verdicts)["tau2"]
+    # the change: both pass; nothing to change, yet the policy said "Your request is complete."
+    # (trajforge: a claimed change with nothing written; τ² checks no such claim); the no-op: both fail
+    assert {c: got[c] for c in figures.AGREEMENT_CLASSES} == {
+        "both_pass": 1, "only_second": 1, "only_deciding": 0, "both_fail": 1}
+    assert list(got["reasons"]["only_second"]) == ["COMMUNICATE: claimed a change, but nothing was written: …"]
+    fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, SimpleNamespace(sft=[], rl=[], drops={}, stats={}))
+    assert fig["agreement"]["tau2"] == got
+    # a shard cached without τ²'s verdicts gets them (and only them) now
+    cache = ShardCache(tmp_path / "old")
+    old = [v for v in verdicts if v.verifier != "tau2"]
+    cache.put("verify", "k", "verdicts", old)
+    healed, cached = stages.verify_shard_cached(by_id, trajectories, cfg, cache, key="k")
+    assert not cached and healed[:len(old)] == old and {v.trajectory_id for v in healed[len(old):]} == set(tau2)
+    assert stages.verify_shard_cached(by_id, trajectories, cfg, cache, key="k") == (healed, True)
