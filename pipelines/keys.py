@@ -18,7 +18,7 @@ from pipelines.config import RunConfig
 from rollout import agent, strategy, user
 from rollout.collector import ModelConfig, RolloutConfig
 from rollout.prepare import weights_digest
-from verifiers.base import VERIFIERS
+from verifiers.base import VERIFIERS, second_judges
 
 KEY_VERSION = 1  # bump when what a stage computes changes in a way its inputs do not show
 
@@ -97,8 +97,10 @@ def verifier_identity(cfg: RunConfig) -> dict[str, Any]:
 
 def verify_key(cfg: RunConfig, tasks: dict[str, Task], shard: Sequence[Trajectory]) -> str:
     task_ids = sorted({t.task_id for t in shard})
+    seconds = second_judges([tasks[i] for i in task_ids], cfg.verifiers)  # τ²'s evaluator on τ² tasks
     return content_hash({
         "stage": "verify", "v": KEY_VERSION, "verifiers": verifier_identity(cfg),
+        **({"second_judges": {n: VERIFIERS.get(n).version for n in seconds}} if seconds else {}),
         "tasks": [content_hash(tasks[i].model_dump(mode="json"), length=32) for i in task_ids],
         "trajectories": [content_hash(t.model_dump(mode="json"), length=32) for t in shard],
     }, length=32)

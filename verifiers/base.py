@@ -28,7 +28,7 @@ import difflib
 import functools
 import inspect
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -306,3 +306,22 @@ def basis_names() -> dict[str, str]:
         if basis:
             out[basis] = name
     return out
+
+
+# Verifiers a run adds beside the configured ones for the tasks they apply to (never deciding):
+# τ²-bench's own evaluator for tasks of τ² worlds (`verifiers.tau2_reward`).
+SECOND_JUDGES = ("tau2",)
+
+
+def second_judges(tasks: Iterable[Task], configured: Sequence[str]) -> list[str]:
+    """The second judges (`SECOND_JUDGES`) not configured already that apply to some of `tasks`."""
+    tasks = list(tasks)
+    out = []
+    for name in SECOND_JUDGES:
+        if name in configured or name not in VERIFIERS.names():
+            continue
+        verifier = get_verifier(name)
+        if any(applies(verifier, t) for t in tasks):
+            out.append(name)
+    return out
+

@@ -12,7 +12,7 @@ in `verifiers` makes it an ordinary configured verifier instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,28 +28,18 @@ from pipelines.config import RunConfig
 from pipelines.stages.base import crashpoint, datasets_dir, lineage
 from rollout.backends import build_model
 from rollout.collector import ModelConfig
-from verifiers.base import VERIFIERS, applies, get_verifier, share_components
+from verifiers.base import (  # noqa: F401
+    SECOND_JUDGES,
+    VERIFIERS,
+    applies,
+    get_verifier,
+    second_judges,
+    share_components,
+)
 
 
 def verdict_stats(verdicts: Sequence[Verdict]) -> dict[str, Any]:
     return {"verdicts": len(verdicts), "passed": sum(v.passed for v in verdicts)}
-
-
-# Verifiers a run adds beside the configured ones for the tasks they apply to (never deciding).
-SECOND_JUDGES = ("tau2",)
-
-
-def second_judges(tasks: Iterable[Task], configured: Sequence[str]) -> list[str]:
-    """The second judges (`SECOND_JUDGES`) not configured already that apply to some of `tasks`."""
-    tasks = list(tasks)
-    out = []
-    for name in SECOND_JUDGES:
-        if name in configured or name not in VERIFIERS.names():
-            continue
-        verifier = get_verifier(name)
-        if any(applies(verifier, t) for t in tasks):
-            out.append(name)
-    return out
 
 
 def verify_shard_cached(tasks: dict[str, Task], trajectories: list[Trajectory], cfg: RunConfig,

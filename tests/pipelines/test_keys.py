@@ -63,3 +63,29 @@ def test_verify_key_changes_with_the_verifiers_and_the_trajectories(tasks: list[
     assert keys.verify_key(_cfg(verifiers=["state_equivalence"]), by_id, shard) != key
     monkeypatch.setattr(StateVerifier, "version", "9.9.9-test")
     assert keys.verify_key(cfg, by_id, shard) != key
+
+
+def test_a_shard_of_tau2_tasks_keys_its_second_judge() -> None:
+    """The verify key of a shard holding τ² tasks names τ²'s evaluator and its version (a part
+    saved before the second judge existed is not reused without its verdicts)."""
+    import pytest
+
+    pytest.importorskip("tau2")
+    from data.records import Trajectory
+    from envs.registry import get_world
+    from pipelines.config import RunConfig
+    from pipelines.keys import verify_key
+    from synthesis.base import SynthesisConfig, get_method
+    from verifiers.base import VERIFIERS
+
+    [task] = get_method("tau2")(SynthesisConfig(method="tau2", world="tau2_airline", n_tasks=1, seed=0),
+                                get_world("tau2_airline")).tasks
+    traj = Trajectory(id="t1", task_id=task.id, trial=0, model="m", termination="agent_stop")
+    cfg = RunConfig()
+    key = verify_key(cfg, {task.id: task}, [traj])
+    version = VERIFIERS.get("tau2").version
+    try:
+        VERIFIERS.get("tau2").version = version + "-changed"
+        assert verify_key(cfg, {task.id: task}, [traj]) != key
+    finally:
+        VERIFIERS.get("tau2").version = version

@@ -71,10 +71,9 @@ def test_tau2_tasks_get_tau2s_reward_as_a_second_non_deciding_judge(tmp_path: Pa
     from envs.registry import get_world
     from pipelines import figures
     from pipelines.config import load_config
-    from pipelines.stages.verify import second_judges
     from rollout.collector import ModelConfig, RolloutConfig, collect
     from synthesis.base import SynthesisConfig, get_method
-    from verifiers.base import primary_verifier
+    from verifiers.base import primary_verifier, second_judges
 
     world = get_world("tau2_airline")
     drawn = get_method("tau2")(SynthesisConfig(method="tau2", world="tau2_airline", n_tasks=8, seed=0), world).tasks
