@@ -82,11 +82,20 @@ def weights_digest(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _prepared(folder: Path | None) -> bool:
+    """Whether `folder` is the prepared SmolLM2 (None: the default one; else one that
+    `prepare_embedded_model` made, which carries its ready marker)."""
+    if folder is None:
+        return True
+    folder = folder.expanduser()
+    return folder.resolve() == default_model_dir().resolve() or (folder / READY_MARKER).is_file()
+
+
 def model_name(folder: Path | None) -> str:
     """The embedded model's name: the prepared SmolLM2 is ``embedded:SmolLM2-135M-Instruct``;
     any other folder (a trained checkpoint) is named by the folder and its weights digest, so
     its trajectories (whose ids hash the model's name) are its own."""
-    if folder is None or folder.expanduser().resolve() == default_model_dir().resolve():
+    if _prepared(folder):
         return f"embedded:{MODEL_NAME}"
     folder = folder.expanduser()
     return f"embedded:{folder.name}@{weights_digest(folder)[:12]}"
@@ -96,7 +105,7 @@ def folder_template(folder: Path | None) -> str:
     """The chat template to render with: a given folder's own (``chat_template.jinja``, else
     ``chat_template`` in its ``tokenizer_config.json``), the project's tool-calling template
     for the prepared SmolLM2 folder and for a folder without one."""
-    if folder is None or folder.expanduser().resolve() == default_model_dir().resolve():
+    if _prepared(folder):
         return chat_template()
     folder = folder.expanduser()
     own = folder / "chat_template.jinja"

@@ -172,6 +172,9 @@ def test_a_trained_folder_is_its_own_model(tmp_path: Path, monkeypatch: pytest.M
     assert folder_template(ckpt) == "{{ messages }}"
     (ckpt / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     assert folder_template(ckpt).startswith("{% for m")
+    # a folder prepare_embedded_model made elsewhere (its ready marker) is the prepared SmolLM2
+    (ckpt / READY_MARKER).write_text("{}")
+    assert model_name(ckpt) == f"embedded:{MODEL_NAME}" and folder_template(ckpt) == chat_template()
 
 
 def test_decode_threads_follow_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
