@@ -217,8 +217,8 @@ _CLAIM = re.compile(
     rf"(?:was|were|got|get)(?: (?:now|just|already|also|finally))*(?: (?:successfully|fully))+ (?:{_DONE_VERBS}|confirmed)|"
     rf"(?:is|are|'s|'re)(?: (?:now|just|already|also))* (?:successfully |all |fully )?"
     rf"(?:{_DONE_VERBS}|confirmed|through|complete|in place|on (?:its|their) way|under ?way|live|effective)|"
-    r"all (?:set|done|sorted)|good to go|you'?re good|consider it done|request (?:is|was|has been) "
-    r"(?:complete|done|processed|carried out)|"
+    r"all (?:set|done|sorted)|good to go|you'?re good|consider it done|request (?:was|has been) "
+    r"(?:completed|processed|carried out|actioned)|"
     r"(?:it'?s|that'?s|this is|it is|that is) (?:(?:now|all|already) )?(?:done|sorted|handled|complete|finished|"
     r"taken care of)|^done\b|"
     r"here(?:'s| is) your (?:new |updated )?(?:confirmation|booking|reservation|receipt)|went through"
@@ -236,6 +236,8 @@ _CONDITIONAL = re.compile(r"(?<![\w'])(?:if|unless|whether|only|in case|provided
 _ANYWAY = re.compile(r"(?<![\w'])(?:anyway|anyways|regardless|nonetheless|nevertheless|all the same|"
                      r"an exception|override|overrode|bypass(?:ed)?|having said that|that said|even so|in the end|"
                      r"this time|took the liberty)(?![\w'])", re.I)
+_CLOSING = re.compile(r"(?<![\w'])(?:request|question|inquiry|enquiry|query|call)s? (?:is|are|was) (?:now |all )?"
+                      r"(?:complete|done|finished|answered)(?![\w'])", re.I)
 _CLAUSE_BREAK = re.compile(r",?\s+(?:but|however|although|though|still|yet)\b,?|\s+[-\u2013\u2014]\s+", re.I)
 
 
@@ -247,14 +249,17 @@ def _uncontract(text: str) -> str:
     return re.sub(r"\b(it|that|this|what|there|here|everything)'s\b", r"\1 is", text, flags=re.I)
 
 
-def claims_change(text: str) -> bool:
+def claims_change(text: str, strict: bool = True) -> bool:
     """Whether a message says a change was made, in a clause that neither negates it nor
     speaks of it as future or conditional ("I can cancel it once you confirm", "…unless we
     cancelled the flight" are no claims), or that says it was done anyway ("…but I went ahead
     and processed it anyway"). A past tense of the agent's own ("I checked", "I verified")
-    that changes nothing is no claim."""
+    that changes nothing is no claim. Not `strict` (after a question was answered), a closing
+    such as "your request is complete" is no claim either; after a refusal it is one."""
     for s in _sentences(_uncontract((text or "").replace("\u2019", "'"))):
         for clause in _CLAUSE_BREAK.split(s):
+            if not strict:
+                clause = _CLOSING.sub(" ", clause)  # "your request is complete": a closing, not a change
             for m in _CLAIM.finditer(clause):
                 verb = (m.group("past") or m.group("passive") or "").lower()
                 if verb in _READ_VERBS or verb.endswith("eed") or verb in {"need", "used"}:

@@ -123,7 +123,7 @@ class CommunicateVerifier(OutcomeVerifier):
             if not any(signals_refusal(r) for r in said):
                 reasons.append("never told the user that the request cannot be done")
         elif write_tools and not wrote(trajectory, write_tools):
-            claims = [r for r in agent_messages_to_user(trajectory) if claims_change(r)]
+            claims = [r for r in agent_messages_to_user(trajectory) if claims_change(r, strict=False)]
             checks += 1
             if claims:
                 reasons.append(f"claimed a change, but nothing was written: {claims[0][:120]!r}")

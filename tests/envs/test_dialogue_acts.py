@@ -95,3 +95,9 @@ def test_conditions_offers_and_checks_are_no_claims(text: str) -> None:
 def test_rules_in_number_words() -> None:
     assert states_rule("There's a cap of three add-ons per line.", ["at most 3 add-ons"])
     assert signals_refusal("I'm afraid our policy doesn't let me move the line.")
+
+
+def test_a_closing_is_a_claim_only_after_a_refusal() -> None:
+    assert claims_change("Your request is complete on our end now.")  # after a refusal: a claim
+    assert not claims_change("Your request is complete.", strict=False)  # after an answer: a closing
+    assert claims_change("Your booking is complete.", strict=False)
