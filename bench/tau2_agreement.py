@@ -150,7 +150,7 @@ def eval_figures(n_tasks: int, embedded: bool) -> dict[str, Any]:
                                                              if embedded else [])
     for name, model in models:
         r = evaluate_benchmark("tau2:airline", model, split="test", trials=1, max_tasks=n_tasks)
-        out[name] = {k: r.get(k) for k in ("tasks", "pass_hat", "mean_reward", "seconds_per_task")}
+        out[name] = {k: r.get(k) for k in ("tasks", "pass_hat_k", "mean_reward", "seconds_per_task")}
     return out
 
 
