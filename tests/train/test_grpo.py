@@ -47,15 +47,24 @@ def _rl_rows(tasks: list[Task], world: World) -> tuple[Any, dict[str, str]]:
     from rollout.agent import opening_messages, world_now
     from rollout.user import ScriptedUser
 
+    def call(name: str, arguments: dict[str, Any]) -> str:
+        return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
     rows, gold = [], {}
     for t in tasks:
         env = world.env(t.initial_state)
         prompt = opening_messages(t, world, world_now(env.conn), ScriptedUser(t))
         env.close()
         rows.append({"prompt": prompt, "task": canonical_json(t.model_dump()), "task_id": t.id, "environment": t.world})
-        gold[prompt[1]["content"]] = "\n".join(
-            "<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments}) + "</tool_call>"
-            for c in t.reference_solution)
+        # the reference dialogue's agent side in one completion: its words to the user through
+        # send_message_to_user (the scripted user answers), its calls; the report comes last
+        turns = [x for x in t.dialogue if x.role == "assistant"]
+        blocks = []
+        for x in turns[:-1]:
+            if x.content:
+                blocks.append(call("send_message_to_user", {"message": x.content}))
+            blocks += [call(c.name, c.arguments) for c in x.tool_calls]
+        gold[prompt[1]["content"]] = ("\n".join(blocks), turns[-1].content)
     return Dataset.from_list(rows), gold
 
 
@@ -64,9 +73,10 @@ def test_trl_tool_loop_drives_the_world_and_the_verifier_scores_it(tiny_model: P
                                                                    airline: World, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Everything is real (TRL's environment hook, tool-call parsing, tool execution in the
-    world, verifier, loss) except what the random model writes: generation is scripted to
-    emit the gold calls for even rollouts and a refusal for odd ones, then "Done." after
-    the tool results, so the group has a success and a failure."""
+    world, the scripted user answering through send_message_to_user, the composite verdict,
+    loss) except what the random model writes: generation is scripted to play the reference
+    dialogue's agent side for even rollouts and a refusal for odd ones, then the reference's
+    report after the tool results, so the group has a success and a failure."""
     from trl import GRPOTrainer
 
     from train.grpo import grpo_steps
@@ -83,10 +93,10 @@ def test_trl_tool_loop_drives_the_world_and_the_verifier_scores_it(tiny_model: P
             for ids in prompt_ids:
                 text = tok.decode(ids)
                 if "<|im_start|>user\n<tool_response>" in text:
-                    reply = "Done."
+                    reply = next(report for u, (_, report) in gold.items() if u in text)
                 else:
                     seen.append(next(u for u in gold if u in text))
-                    reply = gold[seen[-1]] if len(seen) % 2 else "I cannot help with that."
+                    reply = gold[seen[-1]][0] if len(seen) % 2 else "I cannot help with that."
                 out.append(tok(reply + "<|im_end|>", add_special_tokens=False)["input_ids"])
             return out, None
 
