@@ -59,14 +59,6 @@ def test_replayed_gold_scores_one_on_train_tasks(domain: str) -> None:
     assert passed == total, fails
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("domain", ["airline", "retail"])
-def test_replayed_gold_scores_one_on_the_whole_train_split(domain: str) -> None:
-    """30 airline and 74 retail train tasks: 104 of 104 scored 1.0 (26.3)."""
-    passed, total, fails = _replay_share(domain, None)
-    assert total and passed == total, fails
-
-
 @pytest.fixture(scope="module")
 def retail_write_task() -> tuple[Tau2World, Task]:
     world = get_world("tau2_retail")
