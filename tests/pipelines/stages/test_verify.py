@@ -95,11 +95,11 @@ def test_tau2_tasks_get_tau2s_reward_as_a_second_non_deciding_judge(tmp_path: Pa
     assert all(tau2[t.id].passed for t in policy) and not tau2[noop.id].passed
     assert "τ²: database differs from the gold actions' end state" in tau2[noop.id].reasons
     got = figures.agreement(cfg, tasks, trajectories, verdicts)["tau2"]
-    # the change: both pass; nothing to change, yet the policy said "Your request is complete."
-    # (trajforge: a claimed change with nothing written; τ² checks no such claim); the no-op: both fail
+    # the change and the question ("Your request is complete." closes an answer; it claims no
+    # change): both pass; the no-op: both fail
     assert {c: got[c] for c in figures.AGREEMENT_CLASSES} == {
-        "both_pass": 1, "only_second": 1, "only_deciding": 0, "both_fail": 1}
-    assert list(got["reasons"]["only_second"]) == ["COMMUNICATE: claimed a change, but nothing was written: …"]
+        "both_pass": 2, "only_second": 0, "only_deciding": 0, "both_fail": 1}
+    assert got["reasons"]["only_second"] == {}
     fig = figures.shard_figures(cfg, tasks, trajectories, verdicts, SimpleNamespace(sft=[], rl=[], drops={}, stats={}))
     assert fig["agreement"]["tau2"] == got
     # a shard cached without τ²'s verdicts gets them (and only them) now
