@@ -98,19 +98,14 @@ def conversation(world: Any, task: Any, calls: list[Any], name: str, termination
     """A trajectory that makes `calls` in a fresh copy of the task's τ² world (each as one
     assistant turn with its result), then tells the user the task's facts."""
     from data.records import Step, Trajectory
+    from verifiers.tau2_reward import reference_messages
 
+    msgs = reference_messages(task, calls, closing="Here is where things stand.")
     env = world.env(task.initial_state)
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": world.system_prompt("")},
-                                  {"role": "user", "content": task.instruction}]
     steps = []
     for i, c in enumerate(calls):
         obs = env.call(c)
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": obs.content})
         steps.append(Step(index=i, turn=i + 1, action=c, observation=obs.content, error=obs.error))
-    facts = "; ".join(f.any_of[0] for f in task.verification.communicate)
-    msgs.append({"role": "assistant", "content": f"Here is where things stand. {facts}".strip()})
     return Trajectory(id=f"{name}-{task.id}", task_id=task.id, trial=0, model=name, messages=msgs, steps=steps,
                       termination=termination, final_state_hash=env.state_hash())  # type: ignore[arg-type]
 

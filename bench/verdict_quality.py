@@ -74,7 +74,7 @@ from bench.verdict_corpus import CorpusCase, load, trajectory  # noqa: E402
 from data.records import Task, Trajectory  # noqa: E402
 from envs.conversation import conversation, identity_lookup  # noqa: E402
 from envs.registry import get_world  # noqa: E402
-from synthesis.base import SynthesisConfig, get_method, supports  # noqa: E402
+from synthesis.base import draw_tasks as synthesize  # noqa: E402
 from train.environments import reward_gap  # noqa: E402
 from verifiers.audit import cases, counted  # noqa: E402
 from verifiers.base import ALTERNATIVE_KINDS, MUTATION_KINDS, get_verifier  # noqa: E402
@@ -103,24 +103,6 @@ class Judged:
     equivalent: bool
     failed_components: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
-
-
-def synthesize(method: str, world: str, n: int, seed: int, max_rounds: int = 6) -> list[Task]:
-    """`n` tasks of `method` in `world` (more seeds tried while synthesis falls short)."""
-    w = get_world(world)
-    if not supports(method, w):
-        return []
-    out: list[Task] = []
-    ids: set[str] = set()
-    for k in range(max_rounds):
-        cfg = SynthesisConfig(method=method, world=world, n_tasks=n - len(out), seed=seed + 1000 * k)
-        for t in get_method(method)(cfg, w).tasks:
-            if t.id not in ids:
-                ids.add(t.id)
-                out.append(t)
-        if len(out) >= n:
-            break
-    return out[:n]
 
 
 def cpu_rate(fn: Callable[[], int], min_s: float) -> dict[str, float]:

@@ -145,3 +145,25 @@ def supports(name: str, world: World) -> bool:
 
 def list_methods() -> list[str]:
     return METHODS.names()
+
+
+def draw_tasks(method: str, world: str, n: int, seed: int, max_rounds: int = 6) -> list[Task]:
+    """`n` distinct tasks of `method` in the registered `world` (further seeds tried while a
+    run falls short; fewer when the method does not support the world or keeps falling short)."""
+    from envs.registry import get_world
+
+    w = get_world(world)
+    if not supports(method, w):
+        return []
+    out: list[Task] = []
+    ids: set[str] = set()
+    for k in range(max_rounds):
+        cfg = SynthesisConfig(method=method, world=world, n_tasks=n - len(out), seed=seed + 1000 * k)
+        for t in get_method(method)(cfg, w).tasks:
+            if t.id not in ids:
+                ids.add(t.id)
+                out.append(t)
+        if len(out) >= n:
+            break
+    return out[:n]
+

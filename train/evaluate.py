@@ -87,6 +87,14 @@ def judge(task: Task, trajectory: Trajectory, verifiers: list[str]) -> Verdict:
     return get_verifier(primary_verifier(task, verifiers)).verify(task, trajectory)
 
 
+def _rollouts(tasks: list[Task], cfg: RolloutConfig) -> list[Trajectory]:
+    """The tasks' trajectories under `cfg`, the process-wide models stopped afterwards."""
+    try:
+        return collect(tasks, cfg)
+    finally:
+        close_shared_models()
+
+
 def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, sampling: Sampling | None = None,
                    max_turns: int = 12, verifiers: list[str] | None = None, max_batch: int = 8) -> dict[str, Any]:
     """Roll out `tasks` with the embedded backend on `model_path` (None: the prepared base
@@ -102,10 +110,7 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
         trials=trials, sampling=sampling or Sampling(temperature=0.0, max_tokens=128, seed=0),
         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
-    try:
-        trajectories = collect(tasks, cfg)
-    finally:
-        close_shared_models()
+    trajectories = _rollouts(tasks, cfg)
     by_id = {t.id: t for t in tasks}
     verdicts = [judge(by_id[t.task_id], t, names) for t in trajectories]
     per_task: dict[str, dict[str, Any]] = {}
@@ -230,10 +235,7 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
                         sampling=sampling or Sampling(temperature=0.0, max_tokens=256, seed=0),
                         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
-    try:
-        trajectories = collect(tasks, cfg)
-    finally:
-        close_shared_models()
+    trajectories = _rollouts(tasks, cfg)
     rolled = time.monotonic() - started
     by_id = {t.id: t for t in tasks}
     per_task: dict[str, dict[str, Any]] = {}

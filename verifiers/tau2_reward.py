@@ -60,6 +60,27 @@ class Tau2Reward:
         return self.reward >= 1.0 - 1e-9
 
 
+def reference_messages(task: Any, calls: list[Any] | None = None, closing: str = "All done.") -> list[dict[str, Any]]:
+    """A conversation that makes `calls` (default: the task's reference) in a fresh copy of the
+    task's τ² world, each as one assistant turn with its result, then tells the user the facts
+    the task says must be told: the gold as τ²'s evaluator replays it (tests, the benches)."""
+    import json
+
+    from envs.registry import get_world
+
+    world = get_world(task.world)
+    env = world.env(task.initial_state)
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": world.system_prompt("")},
+                                  {"role": "user", "content": task.instruction}]
+    for i, c in enumerate(task.reference_solution if calls is None else calls):
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": env.call(c).content})
+    facts = "; ".join(f.any_of[0] for f in task.verification.communicate)
+    msgs.append({"role": "assistant", "content": f"{closing} {facts}".strip()})
+    return msgs
+
+
 def tau2_task(task: Any) -> Any:
     """The τ² `Task` a trajforge task carries (``metadata["tau2_task"]``), or the τ² task itself."""
     from tau2.data_model.tasks import Task as T2Task

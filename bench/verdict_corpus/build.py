@@ -38,7 +38,7 @@ from bench.verdict_corpus.shape import Shape, is_write, replace, shape  # noqa: 
 from data.records import Task, Turn  # noqa: E402
 from envs.conversation import conversation  # noqa: E402
 from envs.registry import get_world  # noqa: E402
-from synthesis.base import SynthesisConfig, get_method, supports  # noqa: E402
+from synthesis.base import draw_tasks as synthesize  # noqa: E402
 from verifiers.audit import build_dialogue  # noqa: E402
 from verifiers.base import get_verifier  # noqa: E402
 
@@ -61,24 +61,6 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 
 
 # -- tasks ------------------------------------------------------------------------------------
-
-
-def synthesize(method: str, world: str, n: int, seed: int, max_rounds: int = 6) -> list[Task]:
-    """`n` tasks of `method` in `world` (more seeds tried while synthesis falls short)."""
-    w = get_world(world)
-    if not supports(method, w):
-        return []
-    out: list[Task] = []
-    ids: set[str] = set()
-    for k in range(max_rounds):
-        cfg = SynthesisConfig(method=method, world=world, n_tasks=n - len(out), seed=seed + 1000 * k)
-        for t in get_method(method)(cfg, w).tasks:
-            if t.id not in ids:
-                ids.add(t.id)
-                out.append(t)
-        if len(out) >= n:
-            break
-    return out[:n]
 
 
 def tasks_for(method: str, world: str, n: int, seed: int) -> list[Task]:

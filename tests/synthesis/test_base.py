@@ -79,3 +79,12 @@ def test_result_accepts_each_task_once(tasks: list[Task]) -> None:
     result.accept(task, 1.01)
     assert result.has(task) and result.tasks == [task] and task.split == "test"
     assert result.has(tasks[0].model_copy()) and not result.has(tasks[1])  # by content id
+
+
+def test_draw_tasks_tops_up_with_further_seeds() -> None:
+    from synthesis.base import draw_tasks
+
+    tasks = draw_tasks("logic_driven", "airline", 5, seed=3)
+    assert len(tasks) == 5 and len({t.id for t in tasks}) == 5
+    assert [t.id for t in tasks] == [t.id for t in draw_tasks("logic_driven", "airline", 5, seed=3)]
+    assert draw_tasks("terminal", "airline", 2, seed=0) == []  # a method that does not support the world

@@ -156,16 +156,9 @@ def test_state_patches_become_taus_initial_state() -> None:
 
 
 def _gold_messages(task: Task, calls: list[ToolCall] | None = None) -> list[dict]:
-    world = get_world(task.world)
-    env = world.env(task.initial_state)
-    msgs: list[dict] = [{"role": "user", "content": task.instruction}]
-    for i, c in enumerate(task.reference_solution if calls is None else calls):
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": env.call(c).content})
-    facts = "; ".join(f.any_of[0] for f in task.verification.communicate)
-    msgs.append({"role": "assistant", "content": f"All done. {facts}".strip()})
-    return msgs
+    from verifiers.tau2_reward import reference_messages
+
+    return reference_messages(task, calls)
 
 
 @pytest.fixture(scope="module")

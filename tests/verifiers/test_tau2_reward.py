@@ -15,22 +15,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network when
 from data.records import Task, ToolCall  # noqa: E402
 from envs.registry import get_world  # noqa: E402
 from envs.tau2_world import Tau2World, task_from_tau2, tau2_tasks  # noqa: E402
-from verifiers.tau2_reward import tau2_reward, to_tau2_messages  # noqa: E402
+from verifiers.tau2_reward import reference_messages, tau2_reward, to_tau2_messages  # noqa: E402
 
 
 def gold_messages(world: Tau2World, task: Task, calls: list[ToolCall] | None = None) -> list[dict]:
-    """A trajforge conversation that makes `calls` (default: the reference) in the world, then
-    tells the user the facts the task says must be told."""
-    env = world.env(task.initial_state)
-    msgs: list[dict] = [{"role": "system", "content": world.system_prompt("")},
-                        {"role": "user", "content": task.instruction}]
-    for i, c in enumerate(task.reference_solution if calls is None else calls):
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": env.call(c).content})
-    facts = "; ".join(f.any_of[0] for f in task.verification.communicate)
-    msgs.append({"role": "assistant", "content": f"All done. {facts}".strip()})
-    return msgs
+    """The reference conversation (or one making `calls`) that tells the task's facts."""
+    return reference_messages(task, calls)
 
 
 def _writes(world: Tau2World, task: Task) -> list[ToolCall]:
