@@ -24,6 +24,7 @@ def flows():
     return flows
 
 
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_end_to_end_flow_releases_sft_and_rl(tmp_path: Path, flows) -> None:
     cfg = load_config(None, TINY)
     summary = flows.run_flow(cfg.model_dump(mode="json"), str(tmp_path))

@@ -192,6 +192,7 @@ def _score(exported: dict, task: Task, calls: list[ToolCall] | None = None) -> f
     return tau2_reward(t2, _gold_messages(task, calls), domain=exported["user_scenario"]["instructions"]["domain"]).reward
 
 
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_tau2_world_exports_run_in_taus_domain(retail_tasks: list[Task]) -> None:
     writes, reads = retail_tasks
     for task in (writes, _synthesized(writes), reads, _synthesized(reads)):

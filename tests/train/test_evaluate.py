@@ -62,6 +62,7 @@ def test_benchmark_names_are_checked() -> None:
         parse_benchmark("tau2")
 
 
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_the_tau2_benchmark_with_the_scripted_policy_scores_one() -> None:
     """τ²'s test tasks played by the scripted policy (it follows τ²'s gold actions) against
     the scripted user, judged by τ²'s evaluator: reward 1.0 on every trial, so pass^k = 1."""

@@ -44,6 +44,7 @@ def _replay_share(domain: str, limit: int | None) -> tuple[int, int, list[str]]:
 
 
 @pytest.mark.parametrize("domain", ["airline", "retail"])
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_replayed_gold_scores_one_on_train_tasks(domain: str) -> None:
     passed, total, fails = _replay_share(domain, 4)
     assert passed == total, fails

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from data import store
@@ -85,6 +86,7 @@ def test_eval_on_a_benchmark_checks_its_options(tmp_path: Path, fails: Fails) ->
     fails(["eval", "--benchmark", "tau2:airline", "--trials", "0"], "--trials must be at least 1, got 0")
 
 
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_eval_on_tau2s_test_tasks_with_the_scripted_policy(tmp_path: Path, no_prefect: None) -> None:
     """`trajforge eval --benchmark tau2:airline --model scripted`: τ²'s test tasks through the
     rollout engine, judged by τ²'s evaluator; the scripted policy follows τ²'s gold: pass^1 1.0."""

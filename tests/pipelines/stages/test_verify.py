@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from data import store
 from data.cache import ShardCache
 from pipelines import stages
@@ -57,6 +59,7 @@ def test_reverify_rescores_stored_trajectories(small_run, tmp_path: Path) -> Non
     assert (path / "diff.md").is_file() and (path / "diff.json").is_file()
 
 
+@pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
 def test_tau2_tasks_get_tau2s_reward_as_a_second_non_deciding_judge(tmp_path: Path) -> None:
     """A run's verification adds τ²'s evaluator (`tau2`) for tasks of τ² worlds: a verdict on
     every trajectory beside the configured verifiers, never the deciding one; the figures
