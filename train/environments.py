@@ -342,12 +342,7 @@ def final_answer(completion: Any) -> str | None:
 def ended_cleanly(completion: Any) -> bool:
     """Whether a conversational completion ends with an assistant answer without tool calls
     (the model stopped), rather than mid tool loop (iterations or token budget spent)."""
-    if isinstance(completion, str):
-        return "<tool_call>" not in completion
-    if not completion:
-        return False
-    last = completion[-1]
-    return last.get("role") == "assistant" and not last.get("tool_calls")
+    return final_answer(completion) is not None
 
 
 def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvironment] | None = None,

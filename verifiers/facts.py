@@ -34,6 +34,7 @@ from itertools import combinations
 from typing import Any
 
 from envs.conversation import dates_in, normalize, numbers_in, tool_result
+from verifiers.communicate import message_text
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _DATE_SPANS = re.compile(
@@ -204,13 +205,6 @@ def _word(value: str) -> re.Pattern[str]:
 @lru_cache(maxsize=4096)
 def _digits(value: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\d){value}(?!\d)")
-
-
-def message_text(message: dict[str, Any]) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
 
 
 def unsupported(messages: Sequence[dict[str, Any]], known: Iterable[str] = (),
