@@ -119,7 +119,7 @@ def borrow_item(db: sqlite3.Connection, member_id: str, item_id: str) -> dict:
     kit.need(
         kit.row(db, "SELECT 1 FROM members WHERE member_id = ?", member_id), "member", member_id
     )
-    kit.need(kit.row(db, "SELECT 1 FROM items WHERE item_id = ?", item_id), "item", item_id)
+    kit.fetch(db, "items", "item_id", item_id, "item")
     content = {
         "member_id": member_id,
         "item_id": item_id,
@@ -136,7 +136,7 @@ def return_item(db: sqlite3.Connection, loan_id: str) -> dict:
     Args:
         loan_id: The loan to close (from get_member).
     """
-    kit.need(kit.row(db, "SELECT 1 FROM loans WHERE loan_id = ?", loan_id), "loan", loan_id)
+    kit.fetch(db, "loans", "loan_id", loan_id, "loan")
     db.execute("UPDATE loans SET status = 'returned' WHERE loan_id = ?", (loan_id,))
     return kit.one(db, "SELECT * FROM loans WHERE loan_id = ?", loan_id)
 ''',

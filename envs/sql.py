@@ -77,6 +77,12 @@ def need(record: dict[str, Any] | None, what: str, key: Any) -> dict[str, Any]:
     return record
 
 
+def fetch(db: sqlite3.Connection, table: str, key: str, value: Any, what: str) -> dict[str, Any]:
+    """The row of `table` whose `key` is `value`, or the NOT_FOUND tool error naming it as
+    `what` (a tool's lookup of the record an id points at)."""
+    return need(row(db, f'SELECT * FROM "{table}" WHERE "{key}" = ?', value), what, value)
+
+
 def set_new(db: sqlite3.Connection, table: str, key: str, key_value: Any, column: str, value: Any,
             current: Any, unchanged: str) -> None:
     """Set `column` of the row of `table` whose `key` is `key_value` to `value`: a tool's

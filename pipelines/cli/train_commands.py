@@ -14,28 +14,17 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines import cli  # the package, looked up at each call (tests patch `cli._flows`)
-from pipelines.cli import (
-    ConfigOpt,
-    OutOpt,
-    SetOpt,
-    UserError,
-    _config,
-    _dataset,
-    _fail,
-    _writable,
-    app,
-)
 
 
-@app.command()
+@cli.app.command()
 def train(
     kind: Annotated[str, typer.Argument(help="sft or grpo")],
     dataset: Annotated[Path | None, typer.Option(
         help="Release folder: sft or sft_recovery for sft, rl for grpo (default: latest DIR/releases/<sft|rl>).")] = None,
-    config: ConfigOpt = None,
-    out: OutOpt = Path("out"),
+    config: cli.ConfigOpt = None,
+    out: cli.OutOpt = Path("out"),
     max_steps: Annotated[int | None, typer.Option(help="Optimizer steps.")] = None,
-    set_: SetOpt = None,
+    set_: cli.SetOpt = None,
 ) -> None:
     """Train on a release with TRL (SFT on `sft` or `sft_recovery`, GRPO on `rl`)."""
     from data import store
@@ -43,24 +32,24 @@ def train(
     from pipelines import stages
 
     if kind not in ("sft", "grpo"):
-        raise UserError(f"unknown training kind {kind!r}: use `trajforge train sft` or `trajforge train grpo`")
-    cfg = _config(config, set_)
-    _dataset(dataset, SFT_KINDS if kind == "sft" else ("rl",), "--dataset")
-    _writable(out)
+        raise cli.UserError(f"unknown training kind {kind!r}: use `trajforge train sft` or `trajforge train grpo`")
+    cfg = cli._config(config, set_)
+    cli._dataset(dataset, SFT_KINDS if kind == "sft" else ("rl",), "--dataset")
+    cli._writable(out)
     if dataset is None:
         dataset = stages.latest_release(out, "sft" if kind == "sft" else "rl")
         if dataset is None:
-            _fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
+            cli._fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
     try:
         result = cli._flows().train_flow(kind, str(dataset), cfg, str(run_dir), max_steps,
                                      show_progress=sys.stderr.isatty())
     except (store.DatasetError, RuntimeError, ValueError) as exc:
-        _fail(exc)
+        cli._fail(exc)
     print(json.dumps(result, default=str))
 
 
-@app.command("eval")
+@cli.app.command("eval")
 def eval_(
     dataset: Annotated[Path | None, typer.Option(
         help="Release folder (rl, or sft / sft_recovery with tasks in its lineage).")] = None,
@@ -78,8 +67,8 @@ def eval_(
         "Evaluate on a benchmark instead of a release: tau2:<domain> (τ²-bench's own tasks, judged by "
         "τ²'s evaluator; needs the tau2 extra)."))] = None,
     quick: Annotated[bool, typer.Option(help="With --benchmark: the first few tasks, one trial each.")] = False,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
+    config: cli.ConfigOpt = None,
+    set_: cli.SetOpt = None,
 ) -> None:
     """Before/after: base and trained model on a release's held-out tasks, judged by the verifiers;
     or, with --benchmark tau2:<domain>, one model on τ²-bench's tasks, judged by τ²'s evaluator (pass^k)."""
@@ -87,24 +76,24 @@ def eval_(
 
     for option, count in (("--trials", trials), ("--max-turns", max_turns), ("--max-tasks", max_tasks)):
         if count is not None and count < 1:
-            raise UserError(f"{option} must be at least 1, got {count}")
+            raise cli.UserError(f"{option} must be at least 1, got {count}")
     if benchmark is not None:
         if dataset is not None:
-            raise UserError("--benchmark and --dataset: give one (a benchmark's tasks, or a release's)")
+            raise cli.UserError("--benchmark and --dataset: give one (a benchmark's tasks, or a release's)")
         _eval_benchmark(benchmark, model, split, trials, max_turns or 30, max_tasks, quick, config, set_)
         return
     if dataset is None:
-        raise UserError("give --dataset (a release) or --benchmark (e.g. tau2:airline)")
+        raise cli.UserError("give --dataset (a release) or --benchmark (e.g. tau2:airline)")
     if model is None:
-        raise UserError("--model: give the trained model folder (e.g. out/train/sft-<version>/final)")
-    _dataset(dataset, ("rl", "sft", "sft_recovery"), "--dataset")
+        raise cli.UserError("--model: give the trained model folder (e.g. out/train/sft-<version>/final)")
+    cli._dataset(dataset, ("rl", "sft", "sft_recovery"), "--dataset")
     if not Path(model).is_dir():
-        raise UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
+        raise cli.UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
 
     try:
         result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12, max_tasks)
     except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
-        _fail(exc)
+        cli._fail(exc)
     table = Table(title=f"eval on {result['release']['name']} {result['release']['version']} ({split})")
     for col in ("model", "tasks", "episodes", "pass rate", "mean score"):
         table.add_column(col)
@@ -129,8 +118,8 @@ def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, 
     try:
         parse_benchmark(benchmark)
     except ValueError as exc:
-        raise UserError(f"--benchmark: {exc}") from None
-    cfg = RunConfig.model_validate(_config(config, sets))
+        raise cli.UserError(f"--benchmark: {exc}") from None
+    cfg = RunConfig.model_validate(cli._config(config, sets))
     folder: str | None = None
     if model is None or model == "embedded":
         agent = cfg.rollout.model if model is None else ModelConfig()
@@ -140,7 +129,7 @@ def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, 
         folder = str(Path(model).expanduser())
         agent = ModelConfig(kind="embedded", options={"path": folder})
     else:
-        raise UserError(f"--model {model}: not 'embedded', 'scripted' or a model folder (another backend: "
+        raise cli.UserError(f"--model {model}: not 'embedded', 'scripted' or a model folder (another backend: "
                         "--config with rollout.model)")
     if quick:
         trials, max_tasks = 1, min(max_tasks or QUICK_TASKS, QUICK_TASKS)
@@ -149,7 +138,7 @@ def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, 
                                     user=cfg.rollout.user, max_turns=max_turns)
         result = record_benchmark(result, folder)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
-        _fail(exc)
+        cli._fail(exc)
     table = Table(title=f"{benchmark} ({split}): {result['tasks']} tasks × {result['trials']} trials, "
                         f"{result['user']} user, judged by τ²'s evaluator")
     for col in ("model", *(f"pass^{k}" for k in result["pass_hat_k"]), "mean reward", "trajforge pass rate",
@@ -162,11 +151,11 @@ def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, 
     print(json.dumps(result, default=str))
 
 
-@app.command()
+@cli.app.command()
 def runs(
     dataset: Annotated[Path | None, typer.Option(
         help="Release folder (default: the latest sft, sft_recovery and rl releases).")] = None,
-    out: OutOpt = Path("out"),
+    out: cli.OutOpt = Path("out"),
     refresh_card: Annotated[bool, typer.Option(help="Also rewrite the release card's 'Training runs' section.")] = False,
 ) -> None:
     """The training runs on a release (from their run.json) and their before/after evaluations."""
@@ -176,13 +165,13 @@ def runs(
 
     releases = [dataset] if dataset else [p for k in stages.RELEASES if (p := stages.latest_release(out, k))]
     if not releases:
-        _fail(FileNotFoundError(f"no release under {out / 'releases'}; pass --dataset"))
+        cli._fail(FileNotFoundError(f"no release under {out / 'releases'}; pass --dataset"))
     listed = []
     for release in releases:
         try:
             found = runs_on_release(release, [out / "train"])
         except store.DatasetError as exc:
-            _fail(exc)
+            cli._fail(exc)
         if refresh_card:
             refresh_release_card(release, [out / "train"])
         table = Table(title=f"training runs on {release}")
@@ -196,15 +185,15 @@ def runs(
     print(json.dumps(listed))
 
 
-@app.command("self-play")
-def self_play(config: ConfigOpt = None, out: OutOpt = Path("out"),
+@cli.app.command("self-play")
+def self_play(config: cli.ConfigOpt = None, out: cli.OutOpt = Path("out"),
               rounds: Annotated[int | None, typer.Option(help="Number of rounds.")] = None,
-              set_: SetOpt = None) -> None:
+              set_: cli.SetOpt = None) -> None:
     """Run self-play rounds (Tool-R0): train generator, generate + filter, train solver."""
-    cfg = _config(config, set_, {"self_play.rounds": rounds})
-    _writable(out)
+    cfg = cli._config(config, set_, {"self_play.rounds": rounds})
+    cli._writable(out)
     try:
         result = cli._flows().self_play_flow(cfg, str(out))
     except (RuntimeError, ValueError) as exc:
-        _fail(exc)
+        cli._fail(exc)
     print(json.dumps(result))

@@ -35,6 +35,10 @@ def test_rows_row_one_need_count(db: sqlite3.Connection) -> None:
     assert info.value.code == "NOT_FOUND" and "item 'z' not found" in info.value.message
     assert sql.count(db, "items", kind="x") == 2 and sql.count(db, "items", kind=None) == 1
     assert sql.count(db, "items") == 3
+    assert sql.fetch(db, "items", "id", "a", "item") == {"id": "a", "kind": "x", "n": 1}
+    with pytest.raises(ToolError) as info:
+        sql.fetch(db, "items", "id", "nope", "thing")
+    assert info.value.code == "NOT_FOUND" and "thing 'nope' not found" in info.value.message
 
 
 def test_literals_and_the_clock(db: sqlite3.Connection) -> None:

@@ -16,7 +16,7 @@ def get_customer(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The customer's id, e.g. "cu_007".
     """
-    c = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    c = kit.fetch(db, "customers", "customer_id", customer_id, "customer")
     c["rentals"] = kit.rows(db, "SELECT * FROM rentals WHERE customer_id = ? ORDER BY rental_id", customer_id)
     return c
 
@@ -38,8 +38,8 @@ def rent_car(db: sqlite3.Connection, customer_id: str, car_id: str, days: int) -
         car_id: The car to rent (from list_cars).
         days: Number of days, 1 to 14.
     """
-    car = kit.need(kit.row(db, "SELECT * FROM cars WHERE car_id = ?", car_id), "car", car_id)
-    kit.need(kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    car = kit.fetch(db, "cars", "car_id", car_id, "car")
+    kit.fetch(db, "customers", "customer_id", customer_id, "customer")
     content = {"customer_id": customer_id, "car_id": car_id}  # the id is minted from what the rental is
     rental_id = kit.mint_id("RN", content, kit.count(db, "rentals", **content))
     db.execute("INSERT INTO rentals VALUES (?, ?, ?, ?, ?, ?, 'active')",
@@ -58,7 +58,7 @@ def extend_rental(db: sqlite3.Connection, rental_id: str, extra_days: int) -> di
     """
     if extra_days < 1:
         raise ToolError("BAD_VALUE", "extra_days must be at least 1")
-    kit.need(kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id), "rental", rental_id)
+    kit.fetch(db, "rentals", "rental_id", rental_id, "rental")
     db.execute("UPDATE rentals SET days = days + ?, total = total + ? * (SELECT daily_rate FROM cars"
                " WHERE cars.car_id = rentals.car_id) WHERE rental_id = ?", (extra_days, extra_days, rental_id))
     return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}
@@ -72,6 +72,6 @@ def return_car(db: sqlite3.Connection, rental_id: str) -> dict:
     Args:
         rental_id: The rental to close.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM rentals WHERE rental_id = ?", rental_id), "rental", rental_id)
+    kit.fetch(db, "rentals", "rental_id", rental_id, "rental")
     db.execute("UPDATE rentals SET status = 'returned' WHERE rental_id = ?", (rental_id,))
     return kit.row(db, "SELECT * FROM rentals WHERE rental_id = ?", rental_id) or {}

@@ -32,7 +32,7 @@ def get_user_details(db: sqlite3.Connection, user_id: str) -> dict:
     Args:
         user_id: The user's id, e.g. "mia_li_3668".
     """
-    user = kit.need(kit.row(db, "SELECT * FROM users WHERE user_id = ?", user_id), "user", user_id)
+    user = kit.fetch(db, "users", "user_id", user_id, "user")
     user["payment_methods"] = kit.rows(
         db, "SELECT payment_id, kind, last4, balance FROM payment_methods WHERE user_id = ? ORDER BY payment_id", user_id
     )
@@ -81,7 +81,7 @@ def get_flight_details(db: sqlite3.Connection, flight_id: str) -> dict:
     Args:
         flight_id: The flight id.
     """
-    return kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
+    return kit.fetch(db, "flights", "flight_id", flight_id, "flight")
 
 
 def _new_reservation_id(db: sqlite3.Connection, user_id: str, flight_id: str) -> str:
@@ -113,9 +113,9 @@ def book_reservation(
         payment_id: The user's payment method id.
         insurance: Whether to add travel insurance (30 per passenger).
     """
-    kit.need(kit.row(db, "SELECT user_id FROM users WHERE user_id = ?", user_id), "user", user_id)
-    flight = kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", flight_id), "flight", flight_id)
-    kit.need(kit.row(db, "SELECT payment_id FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    kit.fetch(db, "users", "user_id", user_id, "user")
+    flight = kit.fetch(db, "flights", "flight_id", flight_id, "flight")
+    kit.fetch(db, "payment_methods", "payment_id", payment_id, "payment method")
     total = flight[price_column(cabin)] * passengers
     total += INSURANCE_PER_PASSENGER * passengers if insurance else 0
     now = kit.now(db)
@@ -137,7 +137,7 @@ def cancel_reservation(db: sqlite3.Connection, reservation_id: str) -> dict:
     Args:
         reservation_id: The reservation to cancel.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id)
+    kit.fetch(db, "reservations", "reservation_id", reservation_id, "reservation")
     db.execute("UPDATE reservations SET status = 'cancelled' WHERE reservation_id = ?", (reservation_id,))
     return get_reservation_details(db, reservation_id)
 
@@ -181,7 +181,7 @@ def change_flight(db: sqlite3.Connection, reservation_id: str, new_flight_id: st
     res = kit.need(
         kit.row(db, "SELECT * FROM reservations WHERE reservation_id = ?", reservation_id), "reservation", reservation_id
     )
-    new = kit.need(kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", new_flight_id), "flight", new_flight_id)
+    new = kit.fetch(db, "flights", "flight_id", new_flight_id, "flight")
     old = kit.row(db, "SELECT * FROM flights WHERE flight_id = ?", res["flight_id"])
     if new_flight_id == res["flight_id"]:
         raise ToolError("NO_CHANGE", "the reservation is already on this flight")

@@ -46,7 +46,7 @@ def get_patient_details(db: sqlite3.Connection, patient_id: str) -> dict:
     Args:
         patient_id: The patient's id, e.g. "mia_li_1003".
     """
-    p = kit.need(kit.row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    p = kit.fetch(db, "patients", "patient_id", patient_id, "patient")
     p["plan"] = kit.row(db, "SELECT * FROM insurance_plans WHERE plan_id = ?", p["plan_id"]) if p["plan_id"] else None
     p["referrals"] = kit.rows(db, "SELECT * FROM referrals WHERE patient_id = ? ORDER BY referral_id", patient_id)
     p["appointments"] = [r["appointment_id"] for r in kit.rows(
@@ -83,7 +83,7 @@ def get_provider_details(db: sqlite3.Connection, provider_id: str) -> dict:
     Args:
         provider_id: The provider's id, e.g. "dr_kim_104".
     """
-    p = kit.need(kit.row(db, "SELECT * FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
+    p = kit.fetch(db, "providers", "provider_id", provider_id, "provider")
     p["accepted_plans"] = _accepted_plans(db, provider_id)
     types = kit.rows(db, "SELECT * FROM appointment_types ORDER BY type_code")
     p["appointment_types"] = [t["type_code"] for t in types if offers(t, p["specialty"])]
@@ -99,7 +99,7 @@ def find_open_slots(db: sqlite3.Connection, provider_id: str, date: str) -> list
         provider_id: The provider's id.
         date: The date as YYYY-MM-DD.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM providers WHERE provider_id = ?", provider_id), "provider", provider_id)
+    kit.fetch(db, "providers", "provider_id", provider_id, "provider")
     try:
         day = _parse_date(date)
     except ValueError as exc:
@@ -129,8 +129,7 @@ def get_appointment_details(db: sqlite3.Connection, appointment_id: str) -> dict
     Args:
         appointment_id: The appointment id, e.g. "A0300121".
     """
-    a = kit.need(kit.row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
-              "appointment", appointment_id)
+    a = kit.fetch(db, "appointments", "appointment_id", appointment_id, "appointment")
     a.pop("fee_accepted", None)
     slot = kit.row(db, "SELECT s.start_at, s.duration_min, s.provider_id, p.name AS provider_name, p.specialty"
                     " FROM slots s JOIN providers p ON p.provider_id = s.provider_id WHERE s.slot_id = ?",
@@ -147,7 +146,7 @@ def get_prescription_details(db: sqlite3.Connection, rx_id: str) -> dict:
     Args:
         rx_id: The prescription id, e.g. "RX010032".
     """
-    rx = kit.need(kit.row(db, "SELECT * FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
+    rx = kit.fetch(db, "prescriptions", "rx_id", rx_id, "prescription")
     (rx["earliest_refill_date"],) = db.execute(
         "SELECT date(?, '+' || ? || ' days')", (rx["last_fill_date"], rx["days_supply"] - 7)).fetchone()
     rx["fills"] = kit.rows(db, "SELECT fill_id, filled_on FROM fills WHERE rx_id = ? ORDER BY fill_id", rx_id)
@@ -177,15 +176,14 @@ def book_appointment(
         appointment_type: One of annual_physical, sick_visit, well_child, consultation, follow_up.
         referral_id: The patient's referral for the specialty, only when their plan requires one.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    kit.fetch(db, "patients", "patient_id", patient_id, "patient")
     slot = kit.need(kit.row(db, "SELECT s.*, p.specialty FROM slots s JOIN providers p USING (provider_id)"
                           " WHERE s.slot_id = ?", slot_id), "slot", slot_id)
-    kind = kit.need(kit.row(db, "SELECT * FROM appointment_types WHERE type_code = ?", appointment_type),
-                 "appointment type", appointment_type)
+    kind = kit.fetch(db, "appointment_types", "type_code", appointment_type, "appointment type")
     if not offers(kind, slot["specialty"]):
         raise ToolError("TYPE_NOT_OFFERED", f"a {slot['specialty']} provider does not offer {appointment_type}")
     if referral_id is not None:
-        kit.need(kit.row(db, "SELECT 1 FROM referrals WHERE referral_id = ?", referral_id), "referral", referral_id)
+        kit.fetch(db, "referrals", "referral_id", referral_id, "referral")
     content = {"patient_id": patient_id, "slot_id": slot_id}  # minted from the content: order-free
     aid = kit.mint_id("A", content, kit.count(db, "appointments", **content), length=7)
     db.execute(
@@ -208,8 +206,7 @@ def cancel_appointment(db: sqlite3.Connection, appointment_id: str, accept_late_
         appointment_id: The appointment to cancel.
         accept_late_fee: The patient agreed to pay the late-cancellation fee if one applies.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM appointments WHERE appointment_id = ?", appointment_id),
-          "appointment", appointment_id)
+    kit.fetch(db, "appointments", "appointment_id", appointment_id, "appointment")
     db.execute("UPDATE appointments SET status = 'cancelled', fee_accepted = ? WHERE appointment_id = ?",
                (int(accept_late_fee), appointment_id))
     return get_appointment_details(db, appointment_id)
@@ -226,9 +223,8 @@ def reschedule_appointment(db: sqlite3.Connection, appointment_id: str, new_slot
         appointment_id: The appointment to move.
         new_slot_id: The open slot to move it to.
     """
-    appt = kit.need(kit.row(db, "SELECT * FROM appointments WHERE appointment_id = ?", appointment_id),
-                 "appointment", appointment_id)
-    kit.need(kit.row(db, "SELECT 1 FROM slots WHERE slot_id = ?", new_slot_id), "slot", new_slot_id)
+    appt = kit.fetch(db, "appointments", "appointment_id", appointment_id, "appointment")
+    kit.fetch(db, "slots", "slot_id", new_slot_id, "slot")
     kit.set_new(db, "appointments", "appointment_id", appointment_id, "slot_id", new_slot_id, appt["slot_id"],
                 "the appointment is already in this slot")
     return get_appointment_details(db, appointment_id)
@@ -243,7 +239,7 @@ def refill_prescription(db: sqlite3.Connection, rx_id: str) -> dict:
     Args:
         rx_id: The prescription to refill.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM prescriptions WHERE rx_id = ?", rx_id), "prescription", rx_id)
+    kit.fetch(db, "prescriptions", "rx_id", rx_id, "prescription")
     today = datetime.fromisoformat(kit.now(db)).date().isoformat()
     (n,) = db.execute("SELECT COUNT(*) FROM fills WHERE rx_id = ?", (rx_id,)).fetchone()
     db.execute("INSERT INTO fills (fill_id, rx_id, filled_on) VALUES (?, ?, ?)",
@@ -260,7 +256,7 @@ def pay_balance(db: sqlite3.Connection, patient_id: str, amount: int) -> dict:
         patient_id: The patient's id.
         amount: The amount to pay (whole currency units).
     """
-    p = kit.need(kit.row(db, "SELECT * FROM patients WHERE patient_id = ?", patient_id), "patient", patient_id)
+    p = kit.fetch(db, "patients", "patient_id", patient_id, "patient")
     if amount <= 0 or amount > p["balance_due"]:
         raise ToolError("BAD_VALUE", f"amount must be between 1 and the balance due ({p['balance_due']})")
     content = {"patient_id": patient_id, "amount": amount}

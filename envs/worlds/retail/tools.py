@@ -67,7 +67,7 @@ def get_customer_details(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The customer's id, e.g. "mia_li_1003".
     """
-    customer = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    customer = kit.fetch(db, "customers", "customer_id", customer_id, "customer")
     customer["payment_methods"] = kit.rows(
         db, "SELECT payment_id, kind, last4, balance FROM payment_methods WHERE customer_id = ? ORDER BY payment_id",
         customer_id,
@@ -88,7 +88,7 @@ def get_order_details(db: sqlite3.Connection, order_id: str) -> dict:
     Args:
         order_id: The order id, e.g. "#W4821934".
     """
-    order = kit.need(kit.row(db, "SELECT * FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    order = kit.fetch(db, "orders", "order_id", order_id, "order")
     order["items"] = [
         _variant(r) for r in kit.rows(
             db,
@@ -116,7 +116,7 @@ def get_product_details(db: sqlite3.Connection, product_id: str) -> dict:
     Args:
         product_id: The product id, e.g. "P00012".
     """
-    product = kit.need(kit.row(db, "SELECT * FROM products WHERE product_id = ?", product_id), "product", product_id)
+    product = kit.fetch(db, "products", "product_id", product_id, "product")
     product["variants"] = [
         _variant(r) for r in kit.rows(
             db, "SELECT variant_id, options, price, stock FROM variants WHERE product_id = ? ORDER BY variant_id",
@@ -166,9 +166,9 @@ def place_order(
         raise ToolError("BAD_VALUE", "variant_ids and quantities must be non-empty lists of the same length")
     if len(set(variant_ids)) != len(variant_ids):
         raise ToolError("BAD_VALUE", "each variant may appear once; put the number of units in quantities")
-    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    kit.fetch(db, "payment_methods", "payment_id", payment_id, "payment method")
     prices = [
-        kit.need(kit.row(db, "SELECT price FROM variants WHERE variant_id = ?", v), "variant", v)["price"]
+        kit.fetch(db, "variants", "variant_id", v, "variant")["price"]
         for v in variant_ids
     ]
     total = sum(p * q for p, q in zip(prices, quantities, strict=True))
@@ -199,7 +199,7 @@ def cancel_pending_order(db: sqlite3.Connection, order_id: str, reason: CancelRe
         order_id: The order to cancel, e.g. "#W4821934".
         reason: Either "no longer needed" or "ordered by mistake".
     """
-    kit.need(kit.row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    kit.fetch(db, "orders", "order_id", order_id, "order")
     db.execute("UPDATE orders SET status = 'cancelled', cancel_reason = ? WHERE order_id = ?", (reason, order_id))
     return get_order_details(db, order_id)
 
@@ -213,7 +213,7 @@ def modify_order_address(db: sqlite3.Connection, order_id: str, address: str) ->
         order_id: The order to change.
         address: The full new address, e.g. "12 Elm Street, Springfield".
     """
-    order = kit.need(kit.row(db, "SELECT address FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    order = kit.fetch(db, "orders", "order_id", order_id, "order")
     address = " ".join(address.split())
     if not address:
         raise ToolError("BAD_VALUE", "the address cannot be empty")
@@ -223,7 +223,7 @@ def modify_order_address(db: sqlite3.Connection, order_id: str, address: str) ->
 
 
 def _line(db: sqlite3.Connection, order_id: str, variant_id: str) -> dict:
-    kit.need(kit.row(db, "SELECT 1 FROM orders WHERE order_id = ?", order_id), "order", order_id)
+    kit.fetch(db, "orders", "order_id", order_id, "order")
     return kit.need(
         kit.row(db, "SELECT * FROM order_items WHERE order_id = ? AND variant_id = ?", order_id, variant_id),
         f"item of order {order_id} with variant", variant_id,
@@ -247,8 +247,7 @@ def return_item(
     line = _line(db, order_id, variant_id)
     if quantity < 1:
         raise ToolError("BAD_VALUE", "quantity must be at least 1")
-    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", refund_payment_id),
-          "payment method", refund_payment_id)
+    kit.fetch(db, "payment_methods", "payment_id", refund_payment_id, "payment method")
     content = {"order_id": order_id, "variant_id": variant_id}
     return_id = kit.mint_id("RT", content, kit.count(db, "returns", **content), length=8)
     db.execute(
@@ -277,8 +276,8 @@ def exchange_item(
     line = _line(db, order_id, variant_id)
     if quantity < 1:
         raise ToolError("BAD_VALUE", "quantity must be at least 1")
-    new = kit.need(kit.row(db, "SELECT price FROM variants WHERE variant_id = ?", new_variant_id), "variant", new_variant_id)
-    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE payment_id = ?", payment_id), "payment method", payment_id)
+    new = kit.fetch(db, "variants", "variant_id", new_variant_id, "variant")
+    kit.fetch(db, "payment_methods", "payment_id", payment_id, "payment method")
     content = {"order_id": order_id, "variant_id": variant_id}
     exchange_id = kit.mint_id("EX", content, kit.count(db, "exchanges", **content), length=8)
     db.execute(

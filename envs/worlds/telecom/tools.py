@@ -16,7 +16,7 @@ MB_PER_GB = 1024
 
 
 def _line(db: sqlite3.Connection, line_id: str) -> dict:
-    return kit.need(kit.row(db, "SELECT * FROM lines WHERE line_id = ?", line_id), "line", line_id)
+    return kit.fetch(db, "lines", "line_id", line_id, "line")
 
 
 def data_allowance_mb(db: sqlite3.Connection, line_id: str, plan_id: str | None = None) -> int:
@@ -40,7 +40,7 @@ def get_customer_details(db: sqlite3.Connection, customer_id: str) -> dict:
     Args:
         customer_id: The account id, e.g. "AC100042".
     """
-    customer = kit.need(kit.row(db, "SELECT * FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
+    customer = kit.fetch(db, "customers", "customer_id", customer_id, "customer")
     customer["payment_methods"] = kit.rows(
         db, "SELECT method_id, kind, last4, expires FROM payment_methods WHERE customer_id = ? ORDER BY method_id",
         customer_id,
@@ -131,7 +131,7 @@ def get_bill_details(db: sqlite3.Connection, bill_id: str) -> dict:
     Args:
         bill_id: The bill id, e.g. "bill_AC100042_2026-05".
     """
-    bill = kit.need(kit.row(db, "SELECT * FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
+    bill = kit.fetch(db, "bills", "bill_id", bill_id, "bill")
     bill["remaining"] = bill["amount"] - bill["amount_paid"]
     bill["overdue"] = bill["status"] == "open" and bill["due_date"] < kit.now(db)[:10]
     bill["payments"] = kit.rows(db, "SELECT * FROM payments WHERE bill_id = ? ORDER BY payment_id", bill_id)
@@ -150,7 +150,7 @@ def change_plan(db: sqlite3.Connection, line_id: str, plan_id: str) -> dict:
         plan_id: The plan to move to, e.g. "plan_plus_15".
     """
     line = _line(db, line_id)
-    kit.need(kit.row(db, "SELECT plan_id FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
+    kit.fetch(db, "plans", "plan_id", plan_id, "plan")
     kit.set_new(db, "lines", "line_id", line_id, "plan_id", plan_id, line["plan_id"], "the line is already on this plan")
     return get_line_details(db, line_id)
 
@@ -165,7 +165,7 @@ def add_addon(db: sqlite3.Connection, line_id: str, addon_id: str) -> dict:
         addon_id: The add-on, e.g. "ad_data_5".
     """
     _line(db, line_id)
-    kit.need(kit.row(db, "SELECT addon_id FROM addons WHERE addon_id = ?", addon_id), "add-on", addon_id)
+    kit.fetch(db, "addons", "addon_id", addon_id, "add-on")
     if kit.row(db, "SELECT 1 FROM line_addons WHERE line_id = ? AND addon_id = ?", line_id, addon_id):
         raise ToolError("NO_CHANGE", "the line already has this add-on")
     db.execute("INSERT INTO line_addons (line_id, addon_id, added_at) VALUES (?, ?, ?)", (line_id, addon_id, kit.now(db)))
@@ -261,8 +261,8 @@ def add_line(db: sqlite3.Connection, customer_id: str, plan_id: str) -> dict:
         customer_id: The account to add the line to.
         plan_id: The plan for the new line.
     """
-    kit.need(kit.row(db, "SELECT 1 FROM customers WHERE customer_id = ?", customer_id), "customer", customer_id)
-    plan = kit.need(kit.row(db, "SELECT * FROM plans WHERE plan_id = ?", plan_id), "plan", plan_id)
+    kit.fetch(db, "customers", "customer_id", customer_id, "customer")
+    plan = kit.fetch(db, "plans", "plan_id", plan_id, "plan")
     # Minted from the content (customer and plan), so lines added in any order get the same ids.
     content = {"customer_id": customer_id, "plan_id": plan_id}
     n = kit.count(db, "lines", **content)
@@ -298,8 +298,8 @@ def pay_bill(db: sqlite3.Connection, bill_id: str, method_id: str, amount: int) 
         method_id: The account's payment method, e.g. "pm_000042".
         amount: The amount to pay (whole currency units).
     """
-    kit.need(kit.row(db, "SELECT 1 FROM bills WHERE bill_id = ?", bill_id), "bill", bill_id)
-    kit.need(kit.row(db, "SELECT 1 FROM payment_methods WHERE method_id = ?", method_id), "payment method", method_id)
+    kit.fetch(db, "bills", "bill_id", bill_id, "bill")
+    kit.fetch(db, "payment_methods", "method_id", method_id, "payment method")
     content = {"bill_id": bill_id, "method_id": method_id, "amount": amount}
     payment_id = f"py_{bill_id}_" + kit.mint_id("", content, kit.count(db, "payments", **content)).lower()
     db.execute("INSERT INTO payments (payment_id, bill_id, method_id, amount, paid_at) VALUES (?, ?, ?, ?, ?)",
