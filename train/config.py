@@ -108,8 +108,21 @@ class TrainerStageConfig(BaseModel):
 
 
 class SFTStageConfig(TrainerStageConfig):
+    """SFT defaults chosen for speed on the CPU (docs/training.md, "SFT speed"; measured by
+    bench/sft_speed.py): one row per forward with the batch made up by gradient accumulation
+    (no padding between rows of 2,400-3,800 tokens, half the activation memory), no
+    gradient checkpointing (it recomputes every forward), and the LM head scored only at the
+    positions that carry loss (`lm_head_loss_positions_only`). None of them changes the loss
+    or the rendered text: only how it is computed."""
+
     trl_config: ClassVar[str] = "SFTConfig"
 
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 2  # 2 rows per optimizer step, as batch 2 was
+    gradient_checkpointing: bool = False  # ~25% of a step on this CPU; activations of a 3.8k-token row fit
+    # TRL 1.16's fused LM head projects every position through the 49k-token vocabulary
+    # off Triton devices; True scores only the positions whose label is kept (the same loss).
+    lm_head_loss_positions_only: bool = True
     learning_rate: float = 2e-5
     max_length: int = 4096
     assistant_only_loss: bool = True

@@ -20,8 +20,10 @@ functions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -288,6 +290,51 @@ def token_stats(ds: Dataset | None) -> dict[str, Any]:
             "loss_tokens": loss_tokens}
 
 
+@contextlib.contextmanager
+def lm_head_on_loss_positions() -> Iterator[None]:
+    """Within the block, TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`) projects
+    only the positions whose label is kept, on every device.
+
+    TRL 1.16 does that on Triton devices only; elsewhere it projects every position through
+    the vocabulary (fixed tile shapes, for compilers such as Neuron's) and zeroes the masked
+    ones afterwards. The per-token log-probabilities, entropy and accuracy of the kept
+    positions are the same either way (`tests/train/test_sft.py` checks loss and gradients);
+    under assistant-only loss on agent rows, fewer than 10% of the positions are kept. The
+    kernel itself still picks its own CPU or Triton path. `RuntimeError` when TRL no longer
+    has the switch this relies on.
+    """
+    import trl.trainer.utils as trl_utils
+
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None:
+        raise RuntimeError("trl.trainer.utils._use_triton is gone: set sft.lm_head_loss_positions_only=false")
+    trl_utils._use_triton = lambda device: True  # type: ignore[attr-defined]  # read as "score compactly"
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original  # type: ignore[attr-defined]
+
+
+def sft_trainer_class(loss_positions_only: bool) -> type:
+    """TRL's `SFTTrainer`, or (with `loss_positions_only`) a subclass whose loss runs inside
+    `lm_head_on_loss_positions`."""
+    from trl import SFTTrainer
+
+    if not loss_positions_only:
+        return SFTTrainer
+
+    class CompactHeadSFTTrainer(SFTTrainer):
+        """`SFTTrainer` scoring only the loss positions through the LM head (same loss)."""
+
+        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            with lm_head_on_loss_positions():
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+
+    return CompactHeadSFTTrainer
+
+
 def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str,
                       callbacks: list[Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """An `SFTTrainer` on a verified `sft` release, ready to `train()`, and facts for the summary.
@@ -298,7 +345,7 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     `DatasetError`, before loading the weights, when `cfg.max_length` would drop rows
     (`check_max_length`, naming the length needed), and when no loss token is left. The eval set is `cfg.eval_split` when it has rows.
     """
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     out = Path(out_dir)
     manifest, _ = release_files(dataset_path)
@@ -336,9 +383,10 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
         "eval_steps": cfg.eval_steps,
         **cfg.extra,
     })
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
-                         processing_class=tokenizer, peft_config=peft_config,
-                         callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])])
+    trainer_class = sft_trainer_class(cfg.lm_head_loss_positions_only)
+    trainer = trainer_class(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
+                            processing_class=tokenizer, peft_config=peft_config,
+                            callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])])
     train_tokens = token_stats(trainer.train_dataset)
     if not train_tokens["rows"] or train_tokens["loss_tokens"] == 0:
         # keep_start truncation (and packing's "bfd" overflow cut) can remove every assistant

@@ -132,3 +132,99 @@ def test_sft_on_an_sft_recovery_release_gives_its_failed_turns_no_loss(tiny_mode
     qwen = str(Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja")
     with hub_offline(), pytest.raises(store.DatasetError, match="inside its \\{% generation %\\} blocks"):
         build_sft_trainer(path, cfg.model_copy(update={"chat_template_path": qwen}), tmp_path / "qwen")
+
+
+def _loss_and_grads(trainer: Any, compute_loss: Callable[..., Any], batch: dict[str, Any]) -> tuple[Any, list[Any]]:
+    model = trainer.model
+    model.zero_grad()
+    loss = compute_loss(trainer, model, dict(batch))
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+@pytest.fixture(scope="module")
+def tiny_trainer(releases: dict[str, Path], tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """An SFT trainer with the default settings on the tiny model (batch 2), and its facts."""
+    from train.sft import build_sft_trainer, hub_offline
+
+    cfg = SFTStageConfig(model=str(tiny_model), per_device_train_batch_size=2, bf16=False)
+    with hub_offline():
+        return build_sft_trainer(releases["sft"], cfg, tmp_path_factory.mktemp("tiny-sft"))
+
+
+@pytest.mark.slow
+def test_lm_head_on_loss_positions_keeps_loss_and_gradients(tiny_trainer: tuple[Any, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default SFT trainer projects only the loss positions through the LM head (TRL 1.16
+    projects all of them off Triton devices): on a padded batch of two released rows' ends
+    the loss and every gradient are TRL's own, and the head saw the loss positions alone."""
+    import torch
+    import trl.trainer.utils as trl_utils
+    from trl import SFTTrainer
+
+    trainer, _ = tiny_trainer
+    assert SFTStageConfig().lm_head_loss_positions_only and type(trainer) is not SFTTrainer
+    # each row's last 300 and 200 tokens (its last assistant turns): the whole rows' heads take minutes here
+    ends = [{k: trainer.train_dataset[i][k][-n:] for k in ("input_ids", "labels")} for i, n in ((0, 300), (1, 200))]
+    batch = trainer._prepare_inputs(trainer.data_collator(ends))
+    assert (batch["attention_mask"] == 0).any()  # rows of different lengths: padding is scored too
+    scored: list[int] = []
+    real = trl_utils._ChunkedLogProbFunction
+
+    class Spy:
+        @staticmethod
+        def apply(hidden: Any, *args: Any) -> Any:
+            scored.append(hidden.shape[0])
+            return real.apply(hidden, *args)
+
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Spy)
+    every_loss, every_grads = _loss_and_grads(trainer, SFTTrainer.compute_loss, batch)
+    kept_loss, kept_grads = _loss_and_grads(trainer, type(trainer).compute_loss, batch)
+    loss_positions = int((batch["labels"][:, 1:] != -100).sum())
+    assert scored == [batch["input_ids"].numel() - batch["input_ids"].shape[0], loss_positions]
+    assert 0 < loss_positions < scored[0]
+    torch.testing.assert_close(kept_loss, every_loss)
+    assert len(kept_grads) == len(every_grads) > 0
+    for a, b in zip(kept_grads, every_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    assert trl_utils._use_triton(torch.device("cpu")) is False  # the switch is restored after each call
+
+
+@pytest.mark.slow
+def test_sft_trains_on_the_text_inference_renders_and_only_the_assistant_turns(
+        releases: dict[str, Path], tiny_model: Path, tiny_trainer: tuple[Any, Any]) -> None:
+    """What SFT trains on, token for token, is what the embedded backend feeds the model: at
+    every assistant turn, the rendered prompt (`_Engine.render`: the inference template with
+    the generation prompt) is a prefix of the row's training ids, and the tokens with loss are
+    exactly the assistant turns that follow (their text and tool calls, through `<|im_end|>`).
+    The embedded model trains with the template inference uses."""
+    from types import SimpleNamespace
+
+    from rollout.embedded_engine import _Engine
+    from rollout.prepare import folder_template
+    from train.data import clean_messages, load_release, to_trl_sft
+    from train.sft import hub_offline, load_tokenizer, resolve_model
+
+    with hub_offline():
+        assert load_tokenizer(resolve_model("embedded")).chat_template == folder_template(None)
+    trainer, facts = tiny_trainer
+    tok = facts["tokenizer"]
+    assert tok.chat_template == folder_template(tiny_model)
+    engine = SimpleNamespace(tokenizer=tok)
+    rows = to_trl_sft(load_release(releases["sft"], "train"), tok)
+    assert len(rows) == len(trainer.train_dataset) > 0
+    for row, example in zip(rows, trainer.train_dataset, strict=True):
+        ids, labels = example["input_ids"], example["labels"]
+        messages = clean_messages(row["messages"])
+        expected: list[int] = []
+        for k, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            prompt = _Engine.render(engine, SimpleNamespace(messages=messages[:k], tools=row["tools"]))
+            assert ids[:len(prompt)] == prompt, f"turn {k}: the training ids diverge from the inference prompt"
+            turn = tok(tok.apply_chat_template(messages[:k + 1], tools=row["tools"], tokenize=False),
+                       add_special_tokens=False)["input_ids"]
+            assert ids[:len(turn)] == turn and tok.decode(turn[-2:]) == "<|im_end|>\n"
+            expected += range(len(prompt), len(turn) - 1)  # the turn through <|im_end|>, not the "\n" after it
+        assert [i for i, label in enumerate(labels) if label != -100] == expected
+        assert all(labels[i] == ids[i] for i in expected)
