@@ -103,6 +103,11 @@ class RunnerConfig(BaseModel):
     # A stage fails loudly when no shard finishes for this long (a hung server, a stuck
     # sandbox) instead of waiting for ever; None disables the watchdog.
     stall_timeout_s: float | None = Field(1800.0, gt=0)
+    # Synthesis task runs: the seed ranges (`synthesis_shard_tasks`) packed into at most this
+    # many, in order; None: one task run a range. The tasks are the same either way.
+    synthesis_shards: int | None = Field(None, ge=1)
+
+    _without_unset_synthesis_shards = omit_when_none("synthesis_shards")
 
 
 class AuditConfig(BaseModel):
@@ -231,6 +236,10 @@ class RunConfig(BaseModel):
     curation_options: dict[str, Any] = Field(default_factory=dict)  # e.g. topology: {sft_per_task: 2}
     report: bool = True  # write report.html (funnel, pass rates, topology graphs) into each release
     shard_size: int = Field(4, ge=1)  # tasks per Prefect task
+    # Tasks per synthesis seed range (`pipelines.stages.synthesis.seed_ranges`; None: 50): a
+    # source of more tasks is synthesized range by range, each its own shard. A data setting
+    # (like a seed): changing it changes the tasks of sources larger than one range.
+    synthesis_shard_tasks: int | None = Field(None, ge=1)
     # Shard results are cached by a key of their inputs (pipelines.keys): an identical
     # rerun, or a killed run started again, recomputes only shards whose inputs changed.
     cache: bool = True
@@ -290,7 +299,7 @@ class RunConfig(BaseModel):
         CURATORS.parse_options(self.curation, self.curation_options)
         return self
 
-    _without_unset_parts_url = omit_when_none("parts_url")
+    _without_unset_parts_url = omit_when_none("parts_url", "synthesis_shard_tasks")
 
     def config_hash(self) -> str:
         return content_hash(self.model_dump(mode="json"))

@@ -42,6 +42,8 @@ from data.parts import PartRef  # noqa: E402
 from data.records import PackedTasks, Trajectory  # noqa: E402
 from pipelines import figures, progress, sharded, stages  # noqa: E402
 from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
+from pipelines.stages import synthesis as synth  # noqa: E402
+from pipelines.stages.synthesis import SeedRange  # noqa: E402
 from rollout.backends import close_shared_models  # noqa: E402
 
 
@@ -90,9 +92,31 @@ def execute(flow_fn: Any, config: dict[str, Any] | RunConfig, *args: Any, **kwar
 
 # -- Prefect tasks: one shard of work each ----------------------------------------------
 
+@task(name="synthesize-shard", task_run_name="synthesize-shard-{index}", cache_policy=NO_CACHE)
+def synthesize_shard_task(ranges: list[SeedRange], cfg: RunConfig, out: Path, index: int) -> list[PartRef]:
+    """Seed ranges of synthesis, each its tasks and their self-audit as a part."""
+    cache = sharded.shared_cache(cfg, out)
+    refs = [synth.synthesize_range(cfg, r, out, cache if cfg.cache_dir else None) for r in ranges]
+    get_run_logger().info("synthesize shard=%d ranges=%d tasks=%d cached=%d", index, len(refs),
+                          sum(r.rows for r in refs), sum(r.cached for r in refs))
+    return refs
+
+
 @task(name="synthesize", task_run_name="synthesize", cache_policy=NO_CACHE)
-def synthesize_task(cfg: RunConfig, out: Path, run_id: str) -> Path:
-    return stages.synthesize(cfg, out, run_id, cache=stages.shard_cache(cfg, out))
+def write_tasks_task(cfg: RunConfig, out: Path, ranges: list[SeedRange], refs: list[PartRef], run_id: str) -> Path:
+    """The split on the tasks' keys, the audit's exclusions, the `tasks` dataset."""
+    return synth.finish(cfg, out, ranges, refs, run_id)
+
+
+def _synthesize(cfg: RunConfig, out: Path, run_id: str, counts: dict[str, Any] | None = None) -> Path:
+    """Synthesis as shards of seed ranges on the configured runner, then the `tasks` dataset."""
+    ranges = synth.seed_ranges(cfg)
+    groups = synth.pack(ranges, cfg.runner.synthesis_shards)
+    futures = [synthesize_shard_task.submit(g, cfg, out, i) for i, g in enumerate(groups)]
+    refs = [r for got in gather(futures, "synthesize", cfg.runner.stall_timeout_s) for r in got]
+    if counts is not None:
+        counts["synthesize"] = {"shards": len(groups), "ranges": len(refs), "cached": sum(r.cached for r in refs)}
+    return write_tasks_task(cfg, out, quote(ranges), quote(refs), run_id)  # in this process: nothing to walk
 
 
 @task(name="rollout-shard", task_run_name="rollout-shard-{index}", cache_policy=NO_CACHE)
@@ -255,7 +279,7 @@ RUNNER = ThreadPoolTaskRunner(max_workers=2)
 
 @flow(name="synthesize", flow_run_name="{config[name]}-synthesize", task_runner=RUNNER)
 def synth_flow(config: dict[str, Any], out: str) -> str:
-    return str(synthesize_task(_cfg(config), Path(out), _run_id()))
+    return str(_synthesize(_cfg(config), Path(out), _run_id()))
 
 
 @flow(name="rollout", flow_run_name="{config[name]}-rollout", task_runner=RUNNER)
@@ -376,7 +400,7 @@ def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     if cfg.vllm is None:  # a server started for the run is checked once it is up
         stages.preflight(cfg)
-    tp = synthesize_task(cfg, root, run_id)
+    tp = _synthesize(cfg, root, run_id, counts)
     task_shards = _task_shards(cfg, tp)
     n_tasks = sum(len(s) for s in task_shards)
     try:

@@ -107,30 +107,37 @@ def _order(seed: int, ids: list[str]) -> str:
 
 
 def assign_splits(tasks: Sequence[Task], test_fraction: float, seed: int = 0) -> None:
-    """Set every task's `split` in place by whole components (see the module docstring).
+    """Set every task's `split` in place by whole components (see the module docstring;
+    `sides` decides)."""
+    for t, side in zip(tasks, sides([t.id for t in tasks], [split_keys(t) for t in tasks], test_fraction, seed),
+                       strict=True):
+        t.split = side
 
-    Components are visited in a seeded hash order; one goes to test when that brings the
-    test count closer to `round(test_fraction * n)` than leaving it out. With one component
-    only, everything stays in train (a test set that overlaps train would not be honest)."""
-    if not tasks:
-        return
-    comps = components(tasks)
-    target = round(test_fraction * len(tasks)) if len(comps) > 1 else 0
+
+def sides(ids: Sequence[str], keys: Sequence[SplitKeys], test_fraction: float, seed: int = 0) -> list[str]:
+    """Each task's split ("train" or "test") from its id and `split_keys` only, by whole
+    components: they are visited in a seeded hash order; one goes to test when that brings
+    the test count closer to `round(test_fraction * n)` than leaving it out. With one
+    component only, everything stays in train (a test set that overlaps train would not be
+    honest)."""
+    if not ids:
+        return []
+    comps = components(keys)
+    target = round(test_fraction * len(ids)) if len(comps) > 1 else 0
     n_test = 0
     chosen: set[int] = set()
-    for c in sorted(comps, key=lambda c: _order(seed, [tasks[i].id for i in c])):
+    for c in sorted(comps, key=lambda c: _order(seed, [ids[i] for i in c])):
         if abs(n_test + len(c) - target) < abs(n_test - target):
             chosen.update(c)
             n_test += len(c)
-    for i, t in enumerate(tasks):
-        t.split = "test" if i in chosen else "train"
+    return ["test" if i in chosen else "train" for i in range(len(ids))]
 
 
-def split_figures(tasks: Iterable[Task]) -> dict[str, Any]:
+def split_figures(tasks: Iterable[Task] | Iterable[SplitKeys]) -> dict[str, Any]:
     """What a release's card says about its split: test share, groups, and the test tasks
     that share an exact call sequence, a split group or a goal kind with a train task. Read
-    in one pass; only each task's `split_keys` are held."""
-    keys = [split_keys(t) for t in tasks]
+    in one pass; only each task's `split_keys` are held (or given)."""
+    keys = [t if isinstance(t, SplitKeys) else split_keys(t) for t in tasks]
     train = [k for k in keys if k.split != "test"]
     test = [k for k in keys if k.split == "test"]
     seqs = {k.calls for k in train if k.calls is not None}
