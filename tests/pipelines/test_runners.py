@@ -1,6 +1,7 @@
 """Scale-out: the same flow on a Dask cluster (a 2-process LocalCluster here; a scheduler
-address on a real cluster) releases the same rows as on the default thread pool; a stalled
-stage fails loudly."""
+address on a real cluster) synthesizes the same tasks and releases the same rows as on the
+default thread pool, however synthesis is packed into task runs; a stalled stage fails
+loudly."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ import pytest
 from data import store
 from pipelines.config import RunnerConfig, load_config
 
-TINY = {"synthesis.n_tasks": 4, "synthesis.seed": 5, "rollout.model.kind": "scripted",
+TINY = {"synthesis.n_tasks": 4, "synthesis.seed": 5, "synthesis_shard_tasks": 2, "rollout.model.kind": "scripted",
         "rollout.model.noise": 0.3, "rollout.trials": 2, "shard_size": 2}
+
+
+def _tasks_files(summary_or_path: str) -> list[str]:
+    """The sha256 of each file of a `tasks` dataset: equal files, byte-identical tasks."""
+    return [f.sha256 for f in store.read_manifest(summary_or_path).files]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +37,7 @@ def _rows(path: str) -> list[dict]:
 def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, monkeypatch) -> None:
     from data.parts import PartRef
 
-    threads = load_config(None, TINY)
+    threads = load_config(None, {**TINY, "runner.synthesis_shards": 1, "runner.max_workers": 1})
     # the workers write their parts to a URL (file:// here, s3:// on a cluster without NFS)
     dask = load_config(None, {**TINY, "runner.kind": "dask", "runner.n_workers": 2,
                               "parts_url": f"file://{tmp_path / 'shared-parts'}"})
@@ -41,11 +47,18 @@ def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, mo
     monkeypatch.setattr(flows, "gather", lambda *args: received.extend(got := gather(*args)) or got)
     b = flows.execute(flows.run_flow, dask, str(tmp_path / "dask"))
     assert b["cache"]["rollout"] == {"shards": 2, "cached": 0}, "the dask run must do the work itself"
+    # two seed ranges: one task run on one thread, or a task run each on two worker processes
+    assert a["cache"]["synthesize"] == {"shards": 1, "ranges": 2, "cached": 0}
+    assert b["cache"]["synthesize"] == {"shards": 2, "ranges": 2, "cached": 0}
+    tasks_a, tasks_b = (store.latest(Path(out) / "datasets", "tasks") for out in (tmp_path / "threads", tmp_path / "dask"))
+    assert _tasks_files(tasks_a) == _tasks_files(tasks_b)
+    assert store.read_manifest(tasks_a).stats == store.read_manifest(tasks_b).stats
     for name in ("sft", "rl"):
         assert _rows(a["releases"][name]) == _rows(b["releases"][name])
     # the workers wrote the parts; the driver received references (paths and figures), no records
-    assert len(received) == 3 * 2  # rollout, verify and curate: two shards each
-    refs = [r for got in received for r in (got.values() if isinstance(got, dict) else [got])]
+    assert len(received) == 4 * 2  # synthesis, rollout, verify and curate: two shards each
+    refs = [r for got in received for r in (got.values() if isinstance(got, dict) else
+                                            got if isinstance(got, list) else [got])]
     assert all(isinstance(r, PartRef) and r.path.startswith(f"file://{tmp_path / 'shared-parts'}") for r in refs), refs
     assert store.read_manifest(b["releases"]["sft"]).rows == store.read_manifest(a["releases"]["sft"]).rows
 
