@@ -95,7 +95,7 @@ class SynthesisResult:
 Method = Callable[[SynthesisConfig, World], SynthesisResult]
 METHODS: Registry[Method] = Registry(
     "synthesis method", ["synthesis.logic_driven", "synthesis.constraint_guided", "synthesis.self_play",
-                         "synthesis.terminal", "synthesis.tau2_tasks"]
+                         "synthesis.terminal", "synthesis.tau2_tasks", "synthesis.tau2_synth"]
 )
 register = METHODS.register
 
