@@ -22,8 +22,8 @@ from data.records import canonical_json, content_hash
 from pipelines import stages
 from pipelines.config import RunConfig, load_config
 
-TINY = {"synthesis.n_tasks": 6, "synthesis.seed": 3, "rollout.model.kind": "scripted",
-        "rollout.model.noise": 0.4, "rollout.trials": 2, "shard_size": 2}
+TINY = {"synthesis.n_tasks": 6, "synthesis.seed": 3, "synthesis_shard_tasks": 2, "rollout.model.kind": "scripted",
+        "rollout.model.noise": 0.4, "rollout.trials": 2, "shard_size": 2}  # three seed ranges
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def uninterrupted(uninterrupted_out: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, prefect_api: str) -> None:
-    """The server holds the whole run: synthesis, each rollout, verify and curate shard,
+    """The server holds the whole run: each synthesis, rollout, verify and curate shard,
     writing the records, merging the curation, the report, the figures and the release, each a completed
     task run of the one `trajforge-run` flow run."""
     from prefect.client.orchestration import get_client
@@ -130,7 +130,8 @@ def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, pref
     assert {tr.name for tr in task_runs} >= {"rollout-shard-0", "verify-shard-1", "write-trajectories", "release"}
     names = Counter(re.sub(r"-\d+$", "", tr.name) for tr in task_runs)
     shards = -(-TINY["synthesis.n_tasks"] // TINY["shard_size"])
-    assert names == {"synthesize": 1, "rollout-shard": shards, "write-trajectories": 1, "verify-shard": shards,
+    ranges = -(-TINY["synthesis.n_tasks"] // TINY["synthesis_shard_tasks"])
+    assert names == {"synthesize-shard": ranges, "synthesize": 1, "rollout-shard": shards, "write-trajectories": 1, "verify-shard": shards,
                      "write-verdicts": 1, "curate-shard": shards, "curate": 1, "hygiene-and-curated-datasets": 1, "report": 1,
                      "figures": 1, "release": 1}, names
     assert all(tr.state is not None and tr.state.is_completed() for tr in task_runs)
@@ -138,6 +139,7 @@ def test_every_stage_is_a_task_run_of_the_flow_run(uninterrupted_out: Path, pref
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", [
+    "synthesize.range_done:2",       # between seed ranges of synthesis
     "rollout.shard_done:2",          # between shards of a stage
     "store.commit.before_rename:2",  # mid-write: the trajectories dataset staged, not renamed
     "store.write.after_file:2",      # mid-write of the curated datasets (the tasks' file, then curated sft)
@@ -161,6 +163,8 @@ def test_killed_run_resumes_to_the_same_release(tmp_path: Path, point: str, pref
     assert not list((tmp_path / "datasets").glob("*/.staging-*")), "stale staging folders were left"
     assert not (tmp_path / "releases" / ".pending.json").exists()
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    if point.startswith("synthesize"):  # the ranges done before the kill are not synthesized again
+        assert summary["cache"]["synthesize"]["cached"] >= 2, summary["cache"]
     if point.startswith("release") or point.startswith("store.write"):
         assert summary["cache"]["model_calls"] == 0, "work finished before the kill was redone"
     if point.startswith("release"):  # once finished, the same run again publishes nothing new
