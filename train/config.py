@@ -119,7 +119,7 @@ class SFTStageConfig(TrainerStageConfig):
 
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 2  # 2 rows per optimizer step, as batch 2 was
-    gradient_checkpointing: bool = False  # ~25% of a step on this CPU; activations of a 3.8k-token row fit
+    gradient_checkpointing: bool = False  # it runs every forward twice; one 3.8k-token row's activations fit
     # TRL 1.16's fused LM head projects every position through the 49k-token vocabulary
     # off Triton devices; True scores only the positions whose label is kept (the same loss).
     lm_head_loss_positions_only: bool = True

@@ -1,6 +1,7 @@
 """Supervised fine-tuning (`train.sft`): real SFT steps on a released dataset (slow: the
-embedded SmolLM2, bf16 autocast, batch 1, about 1.5 minutes on 2 CPU cores; LoRA, packing
-and checkpoints on the tiny model), the max-length check and the template's markers."""
+embedded SmolLM2 with the default settings, one row a step; LoRA, packing and checkpoints on
+the tiny model), the max-length check, the template's markers, the LM head scored at the loss
+positions only (same loss and gradients), and training ids equal to what inference renders."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_sft_runs_two_steps_on_a_released_dataset(releases: dict[str, Path], tmp
                                                  metric_lines: MetricLines) -> None:
     from train.sft import run_sft
 
-    cfg = SFTStageConfig(max_steps=2, per_device_train_batch_size=1, bf16=True, gradient_checkpointing=False)
+    # the default settings (bf16 autocast, no checkpointing, LM head over the loss positions), one row a step
+    cfg = SFTStageConfig(max_steps=2, gradient_accumulation_steps=1)
     s = run_sft(releases["sft"], cfg, tmp_path)
     assert s["steps"] == 2 and [x["step"] for x in s["losses"]] == [1, 2]
     assert all(math.isfinite(x["loss"]) and x["loss"] > 0 for x in s["losses"])
@@ -77,9 +79,9 @@ def test_sft_lora_packing_checkpoints_and_curves(releases: dict[str, Path], tiny
     from train.lineage import runs_on_release
     from train.sft import run_sft
 
-    cfg = SFTStageConfig(model=str(tiny_model), max_steps=2, per_device_train_batch_size=1, lora=True, lora_r=4,
+    cfg = SFTStageConfig(model=str(tiny_model), max_steps=2, gradient_accumulation_steps=1, lora=True, lora_r=4,
                          packing=True, eval_steps=1, save_steps=1, save_total_limit=3, bf16=False,
-                         gradient_checkpointing=False, learning_rate=1e-3)
+                         learning_rate=1e-3)
     out = tmp_path / "train" / "sft-a"
     s = run_sft(releases["sft"], cfg, out)
     assert s["steps"] == 2 and len(s["losses"]) == 2 and all(math.isfinite(x["loss"]) for x in s["losses"])
