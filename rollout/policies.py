@@ -11,11 +11,14 @@ from data.jsonish import maybe_json
 from data.records import Sampling, Task, ToolCall, Turn
 from rollout.model import ChatResponse, MalformedCall
 
+TRANSFER_TOOL = "transfer_to_human_agents"
+
 
 class ScriptedPolicy:
     """Plays the task's reference dialogue (`Task.dialogue`: its assistant turns in order,
     one per model turn), or for a task without one emits the reference calls one per model
-    turn, then a closing message.
+    turn, then a closing message; a planned call the world refused as planned is retried once,
+    then the policy stops (it transfers where the world can, else ends).
 
     With `noise > 0`, each turn may instead (seeded by `sampling.seed`) make a malformed
     call, call an unknown tool, change one argument, or stop early — the mistakes a real
@@ -35,12 +38,16 @@ class ScriptedPolicy:
         done = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
         ok = [c for c, m in _with_results(messages) if m is not None and '"error"' not in (m.get("content") or "")]
         plan = self.task.reference_solution
+        if any(c["function"]["name"] == TRANSFER_TOOL for c in done) and all(c.name != TRANSFER_TOOL for c in plan):
+            return ChatResponse(text="A human agent will take it from here.", completion_tokens=8)  # it gave up
         step = len(ok) if len(ok) <= len(plan) else len(plan)
         key = f"{self.task.id}|{sampling.seed}|{messages[1].get('content') if len(messages) > 1 else ''}"
         rng = self._rngs.setdefault(id(messages), random.Random(key))
         if step >= len(plan):
             return ChatResponse(text="Your request is complete.", completion_tokens=6)
         call = plan[step]
+        if _refused(call, messages):  # the world refuses the planned call itself: retrying cannot help
+            return _give_up(call, tools, done)
         if self.noise and rng.random() < self.noise:
             return _mistake(call, rng, plan)
         return ChatResponse(
@@ -79,6 +86,29 @@ def _next_turn(turns: list[Turn], messages: list[dict[str, Any]]) -> int:
         if (m.get("content") or "") == turn.content and calls == [(c.name, c.arguments) for c in turn.tool_calls]:
             pos += 1
     return pos
+
+
+RETRIES = 1  # a planned call that came back an error is made once more, then the policy gives up
+
+
+def _refused(call: ToolCall, messages: list[dict[str, Any]]) -> bool:
+    """Whether `call`, exactly as planned, came back an error more than `RETRIES` times (a τ²
+    gold call that τ²'s tool refuses at this state: it would be refused again)."""
+    return sum(c["function"]["name"] == call.name and maybe_json(c["function"].get("arguments")) == call.arguments
+               and m is not None and '"error"' in (m.get("content") or "")
+               for c, m in _with_results(messages)) > RETRIES
+
+
+def _give_up(call: ToolCall, tools: list[dict[str, Any]], done: list[dict[str, Any]]) -> ChatResponse:
+    """Stop after a refused planned call: hand the user to a human agent where the world has
+    the transfer tool (once), else say so and end."""
+    names = {(t.get("function") or t).get("name") for t in tools}
+    transferred = any(c["function"]["name"] == TRANSFER_TOOL for c in done)
+    if TRANSFER_TOOL in names and not transferred:
+        summary = f"The {call.name} step of the request was refused; the customer needs further help."
+        return ChatResponse(tool_calls=[ToolCall(name=TRANSFER_TOOL, arguments={"summary": summary},
+                                                 id=f"call_{len(done)}")], completion_tokens=16)
+    return ChatResponse(text="I'm sorry, I cannot complete this request.", completion_tokens=9)
 
 
 def _with_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

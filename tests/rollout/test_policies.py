@@ -79,3 +79,22 @@ def test_noise_makes_seeded_typical_mistakes(tasks: list[Task]) -> None:
             kinds.add("stop_early")
     assert kinds == {"malformed", "unknown_tool", "wrong_argument", "stop_early"}
     assert ScriptedPolicy(task, noise=0.5).name == "scripted:noise=0.5" and ScriptedPolicy(task).name == "scripted"
+
+
+def test_a_planned_call_refused_again_is_not_retried(tasks: list[Task]) -> None:
+    """After the world refuses the planned call twice, the policy transfers (once) where the
+    world has the transfer tool, then ends; without one it ends."""
+    task = tasks[0].model_copy(update={"dialogue": []})
+    refused = {"role": "tool", "content": '{"error": "rule_violation", "code": "R1", "message": "no"}'}
+    messages = _opening(task)
+    for _ in range(2):
+        resp = _chat(ScriptedPolicy(task), messages)
+        assert resp.tool_calls[0].name == task.reference_solution[0].name
+        messages += [_assistant(resp), {**refused, "tool_call_id": resp.tool_calls[0].id}]
+    transfer = [{"type": "function", "function": {"name": "transfer_to_human_agents", "parameters": {}}}]
+    resp = asyncio.run(ScriptedPolicy(task).chat(messages, transfer, Sampling(seed=1)))
+    assert [c.name for c in resp.tool_calls] == ["transfer_to_human_agents"]
+    messages += [_assistant(resp), {"role": "tool", "tool_call_id": resp.tool_calls[0].id, "content": "Transferred"}]
+    after = asyncio.run(ScriptedPolicy(task).chat(messages, transfer, Sampling(seed=1)))
+    assert after.text and not after.tool_calls
+    assert not _chat(ScriptedPolicy(task), messages[:6]).tool_calls  # no transfer tool: it ends
