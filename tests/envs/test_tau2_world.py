@@ -140,3 +140,18 @@ def test_the_world_version_names_taus_release_and_policy(airline: Tau2World, mon
     monkeypatch.undo()
     world_version.cache_clear()
     assert world_version("tau2_airline") == before
+
+
+def test_the_scripted_policy_stops_when_tau2_refuses_a_gold_call(airline: Tau2World) -> None:
+    """A gold call τ²'s tool refuses (no such reservation) is retried once; the scripted policy
+    then transfers instead of retrying it until it runs out of turns."""
+    t2 = next(t for t in tau2_tasks("airline", "train")
+              if t.evaluation_criteria and any(a.name == "cancel_reservation" for a in t.evaluation_criteria.actions or []))
+    task = task_from_tau2(airline, t2)
+    refused = ToolCall(name="cancel_reservation", arguments={"reservation_id": "NOSUCH"})
+    task = task.model_copy(update={"reference_solution": [refused, *task.reference_solution], "id": ""}).with_id()
+    traj = asyncio.run(run_episode(task, airline, ScriptedPolicy(task), ScriptedUser(task), Sampling(seed=1), 0,
+                                   AgentConfig(max_turns=12)))
+    names = [s.action.name for s in traj.steps if s.action is not None]
+    assert names == ["cancel_reservation", "cancel_reservation", "transfer_to_human_agents"], names
+    assert traj.termination == "transfer"
