@@ -16,7 +16,9 @@ Benchmarks (`evaluate_benchmark`): ``tau2:<domain>`` plays τ²-bench's own task
 backends (the embedded model, a model folder, any OpenAI-compatible server, or the scripted
 policy), `trials` times each, and judges every trajectory with τ²'s evaluator
 (`verifiers.tau2_reward`); it reports pass^k for k = 1..trials as τ²'s leaderboard does (the
-mean over tasks of C(c, k) / C(n, k)), and trajforge's own composite verdict beside it.
+mean over tasks of C(c, k) / C(n, k)), and trajforge's own composite verdict beside it. The
+user is trajforge's (scripted, or an LLM user) or, with ``tau2_user``, τ²'s own user simulator
+(`Tau2User`: τ²'s prompt and scenario, through litellm to the configured OpenAI-compatible model).
 """
 
 from __future__ import annotations
@@ -221,21 +223,30 @@ def pass_hat(counts: list[tuple[int, int]], trials: int) -> dict[str, float]:
 
 def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", trials: int = 1,
                        max_tasks: int | None = None, user: UserConfig | None = None, max_turns: int = 30,
-                       sampling: Sampling | None = None, concurrency: int = 4) -> dict[str, Any]:
+                       sampling: Sampling | None = None, concurrency: int = 4,
+                       tau2_user: bool = False) -> dict[str, Any]:
     """Play a benchmark's tasks of `split` (`benchmark_tasks`) `trials` times with `model`
     against `user` (default: the scripted user) and judge each trajectory by τ²'s evaluator
-    (`tau2_reward`); also by trajforge's composite verdict. Returns pass^k (k = 1..trials),
-    the mean τ² reward, per-task results, terminations, wall time and seconds per task."""
+    (`tau2_reward`); also by trajforge's composite verdict. With `tau2_user`, τ²'s own user
+    simulator plays the user (`Tau2User`), served by `user.model` (else the agent's `model`),
+    which must be an OpenAI-compatible endpoint (kind ``openai``). Returns pass^k
+    (k = 1..trials), the mean τ² reward, per-task results, terminations, wall time and
+    seconds per task."""
     from verifiers.tau2_reward import tau2_reward
 
+    user = user or UserConfig()
+    user_model = (user.model or model) if tau2_user else None
+    if user_model is not None:
+        litellm_target(user_model, user.sampling)  # refuses a backend τ²'s simulator cannot call
+        user = user.model_copy(update={"kind": "scripted", "model": None})  # not LLMUser's model: τ²'s user has it
     tasks, dropped = benchmark_tasks(benchmark, split, max_tasks)
     if not tasks:
         raise ValueError(f"{benchmark}: the {split!r} split has no tasks")
-    cfg = RolloutConfig(model=model, trials=trials, concurrency=concurrency, user=user or UserConfig(),
+    cfg = RolloutConfig(model=model, trials=trials, concurrency=concurrency, user=user,
                         sampling=sampling or Sampling(temperature=0.0, max_tokens=256, seed=0),
                         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
-    trajectories = _rollouts(tasks, cfg)
+    trajectories = _rollouts(tasks, cfg) if user_model is None else _tau2_user_rollouts(tasks, cfg, user_model)
     rolled = time.monotonic() - started
     by_id = {t.id: t for t in tasks}
     per_task: dict[str, dict[str, Any]] = {}
@@ -260,7 +271,8 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
     return {
         "benchmark": benchmark, "split": split, "evaluator": "tau2 evaluate_simulation (NL assertions left out)",
         "model": model.model_dump(mode="json", include={"kind", "name", "options"}),
-        "user": (user or UserConfig()).kind, "tasks": len(tasks), "dual_control_left_out": dropped,
+        "user": "tau2" if user_model is not None else user.kind, "tasks": len(tasks), "dual_control_left_out": dropped,
+        **({"user_model": user_model.model_dump(mode="json", include={"kind", "name"})} if user_model else {}),
         "trials": trials, "trajectories": n,
         "pass_hat_k": pass_hat([(r["passed"], r["trials"]) for r in per_task.values()], trials),
         "mean_reward": round(sum(rewards) / n, 4),
@@ -275,6 +287,118 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
         "per_task": list(per_task.values()),
         "code_version": store.code_version(),
     }
+
+
+# -- τ²'s own user simulator -----------------------------------------------------------------------
+
+TAU2_AGENT_GREETING = "Hi! How can I help you today?"  # τ²'s orchestrator's first agent message
+
+
+def litellm_target(model: ModelConfig, sampling: Sampling) -> tuple[str, dict[str, Any]]:
+    """τ²'s `generate` (litellm) arguments for an OpenAI-compatible `model` of trajforge's
+    config: ``openai/<name>`` and its endpoint, key (from its ``api_key_env``, a placeholder
+    when unset: local servers take any) and sampling."""
+    import os
+
+    if model.kind != "openai":
+        raise ValueError(f"τ²'s user simulator calls an OpenAI-compatible endpoint through litellm; "
+                         f"the user model is kind {model.kind!r} (configure kind: openai with its base_url)")
+    opts = model.backend_options()
+    base = (opts.base_urls or [opts.base_url])[0]
+    args: dict[str, Any] = {"api_base": base, "api_key": os.environ.get(opts.api_key_env) or "EMPTY",
+                            "temperature": sampling.temperature, "num_retries": opts.max_retries,
+                            "timeout": opts.timeout_s}
+    if sampling.max_tokens:
+        args["max_tokens"] = sampling.max_tokens
+    if sampling.seed is not None:
+        args["seed"] = sampling.seed
+    return f"openai/{model.name}", args
+
+
+class Tau2User:
+    """τ²-bench's own user simulator (`tau2.user.user_simulator.UserSimulator`: τ²'s system
+    prompt and guidelines around the τ² task's user scenario, called through litellm) behind
+    trajforge's user protocol: its opening answers τ²'s agent greeting, each reply answers the
+    agent's last message; τ²'s ``###STOP###``/``###TRANSFER###``/``###OUT-OF-SCOPE###`` are
+    trajforge's markers. After `max_turns` replies it stops."""
+
+    def __init__(self, task: Task, model: ModelConfig, sampling: Sampling, max_turns: int = 10) -> None:
+        from tau2.user.user_simulator import UserSimulator
+
+        from verifiers.tau2_reward import tau2_task
+
+        llm, args = litellm_target(model, sampling)
+        self.task = task
+        self.sim = UserSimulator(tools=None, instructions=str(tau2_task(task).user_scenario), llm=llm, llm_args=args)
+        self.state = self.sim.get_init_state()
+        self.max_turns = max_turns
+        self.replies = 0
+        self._first: str | None = None
+
+    def first_message(self) -> str:
+        return self._first or self.task.instruction
+
+    async def opening(self) -> str:
+        self._first = await self._say(TAU2_AGENT_GREETING)
+        return self._first
+
+    async def respond(self, messages: list[dict[str, Any]]) -> str:
+        from rollout.user import STOP
+
+        if self.replies >= self.max_turns:
+            return STOP
+        last = next((m for m in reversed(messages) if m.get("role") == "assistant" and not m.get("tool_calls")), None)
+        return await self._say(str((last or {}).get("content") or ""))
+
+    async def _say(self, agent_text: str) -> str:
+        import asyncio
+
+        from tau2.data_model.message import AssistantMessage
+
+        from rollout.user import UserError
+
+        try:
+            reply, self.state = await asyncio.to_thread(
+                self.sim.generate_next_message, AssistantMessage(role="assistant", content=agent_text), self.state)
+        except Exception as exc:  # litellm's errors: the user's backend failed
+            raise UserError(f"τ²'s user simulator: {type(exc).__name__}: {exc}"[:300], "model_error") from exc
+        self.replies += 1
+        if reply.tool_calls:
+            raise UserError("τ²'s user simulator called a tool (dual control is not supported)", "tool_call")
+        if not (reply.content or "").strip():
+            raise UserError("τ²'s user simulator said nothing", "empty")
+        return str(reply.content)
+
+
+def _tau2_user_rollouts(tasks: list[Task], cfg: RolloutConfig, user_model: ModelConfig) -> list[Trajectory]:
+    """Every trial of every task with τ²'s user simulator (`Tau2User`) served by `user_model`,
+    `cfg.concurrency` episodes at once; the agent's model as `cfg.model` builds it."""
+    import asyncio
+
+    from envs.registry import get_world
+    from rollout.agent import run_episode
+    from rollout.collector import build_model_for, trial_sampling
+
+    async def main() -> list[Trajectory]:
+        model_for, owned = build_model_for(cfg.model)
+        sem = asyncio.Semaphore(max(1, cfg.concurrency))
+
+        async def one(task: Task, trial: int) -> Trajectory:
+            async with sem:
+                user = Tau2User(task, user_model, trial_sampling(cfg.user.sampling, trial), cfg.user.max_turns)
+                return await run_episode(task, get_world(task.world), model_for(task), user,
+                                         trial_sampling(cfg.sampling, trial), trial, cfg.agent)
+
+        try:
+            return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(cfg.trials))))
+        finally:
+            if owned is not None:
+                await owned.aclose()
+
+    try:
+        return asyncio.run(main())
+    finally:
+        close_shared_models()
 
 
 def benchmark_file(benchmark: str, split: str) -> str:

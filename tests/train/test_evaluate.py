@@ -90,3 +90,33 @@ def test_the_tau2_benchmark_runs_end_to_end_on_the_embedded_model() -> None:
     r = evaluate_benchmark("tau2:airline", ModelConfig(), trials=1, max_tasks=1, max_turns=4)
     assert r["tasks"] == 1 and r["trajectories"] == 1 and r["infra_failed"] == 0
     assert set(r["pass_hat_k"]) == {"1"} and r["usage"]["model_calls"] >= 1
+
+
+@pytest.mark.slow  # a τ² integration test: τ²'s evaluator and database
+def test_the_tau2_benchmark_with_taus_own_user_simulator() -> None:
+    """τ²'s own user simulator (litellm to an OpenAI-compatible endpoint: the loopback fake
+    server) plays the user of a τ² test task against the scripted policy: τ²'s user prompt
+    with the task's scenario goes to the configured model, its opening starts the
+    conversation and its ###STOP### ends it; τ²'s evaluator scores the gold 1.0."""
+    pytest.importorskip("tau2")
+    from rollout.collector import ModelConfig, UserConfig
+    from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+    from train.evaluate import benchmark_tasks, evaluate_benchmark, litellm_target
+
+    replies = [text_reply("Hi, I need help with my reservation."), text_reply("Thanks, that is all. ###STOP###")]
+    with FakeOpenAIServer(replies) as server:
+        served = ModelConfig(kind="openai", name="fake-user", options={"base_url": server.base_url,
+                                                                        "max_retries": 0})
+        r = evaluate_benchmark("tau2:airline", ModelConfig(kind="scripted", name="scripted"), max_tasks=1,
+                               user=UserConfig(model=served), tau2_user=True)
+        sent = server.chat_requests
+    assert r["user"] == "tau2" and r["user_model"] == {"kind": "openai", "name": "fake-user"}
+    assert r["mean_reward"] == 1.0 and r["terminations"] == {"user_stop": 1}, r["terminations"]
+    assert len(sent) == 2 and all(b["model"] == "fake-user" for b in sent)
+    task = benchmark_tasks("tau2:airline", "test", max_tasks=1)[0][0]
+    system = sent[0]["messages"][0]["content"]
+    assert sent[0]["messages"][0]["role"] == "system" and task.user.reason[:40] in system  # τ²'s scenario
+    assert sent[0]["messages"][-1]["content"] == "Hi! How can I help you today?"  # τ²'s greeting, as τ²'s user sees it
+    assert sent[1]["messages"][-1]["content"] == "Your request is complete."  # the agent's closing
+    with pytest.raises(ValueError, match="OpenAI-compatible"):
+        litellm_target(ModelConfig(), UserConfig().sampling)  # the embedded model has no endpoint
