@@ -67,6 +67,9 @@ def eval_(
         "Evaluate on a benchmark instead of a release: tau2:<domain> (τ²-bench's own tasks, judged by "
         "τ²'s evaluator; needs the tau2 extra)."))] = None,
     quick: Annotated[bool, typer.Option(help="With --benchmark: the first few tasks, one trial each.")] = False,
+    tau2_user: Annotated[bool, typer.Option(help=(
+        "With --benchmark tau2:<domain>: τ²'s own user simulator plays the user, served by --config's "
+        "rollout.user.model (else rollout.model), an OpenAI-compatible endpoint (kind: openai)."))] = False,
     config: cli.ConfigOpt = None,
     set_: cli.SetOpt = None,
 ) -> None:
@@ -80,7 +83,7 @@ def eval_(
     if benchmark is not None:
         if dataset is not None:
             raise cli.UserError("--benchmark and --dataset: give one (a benchmark's tasks, or a release's)")
-        _eval_benchmark(benchmark, model, split, trials, max_turns or 30, max_tasks, quick, config, set_)
+        _eval_benchmark(benchmark, model, split, trials, max_turns or 30, max_tasks, quick, config, set_, tau2_user)
         return
     if dataset is None:
         raise cli.UserError("give --dataset (a release) or --benchmark (e.g. tau2:airline)")
@@ -106,9 +109,11 @@ def eval_(
 
 
 def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, max_turns: int,
-                    max_tasks: int | None, quick: bool, config: Path | None, sets: list[str] | None) -> None:
+                    max_tasks: int | None, quick: bool, config: Path | None, sets: list[str] | None,
+                    tau2_user: bool = False) -> None:
     """`trajforge eval --benchmark`: the model (`--model`, else --config's rollout.model) and
-    the user (--config's rollout.user: the scripted user unless an LLM user is configured) on
+    the user (--config's rollout.user: the scripted user unless an LLM user is configured; with
+    --tau2-user τ²'s own user simulator served by rollout.user.model, else rollout.model) on
     the benchmark's tasks (`train.evaluate.evaluate_benchmark`); the result is printed and,
     for a training run's model, kept in the run folder and on its release's card."""
     from pipelines.config import RunConfig
@@ -134,8 +139,11 @@ def _eval_benchmark(benchmark: str, model: str | None, split: str, trials: int, 
     if quick:
         trials, max_tasks = 1, min(max_tasks or QUICK_TASKS, QUICK_TASKS)
     try:
+        user = cfg.rollout.user
+        if tau2_user and user.model is None:
+            user = user.model_copy(update={"model": cfg.rollout.model})  # the configured model serves τ²'s user
         result = evaluate_benchmark(benchmark, agent, split=split, trials=trials, max_tasks=max_tasks,
-                                    user=cfg.rollout.user, max_turns=max_turns)
+                                    user=user, max_turns=max_turns, tau2_user=tau2_user)
         result = record_benchmark(result, folder)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
         cli._fail(exc)

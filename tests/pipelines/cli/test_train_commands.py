@@ -4,6 +4,7 @@ lists the runs recorded on a release."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +85,8 @@ def test_eval_on_a_benchmark_checks_its_options(tmp_path: Path, fails: Fails) ->
     fails(["eval", "--benchmark", "tau2:airline", "--dataset", str(sft)], "--benchmark and --dataset: give one")
     fails(["eval", "--benchmark", "swe:lite"], "--benchmark: unknown benchmark 'swe:lite'")
     fails(["eval", "--benchmark", "tau2:airline", "--trials", "0"], "--trials must be at least 1, got 0")
+    if importlib.util.find_spec("tau2") is not None:  # τ²'s user simulator needs an OpenAI-compatible model
+        fails(["eval", "--benchmark", "tau2:airline", "--model", "scripted", "--tau2-user"], "OpenAI-compatible")
 
 
 @pytest.mark.slow  # a τ² or whole-flow integration test: make test runs it, the fast tier does not
