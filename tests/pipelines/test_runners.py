@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,19 +30,26 @@ def flows():
     return flows
 
 
+@pytest.fixture(scope="module")
+def on_threads(tmp_path_factory: pytest.TempPathFactory, flows) -> tuple[dict, Path]:
+    """The baseline: TINY on one thread, synthesis as one task run; its summary and out."""
+    out = tmp_path_factory.mktemp("threads")
+    cfg = load_config(None, {**TINY, "runner.synthesis_shards": 1, "runner.max_workers": 1})
+    return flows.execute(flows.run_flow, cfg, str(out)), out
+
+
 def _rows(path: str) -> list[dict]:
     return sorted(store.read_table(path).to_pylist(), key=lambda r: (r["task_id"], r.get("trajectory_id", "")))
 
 
 @pytest.mark.slow
-def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, monkeypatch) -> None:
+def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, on_threads, monkeypatch) -> None:
     from data.parts import PartRef
 
-    threads = load_config(None, {**TINY, "runner.synthesis_shards": 1, "runner.max_workers": 1})
     # the workers write their parts to a URL (file:// here, s3:// on a cluster without NFS)
     dask = load_config(None, {**TINY, "runner.kind": "dask", "runner.n_workers": 2,
                               "parts_url": f"file://{tmp_path / 'shared-parts'}"})
-    a = flows.execute(flows.run_flow, threads, str(tmp_path / "threads"))
+    a, threads_out = on_threads
     received: list[object] = []  # what the driver gets back from the workers' shards
     gather = flows.gather
     monkeypatch.setattr(flows, "gather", lambda *args: received.extend(got := gather(*args)) or got)
@@ -50,7 +58,7 @@ def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, mo
     # two seed ranges: one task run on one thread, or a task run each on two worker processes
     assert a["cache"]["synthesize"] == {"shards": 1, "ranges": 2, "cached": 0}
     assert b["cache"]["synthesize"] == {"shards": 2, "ranges": 2, "cached": 0}
-    tasks_a, tasks_b = (store.latest(Path(out) / "datasets", "tasks") for out in (tmp_path / "threads", tmp_path / "dask"))
+    tasks_a, tasks_b = (store.latest(Path(out) / "datasets", "tasks") for out in (threads_out, tmp_path / "dask"))
     assert _tasks_files(tasks_a) == _tasks_files(tasks_b)
     assert store.read_manifest(tasks_a).stats == store.read_manifest(tasks_b).stats
     for name in ("sft", "rl"):
@@ -61,6 +69,53 @@ def test_dask_runner_releases_the_same_rows_as_threads(tmp_path: Path, flows, mo
                                             got if isinstance(got, list) else [got])]
     assert all(isinstance(r, PartRef) and r.path.startswith(f"file://{tmp_path / 'shared-parts'}") for r in refs), refs
     assert store.read_manifest(b["releases"]["sft"]).rows == store.read_manifest(a["releases"]["sft"]).rows
+
+
+@pytest.fixture
+def ray() -> Any:
+    """The `ray` module, or a skip with the reason (the optional extra is not installed)."""
+    reason = "runner.kind=ray needs the ray extra: pip install -c constraints.txt -e '.[ray]'"
+    pytest.importorskip("prefect_ray", reason=reason)
+    return pytest.importorskip("ray", reason=reason)
+
+
+@pytest.mark.slow
+def test_ray_runner_releases_the_same_rows_as_threads(tmp_path: Path, ray: Any, flows, on_threads,
+                                                      monkeypatch) -> None:
+    """runner.kind=ray against a local Ray started here (its own temp dir, two CPUs): the same
+    tasks and released rows as the thread pool, every part written by a Ray worker to the
+    shared `parts_url`."""
+    import shutil
+    import tempfile
+
+    from data.parts import PartRef
+
+    shared = tmp_path / "shared-parts"
+    on_ray = load_config(None, {**TINY, "runner.kind": "ray", "parts_url": f"file://{shared}"})
+    a, threads_out = on_threads
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's sockets need a short path
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=80 * 2**20, _temp_dir=temp,
+             namespace="prefect", log_to_driver=False)
+    received: list[object] = []  # what the driver gets back from the Ray workers' shards
+    gather = flows.gather
+    monkeypatch.setattr(flows, "gather", lambda *args: received.extend(got := gather(*args)) or got)
+    try:
+        b = flows.execute(flows.run_flow, on_ray, str(tmp_path / "ray"))
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+    assert b["cache"]["synthesize"]["ranges"] == 2 and b["cache"]["rollout"] == {"shards": 2, "cached": 0}
+    for name in ("sft", "rl"):
+        assert _rows(a["releases"][name]) == _rows(b["releases"][name])
+    tasks_a, tasks_b = (store.latest(Path(out) / "datasets", "tasks") for out in (threads_out, tmp_path / "ray"))
+    assert _tasks_files(tasks_a) == _tasks_files(tasks_b)
+    # the workers wrote every part to the shared URL; the driver received references only
+    refs = [r for got in received for r in (got.values() if isinstance(got, dict) else
+                                            got if isinstance(got, list) else [got])]
+    assert len(received) == 4 * 2 and all(isinstance(r, PartRef) and r.path.startswith(f"file://{shared}")
+                                          for r in refs), refs
+    assert {p.relative_to(shared).parts[0] for p in shared.rglob("*.parquet")} >= {"synthesize", "rollout", "verify"}
+    assert not (tmp_path / "ray" / "parts").exists()
 
 
 def test_runner_kinds_build(flows) -> None:
