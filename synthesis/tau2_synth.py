@@ -197,7 +197,8 @@ def retail_requests(db: Any, order: Any, rng: random.Random) -> list[Request]:
                 "payment_method_id": original}),
             f"Exchange the {item.name} from your order of the {names} for the one with {wanted}; settle any "
             "difference the way you paid.", {}))
-    other = next((u for u in sorted(db.users) if u != user.user_id), None)
+    others = sorted(u for u in db.users if u != user.user_id)
+    other = rng.choice(others) if others else None
     if other is not None:
         addr = db.users[other].address.model_dump(mode="json")
         out.append(Request("address", user.user_id, order.order_id, ToolCall(
@@ -623,8 +624,9 @@ def synthesize_constraint(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
                                 "context": req.context, "naive_rejections": dict(explored.naive_rejections)},
                                difficulty=0.3)
         if task is not None:
-            task.verification = task.verification.model_copy(update={"constraints": [constraint]})
-            task = task.model_copy(update={"id": ""}).with_id()
+            # in the metadata, not `verification.constraints`: trajforge's constraint verifier
+            # reads SQLite worlds; τ²'s database check (the target) stands for the constraint
+            task.metadata["constraints"] = [constraint]
             if not _constraints_hold(world, task, goal):
                 result.drops["reference_unsatisfied"] += 1
                 continue

@@ -69,7 +69,7 @@ def test_synthesized_tasks_are_tau2_tasks_whose_reference_scores_one(domain: str
     assert {t.verification.outcome for t in logic} == {"change", "refusal"}  # both sides of a boundary
     assert all(t.metadata["boundary"] and t.metadata["rules"] for t in logic)
     assert any(t.verification.communicate for t in tasks if t.method == "tau2_self_play")
-    assert all(t.verification.constraints for t in tasks if t.method == "tau2_constraint_guided")
+    assert all(t.metadata["constraints"] for t in tasks if t.method == "tau2_constraint_guided")
     assert tau2_test_proximity(tasks)["within"] == 0
 
 
