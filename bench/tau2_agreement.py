@@ -15,10 +15,15 @@ For τ²'s airline and retail domains (worlds `tau2_airline`, `tau2_retail`; the
   `curation.hygiene.decontamination.tau2_test_proximity`;
 - `realism`: prefix share and median nearest-neighbour similarity of the imported tasks beside
   τ²'s own train tasks (`synthesis.realism`);
+- `synthesized`: the same figures for tasks synthesized inside the τ² worlds, per domain and
+  method (`tau2_logic_driven`, `tau2_constraint_guided`, `tau2_self_play`;
+  `synthesis/tau2_synth.py`): tasks and yield, the share whose reference τ² rewards 1.0,
+  agreement, near-test tasks; summed up in `synthesized_per_method`, `synthesized_yield`,
+  `synthesized_reference_tau2_reward_1` (target 1.0) and `synthesized_near_test` (target 0);
 - `eval`: `evaluate_benchmark("tau2:airline", ...)` on `--eval-tasks` test tasks with the
   scripted model (seconds per task); with `--embedded` also the embedded model.
 
-    python bench/tau2_agreement.py [--quick] [--n N] [--embedded]
+    python bench/tau2_agreement.py [--quick] [--n N] [--n-synth N] [--embedded]
 
 The last line printed is one JSON object. Without the extra it says so and exits 0.
 """
@@ -37,9 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DOMAINS = ("airline", "retail")
+SYNTH_METHODS = ("tau2_logic_driven", "tau2_constraint_guided", "tau2_self_play")  # synthesis/tau2_synth.py
 
 
-def domain_figures(domain: str, n: int, seed: int, noise: float, trials: int) -> dict[str, Any]:
+def domain_figures(domain: str, n: int, seed: int, noise: float, trials: int, method: str = "tau2") -> dict[str, Any]:
+    """The figures of `n` tasks of `method` (τ²'s own tasks, or one of the τ² synthesis methods)
+    in τ² `domain`."""
     from curation.hygiene.decontamination import tau2_test_proximity
     from data.records import Trajectory, Verdict
     from envs.registry import get_world
@@ -53,7 +61,7 @@ def domain_figures(domain: str, n: int, seed: int, noise: float, trials: int) ->
 
     world = get_world(f"tau2_{domain}")
     t0 = time.perf_counter()
-    result = get_method("tau2")(SynthesisConfig(method="tau2", world=world.name, n_tasks=n, seed=seed), world)
+    result = get_method(method)(SynthesisConfig(method=method, world=world.name, n_tasks=n, seed=seed), world)
     tasks = result.tasks
     synth_s = time.perf_counter() - t0
     tau2 = get_verifier("tau2")
@@ -74,7 +82,7 @@ def domain_figures(domain: str, n: int, seed: int, noise: float, trials: int) ->
     agree = agreement(cfg, tasks, [*policy, *mutants], judged).get("tau2", {})
     pool = [task_from_tau2(world, t2) for t2 in tau2_tasks(domain, "train")
             if all(a.requestor == "assistant" for a in (t2.evaluation_criteria.actions or [])
-                   if t2.evaluation_criteria is not None)] if tasks else []
+                   if t2.evaluation_criteria is not None)] if tasks and method == "tau2" else []
     near = tau2_test_proximity(tasks)
     return {
         "tasks": len(tasks), "drops": dict(result.drops), "yield": round(len(tasks) / max(1, len(tasks)
@@ -91,6 +99,7 @@ def domain_figures(domain: str, n: int, seed: int, noise: float, trials: int) ->
                     "tau2_train_prefix_share": round(prefix_share(pool), 3) if pool else None,
                     "tau2_train_median_nn_similarity": round(median_nn_similarity(pool), 3) if len(pool) > 1 else None},
         "terminations": dict(Counter(t.termination for t in policy)),
+        "outcomes": dict(Counter(t.verification.outcome for t in tasks)),
     }
 
 
@@ -153,6 +162,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="4 tasks per domain, 1 trial, 1 eval task")
     ap.add_argument("--n", type=int, default=None, help="tasks per domain (default 30, quick 4)")
+    ap.add_argument("--n-synth", type=int, default=None, help="synthesized tasks per domain and method (default 10, quick 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", type=float, default=0.4, help="the scripted policy's share of mistaken turns")
     ap.add_argument("--eval-tasks", type=int, default=None, help="τ² airline test tasks to evaluate (default 3, quick 1)")
@@ -168,7 +178,11 @@ def main() -> None:
     trials = 1 if args.quick else 2
     started = time.perf_counter()
     domains = {d: domain_figures(d, n, args.seed, args.noise, trials) for d in DOMAINS}
-    figures: dict[str, Any] = {"bench": "tau2_agreement", "quick": args.quick, "n_per_domain": n, "domains": domains}
+    n_synth = args.n_synth if args.n_synth is not None else (2 if args.quick else 10)
+    synthesized = {d: {m: domain_figures(d, n_synth, args.seed, args.noise, trials, method=m) for m in SYNTH_METHODS}
+                   for d in DOMAINS}
+    figures: dict[str, Any] = {"bench": "tau2_agreement", "quick": args.quick, "n_per_domain": n, "domains": domains,
+                               "synthesized": synthesized}
     figures["eval"] = eval_figures(args.eval_tasks if args.eval_tasks is not None else (1 if args.quick else 3),
                                    args.embedded)
     judged = [d["reference_judged"] for d in domains.values()]
@@ -176,6 +190,14 @@ def main() -> None:
                                                / max(1, sum(judged)), 4)
     figures["near_test"] = sum(d["near_test"] or 0 for d in domains.values())
     figures["tasks_per_domain"] = {d: v["tasks"] for d, v in domains.items()}
+    cells = [f for per in synthesized.values() for f in per.values()]
+    figures["synthesized_per_method"] = {d: {m: f["tasks"] for m, f in per.items()} for d, per in synthesized.items()}
+    figures["synthesized_yield"] = {d: {m: f["yield"] for m, f in per.items()} for d, per in synthesized.items()}
+    figures["synthesized_reference_tau2_reward_1"] = round(sum(f["reference_tau2_passed"] for f in cells)
+                                                           / max(1, sum(f["reference_judged"] for f in cells)), 4)
+    figures["synthesized_near_test"] = sum(f["near_test"] or 0 for f in cells)
+    figures["synthesized_agreement_share"] = {d: {m: f["agreement_share"] for m, f in per.items()}
+                                              for d, per in synthesized.items()}
     figures["agreement_share"] = {d: v["agreement_share"] for d, v in domains.items()}
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
