@@ -36,12 +36,13 @@ second judge; a task within instruction similarity 0.5 of a τ² test task is dr
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +69,11 @@ class Tau2SynthOptions(BaseModel):
     beam_width: int = Field(8, ge=1)
     max_test_similarity: float = Field(0.5, gt=0, le=1)  # near a τ² test task: dropped
     dedup_similarity: float = Field(0.8, gt=0, le=1)  # self-play: a question this alike to a kept one
+    # self-play: the scripted generator, or a model (a ModelConfig: kind openai or embedded)
+    generator: Literal["scripted", "model"] = "scripted"
+    model: dict[str, Any] = Field(default_factory=dict)
+    temperature: float = Field(1.0, ge=0)
+    max_tokens: int = Field(512, ge=1)
 
 
 # -- requests: what a user asks of one record ------------------------------------------------------
@@ -710,12 +716,95 @@ def questions(world: Any, db: Any, record: Any, rng: random.Random) -> list[Requ
     return out
 
 
+GENERATOR_PROMPT = """You write tasks for a customer service agent of τ²-bench's {domain} domain.
+Here is one customer's profile and one of their records:
+{records}
+Write one request this customer could make that the agent solves with the tools below, and the
+exact tool calls that solve it. Every argument value of the calls must be written in the
+request. Answer in exactly this form:
+{example}"""
+
+
+def model_generations(world: Any, records: list[Any], model_cfg: dict[str, Any], temperature: float,
+                      max_tokens: int, seed: int) -> list[str | None]:
+    """A model's generations (the self-play tagged form, `data.self_play.Generation.to_text`),
+    one per record: the world's tool schemas as the menu, the customer's profile and record in
+    the prompt. None where the model failed."""
+    import asyncio
+
+    from data.records import Sampling
+    from data.self_play import Generation
+    from rollout.backends import ModelConfig, build_model
+    from rollout.model import ModelError
+
+    model, owned = build_model(ModelConfig.model_validate(model_cfg))
+    db = world.db()
+    example = Generation(question="<the customer's request>", tools=[{"type": "function", "function": {
+        "name": "<tool>", "description": "...", "parameters": {}}}],
+        calls=[ToolCall(name="<tool>", arguments={"<argument>": "<value>"})]).to_text()
+
+    async def one(i: int, record: Any) -> str | None:
+        user = db.users[record.user_id]
+        shown = json.dumps({"customer": user.model_dump(mode="json"), "record": record.model_dump(mode="json")},
+                           ensure_ascii=False)[:6000]
+        prompt = GENERATOR_PROMPT.format(domain=world.domain, records=shown, example=example)
+        try:
+            resp = await model.chat([{"role": "user", "content": prompt}], world.tool_schemas(),
+                                    Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed * 1000 + i))
+        except ModelError:
+            return None
+        return resp.text or None
+
+    async def main() -> list[str | None]:
+        try:
+            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(records))))
+        finally:
+            if owned:
+                await model.aclose()
+
+    return asyncio.run(main())
+
+
+def _from_generation(world: Any, text: str | None, record: Any) -> tuple[Request | None, str]:
+    """A model generation as a request on `record`'s user, or why not: it parses, its gold
+    calls are in its menu and τ²'s tools, name every value in the question and have every
+    required argument; the checks on the world come with the task."""
+    from data.self_play import ParseError
+    from rollout.generation import parse_generation, validity
+
+    if text is None:
+        return None, "no_generation"
+    gen = parse_generation(text)
+    if isinstance(gen, ParseError):
+        return None, f"format_{gen.reason}"
+    if not gen.calls:
+        return None, "no_gold_calls"
+    if any(c.name not in world.tools for c in gen.calls):
+        return None, "gold_not_a_tau2_tool"
+    v = validity(gen)
+    if not (v.in_menu and v.required):
+        return None, "gold_not_in_menu" if not v.in_menu else "missing_required_args"
+    if not v.grounded:
+        return None, "ungrounded_value"
+    if any(c.arguments.get("user_id", record.user_id) != record.user_id for c in gen.calls):
+        return None, "cross_user"  # one customer's request
+    writes = [c for c in gen.calls if world.tools[c.name].write]
+    if len(writes) > 1:
+        return None, "more_than_one_write"
+    return Request("model", record.user_id, getattr(record, "reservation_id", None) or record.order_id,
+                   writes[0] if writes else None, gen.question,
+                   reads=[c for c in gen.calls if not world.tools[c.name].write]), ""
+
+
 @register(SELF_PLAY, options=Tau2SynthOptions, supports=_supports)
 def synthesize_self_play(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
-    """Self-play tasks in a τ² world from the scripted generator (see the module docstring)."""
+    """Self-play tasks in a τ² world from the scripted generator, or a model's (``generator:
+    model``; see the module docstring)."""
     from envs.tau2_policy import check
 
     opts: Tau2SynthOptions = cfg.method_options()  # type: ignore[assignment]
+    if opts.generator == "model":
+        return _model_self_play(cfg, world, opts)
     rng = random.Random(f"{SELF_PLAY}|{world.name}|{cfg.seed}")
     result = SynthesisResult()
     db = world.db()
@@ -767,3 +856,43 @@ def _answer_in_results(world: Any, task: Task, facts: list[str]) -> bool:
     env = light_env(world, world.db(task.initial_state.patches), touched(world, task.reference_solution))
     seen = " ".join(env.call(c).content for c in task.reference_solution)
     return all(f in seen or task.metadata.get("self_play_kind") == "bag_allowance" for f in facts)
+
+
+def _model_self_play(cfg: SynthesisConfig, world: Any, opts: Tau2SynthOptions) -> SynthesisResult:
+    """Self-play with a model generator: one generation per drawn record, in one batch of
+    `4·n + 8` at most; a kept generation's gold (the user's identity lookups first) must
+    replay on τ²'s database with its write allowed by the policy. A read-only task has no fact
+    to tell (the generation names none): its basis is DB + ACTION (its gold lookups)."""
+    if not opts.model:
+        raise ValueError("tau2_self_play with generator: model needs options.model (a ModelConfig)")
+    rng = random.Random(f"{SELF_PLAY}|model|{world.name}|{cfg.seed}")
+    result = SynthesisResult()
+    records = []
+    for record in _records(world, rng):
+        if len(records) >= 4 * cfg.n_tasks + 8:
+            break
+        records.append(record)
+    texts = model_generations(world, records, opts.model, opts.temperature, opts.max_tokens, cfg.seed)
+    leaders: list[frozenset[str]] = []
+    for record, text in zip(records, texts, strict=True):
+        if len(result.tasks) >= cfg.n_tasks:
+            break
+        req, why = _from_generation(world, text, record)
+        if req is None:
+            result.drops[why] += 1
+            continue
+        grams = char_ngrams(req.text, 3)
+        if any(jaccard(grams, lead) >= opts.dedup_similarity for lead in leaders):
+            result.drops["near_duplicate"] += 1
+            continue
+        known, ids = identity(world, req.user_id)
+        calls = [*ids, *[c for c in req.reads if c not in ids], *([req.call] if req.call else [])]
+        task, why = build_task(world, SELF_PLAY, [], req.user_id, req.text, known, calls,
+                               "change" if req.call else "answer", [], [],
+                               {"self_play_kind": "model", "record": req.record, "generator": "model"})
+        if _keep(result, world, task, why, cfg, opts):
+            leaders.append(grams)
+    result.stats = {"generator": "model", "attempted": len(records), "emitted": len(result.tasks),
+                    "yield": round(len(result.tasks) / len(records), 3) if records else 0.0,
+                    "outcomes": dict(Counter(t.verification.outcome for t in result.tasks))}
+    return result

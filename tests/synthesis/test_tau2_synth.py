@@ -84,3 +84,33 @@ def test_a_refusal_is_the_policy_s_not_the_api_s() -> None:
     assert outside.metadata["naive_rejections"].get("airline.cancel.not_eligible")
     assert outside.target_state_hash == outside.initial_state.state_hash
     assert outside.verification.nl_assertions
+
+
+@pytest.mark.slow  # τ²'s evaluator on the kept task
+def test_self_play_with_a_model_generator() -> None:
+    """`generator: model`: a model (the loopback fake OpenAI server) writes the request and its
+    gold calls in self-play's tagged form; unparsable and non-τ² generations are dropped by
+    reason, a kept one gets the customer's identity lookup in front and τ²'s reward 1.0."""
+    from data.records import ToolCall
+    from data.self_play import Generation
+    from tests.fakes.openai_server import FakeOpenAIServer, text_reply
+
+    world = get_world("tau2_airline")
+    status = ToolCall(name="get_flight_status", arguments={"flight_number": "HAT170", "date": "2024-05-22"})
+    menu = [s for s in world.tool_schemas() if s["function"]["name"] == "get_flight_status"]
+    good = Generation(question="Is flight HAT170 on 2024-05-22 on time?", tools=menu, calls=[status]).to_text()
+    alien = Generation(question="Find HAT170 on 2024-05-22.", tools=[{**menu[0], "function": {
+        **menu[0]["function"], "name": "find_flight"}}], calls=[ToolCall(name="find_flight", arguments={
+            "flight_number": "HAT170", "date": "2024-05-22"})]).to_text()
+    with FakeOpenAIServer([text_reply("no tags here"), text_reply(alien), text_reply(good)]) as server:
+        cfg = SynthesisConfig(method="tau2_self_play", world=world.name, n_tasks=1, seed=0, options={
+            "generator": "model", "model": {"kind": "openai", "name": "fake", "base_url": server.base_url,
+                                             "max_retries": 0}})
+        result = get_method("tau2_self_play")(cfg, world)
+    assert len(result.tasks) == 1, dict(result.drops)
+    task = result.tasks[0]
+    assert [c.name for c in task.reference_solution] == ["get_user_details", "get_flight_status"]
+    assert task.instruction == "Is flight HAT170 on 2024-05-22 on time?" and task.verification.outcome == "answer"
+    assert task.metadata["tau2_task"]["evaluation_criteria"]["reward_basis"] == ["DB", "ACTION"]
+    assert set(result.drops) <= {"format_tags", "gold_not_a_tau2_tool", "no_generation"}
+    assert _tau2_score(task) == 1.0 and _tau2_score(task, []) == 0.0
