@@ -68,8 +68,13 @@ class Tau2SynthOptions(BaseModel):
     max_depth: int = Field(2, ge=1)  # the Explorer's path length
     beam_width: int = Field(8, ge=1)
     max_test_similarity: float = Field(0.5, gt=0, le=1)  # near a τ² test task: dropped
-    dedup_similarity: float = Field(0.8, gt=0, le=1)  # self-play: a question this alike to a kept one
-    # self-play: the scripted generator, or a model (a ModelConfig: kind openai or embedded)
+
+
+class Tau2SelfPlayOptions(Tau2SynthOptions):
+    """Options of τ² self-play: besides the Explorer's and the similarity bounds, the generator."""
+
+    dedup_similarity: float = Field(0.8, gt=0, le=1)  # a question this alike to a kept one is dropped
+    # the scripted generator, or a model (a ModelConfig: kind openai or embedded)
     generator: Literal["scripted", "model"] = "scripted"
     model: dict[str, Any] = Field(default_factory=dict)
     temperature: float = Field(1.0, ge=0)
@@ -796,13 +801,13 @@ def _from_generation(world: Any, text: str | None, record: Any) -> tuple[Request
                    reads=[c for c in gen.calls if not world.tools[c.name].write]), ""
 
 
-@register(SELF_PLAY, options=Tau2SynthOptions, supports=_supports)
+@register(SELF_PLAY, options=Tau2SelfPlayOptions, supports=_supports)
 def synthesize_self_play(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
     """Self-play tasks in a τ² world from the scripted generator, or a model's (``generator:
     model``; see the module docstring)."""
     from envs.tau2_policy import check
 
-    opts: Tau2SynthOptions = cfg.method_options()  # type: ignore[assignment]
+    opts: Tau2SelfPlayOptions = cfg.method_options()  # type: ignore[assignment]
     if opts.generator == "model":
         return _model_self_play(cfg, world, opts)
     rng = random.Random(f"{SELF_PLAY}|{world.name}|{cfg.seed}")
@@ -858,7 +863,7 @@ def _answer_in_results(world: Any, task: Task, facts: list[str]) -> bool:
     return all(f in seen or task.metadata.get("self_play_kind") == "bag_allowance" for f in facts)
 
 
-def _model_self_play(cfg: SynthesisConfig, world: Any, opts: Tau2SynthOptions) -> SynthesisResult:
+def _model_self_play(cfg: SynthesisConfig, world: Any, opts: Tau2SelfPlayOptions) -> SynthesisResult:
     """Self-play with a model generator: one generation per drawn record, in one batch of
     `4·n + 8` at most; a kept generation's gold (the user's identity lookups first) must
     replay on τ²'s database with its write allowed by the policy. A read-only task has no fact

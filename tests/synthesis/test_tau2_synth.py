@@ -40,12 +40,16 @@ def _tau2_score(task: Task, calls: list | None = None) -> float:
 def test_the_methods_apply_to_tau2_worlds_only() -> None:
     for m in METHODS:
         assert not supports(m, get_world("airline"))
+    with pytest.raises(ValueError, match="generator"):  # a self-play option is not a logic-driven one
+        SynthesisConfig(method="tau2_logic_driven", world="tau2_airline", options={"generator": "model"})
+    assert SynthesisConfig(method="tau2_self_play", world="tau2_airline", options={"generator": "model"})
 
 
 @pytest.mark.slow  # τ²'s evaluator takes about 1.5 s a task
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_synthesized_tasks_are_tau2_tasks_whose_reference_scores_one(domain: str) -> None:
     from curation.hygiene.decontamination import tau2_test_proximity
+    from synthesis.tau2 import from_tau2, to_tau2
 
     world = get_world(f"tau2_{domain}")
     assert all(supports(m, world) for m in METHODS)
@@ -61,6 +65,7 @@ def test_synthesized_tasks_are_tau2_tasks_whose_reference_scores_one(domain: str
         assert {a["name"] for a in criteria["actions"]} <= set(world.tools)  # τ²'s tool names
         assert set(criteria) >= {"actions", "communicate_info", "nl_assertions", "reward_basis"}
         assert t2["user_scenario"]["instructions"]["domain"] == domain
+        assert from_tau2(json.loads(json.dumps(to_tau2(task)))) == task  # its export reads back
         assert _tau2_score(task) == 1.0, (task.method, task.instruction)
         if task.verification.outcome == "change":  # doing nothing, or only looking, fails it
             looks = [c for c in task.reference_solution if not world.tools[c.name].write]
