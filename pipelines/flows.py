@@ -84,10 +84,29 @@ def build_runner(cfg: RunnerConfig) -> Any:
     raise ValueError(f"unknown runner kind {cfg.kind!r}")
 
 
+HEARTBEAT_ENV = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+
+
+def run_settings() -> Any:
+    """The Prefect settings a flow runs under here: no flow-run heartbeat unless the
+    environment asks for one. Prefect's heartbeat thread sleeps a second at a time and is
+    joined when the flow run ends, which cost about a second a run (`fixed_flow_s` of
+    `bench/prefect_overhead.py`); nothing reads heartbeats unless an automation is set up
+    for crashed runs, and a killed run resumes from its parts anyway."""
+    from contextlib import nullcontext
+
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    if any(name in os.environ for name in HEARTBEAT_ENV):
+        return nullcontext()
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+
+
 def execute(flow_fn: Any, config: dict[str, Any] | RunConfig, *args: Any, **kwargs: Any) -> Any:
-    """Call a flow with the task runner its config names."""
+    """Call a flow with the task runner its config names (under `run_settings`)."""
     cfg = _cfg(config)
-    return flow_fn.with_options(task_runner=build_runner(cfg.runner))(cfg.model_dump(mode="json"), *args, **kwargs)
+    with run_settings():
+        return flow_fn.with_options(task_runner=build_runner(cfg.runner))(cfg.model_dump(mode="json"), *args, **kwargs)
 
 
 # -- Prefect tasks: one shard of work each ----------------------------------------------
@@ -454,3 +473,8 @@ def self_play_flow(config: dict[str, Any], out: str) -> list[dict[str, Any]]:
         generator, solver, parent = summary["generator"], summary["solver"], summary["release"]
         rounds.append(summary)
     return rounds
+
+
+# -- data to a judged model (`trajforge teach`) ---------------------------------------------
+
+from pipelines.teach import teach_flow  # noqa: E402,F401  (a flow of this module for the CLI and serve)

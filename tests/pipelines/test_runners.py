@@ -146,3 +146,18 @@ def test_a_stalled_stage_fails_loudly(flows) -> None:
 
     with pytest.raises(flows.StallError, match="no shard finished in 1 s"):
         stalls()
+
+
+def test_flows_run_without_a_heartbeat_thread_unless_asked(flows, monkeypatch) -> None:
+    """Prefect's heartbeat thread costs about a second at the end of every flow run (issue 39):
+    flows run without it, unless the environment sets a frequency."""
+    from prefect.settings import get_current_settings
+
+    for name in flows.HEARTBEAT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    with flows.run_settings():
+        assert get_current_settings().flows.heartbeat_frequency is None
+    outside = get_current_settings().flows.heartbeat_frequency
+    monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
+    with flows.run_settings():  # the environment's setting stands
+        assert get_current_settings().flows.heartbeat_frequency == outside is not None
