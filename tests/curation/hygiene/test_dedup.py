@@ -81,3 +81,22 @@ def test_band_index_finds_what_datasketch_lsh_finds(many_tasks: list[Task]) -> N
     assert collided >= len(many_tasks[::2])
     with pytest.raises(ValueError, match="permutations"):
         BandIndex(64, 8, 16)
+
+
+def test_band_index_buckets_and_agreement_across_chunks() -> None:
+    """Rows sharing a band all stay candidates (appended in place, issue 39: a copy per add
+    made a shared bucket quadratic), and `agreement` is each row's share of equal values,
+    across signature chunks."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    index = BandIndex(16, 2, 4)
+    index.CHUNK = 4  # several chunks with few rows
+    sigs = rng.integers(0, 50, size=(11, 16), dtype=np.uint32)
+    sigs[:, :4] = 9  # every row shares band 0
+    for s in sigs:
+        index.add(s)
+    assert index.candidates(sigs[0]) >= set(range(11))
+    rows = np.array([10, 0, 5, 3], dtype=np.int64)
+    expected = [float(np.mean(sigs[0] == sigs[r])) for r in rows]
+    assert index.agreement(sigs[0], rows).tolist() == expected and expected[1] == 1.0
