@@ -209,6 +209,23 @@ class VLLMLaunchConfig(BaseModel):
     startup_timeout_s: float = Field(900.0, gt=0)
 
 
+class TeachConfig(BaseModel):
+    """What `trajforge teach` (`pipelines.teach.teach_flow`) does after the run: SFT on the
+    sft release, then (with `grpo`) GRPO from the SFT model on the rl release, each model
+    judged against the base on the held-out tasks (`train.value.evaluate_pair`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sft: bool = True
+    grpo: bool = False
+    eval_split: str = "test"
+    eval_trials: int = Field(1, ge=1)
+    eval_max_turns: int = Field(12, ge=1)
+    eval_max_tasks: int | None = Field(None, ge=1)  # None: every held-out task
+    episodes: bool = True  # episode pass rate (scripted user, composite verdict)
+    next_action: bool = True  # teacher-forced next-action accuracy on the reference dialogues
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -260,6 +277,7 @@ class RunConfig(BaseModel):
     sft: SFTStageConfig = Field(default_factory=SFTStageConfig)
     grpo: GRPOStageConfig = Field(default_factory=GRPOStageConfig)
     self_play: SelfPlayLoopConfig = Field(default_factory=SelfPlayLoopConfig)
+    teach: TeachConfig = Field(default_factory=TeachConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,7 @@ A schedules file lists deployments::
     server: null                      # a Prefect API URL; null starts one on loopback
     deployments:
       - name: nightly-airline
-        flow: run                     # run | synth | rollout | verify | curate | release
+        flow: run                     # run | synth | rollout | verify | curate | release | teach
         config: configs/tiny-scripted.yaml   # a run config file (optional)
         set: {synthesis.n_tasks: 16}  # dotted overrides (optional)
         out: out/scheduled
@@ -53,14 +53,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FLOWS = {"run": "run_flow", "synth": "synth_flow", "rollout": "rollout_flow", "verify": "verify_flow",
-         "curate": "curate_flow", "release": "release_flow"}
+         "curate": "curate_flow", "release": "release_flow", "teach": "teach_flow"}
 
 
 class DeploymentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
-    flow: Literal["run", "synth", "rollout", "verify", "curate", "release"] = "run"
+    flow: Literal["run", "synth", "rollout", "verify", "curate", "release", "teach"] = "run"
     config: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict, alias="set")
     out: str = "out/scheduled"

@@ -97,8 +97,10 @@ def runs_on_release(release: Path | str,
                 continue
             got = record.get("release", {})
             if (got.get("name"), got.get("version"), got.get("sha256")) != (want["name"], want["version"],
-                                                                            want["sha256"]):
+                                                                            want["sha256"]) \
+                    and want["path"] not in _arm_parents(got.get("path")):
                 continue
+            record["arm"] = _arm_of(got)
             evals = sorted(path.parent.glob("eval-*.json"), key=lambda p: p.stat().st_mtime)
             if evals:
                 with contextlib.suppress(OSError, json.JSONDecodeError):
@@ -114,13 +116,63 @@ def runs_on_release(release: Path | str,
     return sorted(runs.values(), key=lambda r: r.get("started_at", ""))
 
 
-def _eval_cell(result: dict[str, Any] | None) -> str:
+def _arm_parents(path: str | None) -> list[str]:
+    """The datasets an arm (a dataset cut from a release, `train.value.arm_dataset`) was cut from."""
+    if not path:
+        return []
+    try:
+        manifest = store.read_manifest(path, verify=False)
+    except (store.DatasetError, OSError):
+        return []
+    return list(manifest.lineage.parents) if "arm" in manifest.stats else []
+
+
+def _arm_of(release: dict[str, Any]) -> dict[str, Any]:
+    """A run's arm: the arm's name and training rows, or the release's name and rows."""
+    try:
+        stats = store.read_manifest(release.get("path", ""), verify=False).stats
+    except (store.DatasetError, OSError):
+        stats = {}
+    if "arm" in stats:
+        return {"name": stats["arm"], "rows": stats.get("rows")}
+    return {"name": release.get("name", ""), "rows": release.get("rows")}
+
+
+def _with_ci(base: float | None, trained: float | None, delta: dict[str, Any] | None) -> str:
+    if delta is None:
+        return f"{base} → {trained}"
+    lo, hi = delta["ci95"]
+    return f"{base} → {trained} (Δ {delta['mean']:+.3f}, 95% CI {lo:+.3f} … {hi:+.3f})"
+
+
+def _eval_cells(result: dict[str, Any] | None) -> list[str]:
+    """Next-action accuracy and episode pass rate, base → trained with the paired interval
+    (`train.value.evaluate_pair`); an older pass-rate-only result fills the second cell."""
     if not result:
-        return "-"
-    base, trained = result.get("base", {}), result.get("trained", {})
-    release = result.get("release", {})
-    return (f"{base.get('pass_rate')} → {trained.get('pass_rate')} on {result.get('tasks')} "
-            f"{result.get('split', '')} tasks of {release.get('name', '')} {release.get('version', '')}")
+        return ["-", "-"]
+    base, trained, delta = result.get("base", {}), result.get("trained", {}), result.get("delta", {})
+    where = f" on {result.get('tasks')} {result.get('split', '')} tasks"
+    if "episodes" not in trained and "next_action" not in trained:  # `train.evaluate.compare`
+        release = result.get("release", {})
+        return ["-", f"{base.get('pass_rate')} → {trained.get('pass_rate')}{where} of {release.get('name', '')} "
+                     f"{release.get('version', '')}"]
+    na = ("-" if "next_action" not in trained else
+          _with_ci(base.get("next_action", {}).get("accuracy"), trained["next_action"]["accuracy"],
+                   delta.get("next_action")) + f" on {trained['next_action']['turns']} turns")
+    ep = ("-" if "episodes" not in trained else
+          _with_ci(base.get("episodes", {}).get("pass_rate"), trained["episodes"]["pass_rate"],
+                   delta.get("pass_rate")) + where)
+    return [na, ep]
+
+
+def _wall(run: dict[str, Any]) -> str:
+    import datetime
+
+    try:
+        start, end = (datetime.datetime.strptime(run[k], "%Y-%m-%dT%H:%M:%SZ") for k in ("started_at", "finished_at"))
+    except (KeyError, ValueError):
+        return ""
+    return f"{int((end - start).total_seconds())} s"
 
 
 def _benchmark_cell(results: dict[str, Any] | None) -> str:
@@ -134,16 +186,20 @@ def _benchmark_cell(results: dict[str, Any] | None) -> str:
     return "; ".join(cells)
 
 
-RUN_COLUMNS = ("run", "stage", "status", "steps", "final loss / reward", "eval pass rate (base → trained)",
+RUN_COLUMNS = ("run", "stage", "arm", "rows", "status", "steps", "wall time", "final loss / reward",
+               "next-action accuracy (base → trained)", "episode pass rate (base → trained)",
                "benchmarks (pass^k)", "code")
 
 
 def run_cells(run: dict[str, Any]) -> list[str]:
-    """One run as the cells of `RUN_COLUMNS`: final loss (SFT) or reward (GRPO), the
-    before/after pass rate when the run's model was evaluated, and its benchmarks' pass^k."""
+    """One run as the cells of `RUN_COLUMNS`: its arm (the dataset it trained on) and rows,
+    final loss (SFT) or reward (GRPO), wall time, both evaluations against the base with
+    their intervals when the run's model was judged, and its benchmarks' pass^k."""
     result = run.get("final_loss") if run.get("stage") == "sft" else run.get("final_reward")
-    return [Path(run["run_dir"]).name, run["stage"], run["status"], str(run.get("steps", "")),
-            "" if result is None else str(round(float(result), 4)), _eval_cell(run.get("eval")),
+    arm = run.get("arm") or _arm_of(run.get("release", {}))
+    return [Path(run["run_dir"]).name, run["stage"], str(arm.get("name", "")), str(arm.get("rows", "")),
+            run["status"], str(run.get("steps", "")), _wall(run),
+            "" if result is None else str(round(float(result), 4)), *_eval_cells(run.get("eval")),
             _benchmark_cell(run.get("benchmarks")), str(run.get("code_version", ""))]
 
 

@@ -205,3 +205,23 @@ def self_play(config: cli.ConfigOpt = None, out: cli.OutOpt = Path("out"),
     except (RuntimeError, ValueError) as exc:
         cli._fail(exc)
     print(json.dumps(result))
+
+
+@cli.app.command()
+def teach(config: cli.ConfigOpt = None, out: cli.OutOpt = Path("out"), set_: cli.SetOpt = None) -> None:
+    """From data to a judged model: the run, SFT on its sft release, base vs SFT model on the held-out
+    tasks (next-action accuracy and pass rate with 95% intervals), then GRPO and its judgement with
+    teach.grpo=true. Stages already done (same release, config and code) are reused."""
+    cfg = cli._config(config, set_)
+    cli._writable(out)
+    try:
+        cli._preflight(cfg)
+        summary = cli._execute("teach_flow", cfg, str(out))
+    except (RuntimeError, FileNotFoundError, ValueError, LookupError) as exc:
+        cli._fail(exc)
+    cli._print_summary(summary)
+    for stage, figures in summary.get("training", {}).items():
+        cli.console.print(f"[bold]{stage}[/bold] {figures['model']}: " + "; ".join(
+            f"{k} {v['base']} → {v['trained']} (Δ {v['delta']:+}, 95% CI {v['ci95'][0]:+} … {v['ci95'][1]:+})"
+            for k, v in figures.items() if isinstance(v, dict)))
+    print(json.dumps(summary, default=str))

@@ -1,0 +1,168 @@
+"""Does a release teach? Three curations of the same rollouts, the embedded model trained on
+each at an equal number of rows and steps, and base and trained models judged on held-out
+tasks.
+
+    .venv/bin/python bench/train_value.py [--quick] [--out DIR] [--seed N]
+
+1. One run through the real flow (`pipelines.flows.run_flow`): logic-driven tasks in two
+   worlds (airline, retail), split by group with `--test-fraction` held out; the noisy
+   scripted policy rolls out `--trials` episodes per task beside each task's reference
+   dialogue; every trajectory is verified; outcome curation releases the sft rows. The same
+   run again with topology curation (TopoCurate) reuses the cached rollouts and verdicts.
+2. Arms, cut from those releases (`train.value.arm_dataset`), each with the same number of
+   training rows (the smallest arm's count, seeded order):
+   - `reference`: the reference dialogues only;
+   - `outcome`: outcome curation of reference + policy rollouts;
+   - `topology`: topology curation of the same rollouts.
+3. The embedded SmolLM2-135M is trained on each arm with the same SFT settings and steps
+   (`--steps`; rows a step: the config's batch × accumulation), so each arm sees the same
+   number of rows; the tokens each arm trained on are reported.
+4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
+   next-action accuracy, teacher-forced, on their reference dialogues, and the episode pass
+   rate with the scripted user and the composite verdict (greedy), each with a bootstrap
+   95% interval and the paired difference to the base.
+
+The last line printed is one JSON object: the arms' figures, the best arm's gains over the
+base with intervals, topology − outcome, and the wall time of each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+QUICK = {"n_tasks": 30, "steps": 8, "eval_tasks": 8, "max_turns": 8}
+FULL = {"n_tasks": 80, "steps": 40, "eval_tasks": None, "max_turns": 12}
+
+
+def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
+    """The run: `n_tasks` logic-driven tasks in each of airline and retail, the noisy
+    scripted policy, `curation` deciding the sft rows."""
+    def synthesis(world: str) -> dict[str, Any]:
+        return {"world": world, "method": "logic_driven", "n_tasks": n_tasks, "seed": seed,
+                "test_fraction": test_fraction}
+
+    return {"name": f"train-value-{curation}", "synthesis": synthesis("airline"), "synthesis_mix": [synthesis("retail")],
+            "rollout": {"model": {"kind": "scripted", "noise": 0.4}, "trials": trials}, "curation": curation,
+            "report": False, "shard_size": 8}
+
+
+def release_rows(release: Path) -> dict[str, int]:
+    from data import store
+
+    table = store.read_table(release)
+    splits = table.column("split").to_pylist()
+    refs = table.column("reference").to_pylist()
+    return {"train": sum(s == "train" for s in splits), "train_reference": sum(s == "train" and r for s, r in
+                                                                              zip(splits, refs, strict=True)),
+            "held_out": sum(s != "train" for s in splits)}
+
+
+def arm_tokens(arm: Path) -> int:
+    """Tokens of the arm's training rows as the embedded template renders them."""
+    from data import store
+    from train.release_card import embedded_tokenizer, rows_lengths
+
+    rows = [r for r in store.read_table(arm).to_pylist() if r["split"] == "train"]
+    return sum(total for total, _ in rows_lengths(embedded_tokenizer(), rows, "sft"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer tasks, steps and evaluated episodes (≤ 15 min)")
+    ap.add_argument("--out", type=Path, default=Path("out/bench-train-value"))
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--trials", type=int, default=4)
+    ap.add_argument("--test-fraction", type=float, default=0.35)
+    ap.add_argument("--n-tasks", type=int, help="tasks per world")
+    ap.add_argument("--steps", type=int, help="SFT steps per arm")
+    ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes (default: all)")
+    args = ap.parse_args()
+    size = dict(QUICK if args.quick else FULL)
+    for key in ("n_tasks", "steps", "eval_tasks"):
+        if getattr(args, key) is not None:
+            size[key] = getattr(args, key)
+
+    from pipelines.config import RunConfig
+    from pipelines.flows import execute, run_flow
+    from train.sft import run_sft
+    from train.value import arm_dataset, episode_rates, evaluate_pair, paired_difference, turn_rates
+
+    out = args.out
+    phases: dict[str, float] = {}
+    started = time.monotonic()
+    releases = {}
+    for curation in ("outcome", "topology"):
+        cfg = run_config(size["n_tasks"], args.seed, args.trials, args.test_fraction, curation)
+        releases[curation] = Path(execute(run_flow, cfg, str(out))["releases"]["sft"])
+    phases["data_s"] = round(time.monotonic() - started, 1)
+    rows = {k: release_rows(v) for k, v in releases.items()}
+    n_rows = min(rows["outcome"]["train_reference"], rows["outcome"]["train"], rows["topology"]["train"])
+    if n_rows < 2:
+        raise SystemExit(f"too few training rows for the arms: {rows}")
+
+    t = time.monotonic()
+    arms_root = out / "arms"
+    arms = {
+        "reference": arm_dataset(releases["outcome"], arms_root, "reference", n_rows, args.seed,
+                                 keep=lambda r: bool(r["reference"])),
+        "outcome": arm_dataset(releases["outcome"], arms_root, "outcome", n_rows, args.seed),
+        "topology": arm_dataset(releases["topology"], arms_root, "topology", n_rows, args.seed),
+    }
+    stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None})
+    models, train_s = {}, {}
+    for name, path in arms.items():
+        t0 = time.monotonic()
+        summary = run_sft(path, stage, out / "train" / f"sft-{name}")
+        models[name] = summary["final_model"]
+        train_s[name] = round(time.monotonic() - t0, 1)
+    phases["train_s"] = round(time.monotonic() - t, 1)
+
+    t = time.monotonic()
+    settings = {"max_tasks": size["eval_tasks"], "max_turns": size["max_turns"]}
+    base_result = None
+    results = {}
+    for name, model in models.items():
+        r = evaluate_pair(releases["outcome"], model, base_result=base_result, **settings)
+        base_result = r["base"]
+        results[name] = r
+    phases["eval_s"] = round(time.monotonic() - t, 1)
+
+    def figures(r: dict[str, Any]) -> dict[str, Any]:
+        tr = r["trained"]
+        return {"next_action": tr["next_action"]["accuracy"], "next_action_ci95": tr["next_action"]["interval"]["ci95"],
+                "call_accuracy": tr["next_action"]["call_accuracy"], "reply_accuracy": tr["next_action"]["reply_accuracy"],
+                "pass_rate": tr["episodes"]["pass_rate"], "pass_rate_ci95": tr["episodes"]["interval"]["ci95"],
+                "delta_next_action": r["delta"]["next_action"], "delta_pass_rate": r["delta"]["pass_rate"]}
+
+    arm_figures = {name: {"rows": n_rows, "steps": size["steps"], "tokens": arm_tokens(arms[name]),
+                          "train_s": train_s[name], **figures(results[name])} for name in arms}
+    base = base_result or {}
+    best = max(arm_figures, key=lambda k: (arm_figures[k]["next_action"], arm_figures[k]["pass_rate"]))
+    topo, outc = results["topology"]["trained"], results["outcome"]["trained"]
+    topo_vs_outcome = {  # paired over the same held-out tasks
+        "next_action": paired_difference(turn_rates(outc["next_action"]), turn_rates(topo["next_action"])),
+        "pass_rate": paired_difference(episode_rates(outc["episodes"]), episode_rates(topo["episodes"]))}
+    print(json.dumps({
+        "bench": "train_value", "quick": args.quick, "seed": args.seed, "size": size,
+        "tasks": {k: v for k, v in results["reference"].items() if k in ("tasks", "dialogues")},
+        "release_rows": rows,
+        "base": {"next_action": base["next_action"]["accuracy"], "next_action_ci95": base["next_action"]["interval"]["ci95"],
+                 "call_accuracy": base["next_action"]["call_accuracy"],
+                 "reply_accuracy": base["next_action"]["reply_accuracy"],
+                 "pass_rate": base["episodes"]["pass_rate"], "pass_rate_ci95": base["episodes"]["interval"]["ci95"]},
+        "arms": arm_figures, "best_arm": best,
+        "best_vs_base": {"next_action_points": round(100 * arm_figures[best]["delta_next_action"]["mean"], 1),
+                         "next_action_ci95": arm_figures[best]["delta_next_action"]["ci95"],
+                         "pass_rate_points": round(100 * arm_figures[best]["delta_pass_rate"]["mean"], 1),
+                         "pass_rate_ci95": arm_figures[best]["delta_pass_rate"]["ci95"]},
+        "topology_minus_outcome": topo_vs_outcome,
+        "phases": phases, "wall_s": round(time.monotonic() - started, 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

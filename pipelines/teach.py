@@ -1,0 +1,121 @@
+"""From data to a judged model in one flow run: the run (synthesize → roll out → verify →
+curate → release), SFT on its `sft` release, the base and the SFT model judged on the
+release's held-out tasks (`train.value.evaluate_pair`: next-action accuracy and episode
+pass rate with intervals), then optionally GRPO from the SFT model on the `rl` release and
+its judgement. The release card's "Training runs" section gets every result.
+
+Cached and resumable like `trajforge run`: the run stage reuses its shards; a training
+stage whose run folder (named by a key of the release, the stage config and the code
+version) already finished is not trained again, and an evaluation already written beside
+its model is read back. Each stage is a task run of the flow run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from data import store
+from pipelines.config import RunConfig
+
+
+def stage_key(release: Path | str, config: dict[str, Any]) -> str:
+    """A training stage's identity: the release (name, version, file checksums), the stage
+    config and the code version."""
+    manifest = store.read_manifest(release, verify=False)
+    payload = {"release": [manifest.name, manifest.version, sorted(f.sha256 for f in manifest.files)],
+               "config": config, "code": store.code_version()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _finished(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if record.get("status") == "done" and (run_dir / "final").is_dir() else None
+
+
+@task(name="sft", task_run_name="sft", cache_policy=NO_CACHE)
+def sft_task(cfg: RunConfig, release: str, out: Path) -> str:
+    """SFT on `release` (skipped when the same stage already finished); the model folder."""
+    from train.sft import run_sft
+
+    run_dir = out / "train" / f"sft-{stage_key(release, cfg.sft.model_dump(mode='json'))}"
+    if _finished(run_dir) is None:
+        run_sft(release, cfg.sft, run_dir)
+    else:
+        get_run_logger().info("sft: %s already trained", run_dir)
+    return str(run_dir / "final")
+
+
+@task(name="grpo", task_run_name="grpo", cache_policy=NO_CACHE)
+def grpo_task(cfg: RunConfig, release: str, model: str, out: Path) -> str:
+    """GRPO from `model` on the rl `release` (skipped when already done); the model folder."""
+    from train.grpo import run_grpo
+
+    stage = cfg.grpo.model_copy(update={"model": model})
+    run_dir = out / "train" / f"grpo-{stage_key(release, stage.model_dump(mode='json'))}"
+    if _finished(run_dir) is None:
+        run_grpo(release, stage, run_dir)
+    else:
+        get_run_logger().info("grpo: %s already trained", run_dir)
+    return str(run_dir / "final")
+
+
+def _eval_settings(cfg: RunConfig) -> dict[str, Any]:
+    t = cfg.teach
+    return {"split": t.eval_split, "trials": t.eval_trials, "max_turns": t.eval_max_turns,
+            "max_tasks": t.eval_max_tasks, "episodes": t.episodes, "next_action": t.next_action}
+
+
+@task(name="evaluate", task_run_name="evaluate-{label}", cache_policy=NO_CACHE)
+def evaluate_task(cfg: RunConfig, release: str, model: str, base: str, label: str) -> dict[str, Any]:
+    """Base and `model` on `release`'s held-out tasks (`train.value.evaluate_pair`); an
+    evaluation with the same settings already written beside the model is read back."""
+    from train.value import evaluate_pair
+
+    settings = _eval_settings(cfg)
+    version = store.read_manifest(release, verify=False).version
+    written = Path(model).parent / f"eval-{version}.json"
+    if written.is_file():
+        previous = json.loads(written.read_text())
+        if previous.get("settings") == settings and previous.get("base", {}).get("model") == base:
+            return previous
+    return evaluate_pair(release, model, base=base, **settings)
+
+
+@flow(name="trajforge-teach", flow_run_name="{config[name]}-teach")
+def teach_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
+    """The run, then SFT → evaluate (→ GRPO → evaluate); returns the run's summary with a
+    `training` block: each model and its figures against the base."""
+    from pipelines import flows
+
+    cfg, root = RunConfig.model_validate(config), Path(out)
+    summary = flows.execute(flows.run_flow, cfg, out)
+    releases = summary["releases"]
+    training: dict[str, Any] = {}
+    if cfg.teach.sft:
+        sft_model = sft_task(cfg, releases["sft"], root)
+        training["sft"] = _headline(sft_model, evaluate_task(cfg, releases["sft"], sft_model, cfg.sft.model, "sft"))
+        if cfg.teach.grpo:
+            grpo_model = grpo_task(cfg, releases["rl"], sft_model, root)
+            training["grpo"] = _headline(grpo_model, evaluate_task(cfg, releases["sft"], grpo_model,
+                                                                   cfg.sft.model, "grpo"))
+    return {**summary, "training": training}
+
+
+def _headline(model: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A model's figures against the base: next-action accuracy and pass rate, each base →
+    trained with the paired difference's interval."""
+    out: dict[str, Any] = {"model": model, "tasks": result["tasks"], "eval": result.get("written_to")}
+    for key, part, figure in (("next_action", "next_action", "accuracy"), ("pass_rate", "episodes", "pass_rate")):
+        if key in result["delta"]:
+            out[key] = {"base": result["base"][part][figure], "trained": result["trained"][part][figure],
+                        "delta": result["delta"][key]["mean"], "ci95": result["delta"][key]["ci95"]}
+    return out

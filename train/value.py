@@ -1,0 +1,197 @@
+"""Does training on a release teach? Base and trained model judged side by side on the
+release's held-out tasks, each figure with a bootstrap 95% interval.
+
+Two evaluations (`evaluate_pair`):
+- **next-action accuracy**, teacher-forced (`train.next_action`), on the reference
+  dialogues of the held-out tasks (the `reference` trajectories of the `trajectories`
+  dataset in the release's lineage);
+- **episode pass rate**: each model plays the held-out tasks with the scripted user, greedy,
+  judged by the composite verdict (`train.evaluate.evaluate_model`).
+
+Intervals resample tasks (a task's turns or trials stay together); the difference trained −
+base is a paired bootstrap over the same tasks. The result is written beside the run that
+made the model (`eval-<release version>.json`) and the card of the release the run trained
+on (and of the release it was cut from, for an arm) lists it (`train.lineage`).
+
+`arm_dataset` cuts an arm from an sft release: rows chosen by a rule (reference dialogues
+only, or all), at most `rows` of them in a seeded order, committed as its own dataset whose
+lineage names the release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from data import store
+from train.next_action import Dialogue, next_action_accuracy
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+def bootstrap_interval(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of `values`."""
+    if not values:
+        raise ValueError("no values to bootstrap")
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(samples))
+    lo = means[int((1 - level) / 2 * samples)]
+    hi = means[min(samples - 1, int((1 + level) / 2 * samples))]
+    return round(lo, 4), round(hi, 4)
+
+
+def paired_difference(base: dict[str, float], trained: dict[str, float], seed: int = 0) -> dict[str, Any]:
+    """Mean of trained − base over the tasks both have, with its paired bootstrap interval."""
+    keys = sorted(set(base) & set(trained))
+    if not keys:
+        raise ValueError("no task was evaluated for both models")
+    diffs = [trained[k] - base[k] for k in keys]
+    lo, hi = bootstrap_interval(diffs, seed=seed)
+    return {"mean": round(sum(diffs) / len(diffs), 4), "ci95": [lo, hi], "tasks": len(keys),
+            "excludes_zero": lo > 0 or hi < 0}
+
+
+def with_interval(per_task: dict[str, float], seed: int = 0) -> dict[str, Any]:
+    """The mean over tasks of a per-task figure, with its bootstrap interval."""
+    values = [per_task[k] for k in sorted(per_task)]
+    return {"mean": round(sum(values) / len(values), 4), "ci95": list(bootstrap_interval(values, seed=seed)),
+            "tasks": len(values)}
+
+
+# -- what is held out --------------------------------------------------------------------------
+
+def trajectories_dataset(release: Path) -> Path:
+    from train.evaluate import _lineage_datasets
+
+    for parent in _lineage_datasets(release, depth=4):
+        if store.read_manifest(parent, verify=False).kind == "trajectories":
+            return parent
+    raise store.DatasetError(f"{release}: no trajectories dataset in its lineage (needed for reference dialogues)")
+
+
+def heldout_dialogues(release: Path | str, task_ids: Sequence[str], split: str = "test") -> list[Dialogue]:
+    """The reference dialogues of `task_ids` (one per task), in `task_ids`' order: an sft
+    release's own `split` rows that are reference dialogues (what training renders), else
+    the reference trajectories of the trajectories dataset in its lineage."""
+    from train.data import decode_tools, is_sft_kind
+
+    wanted = set(task_ids)
+    found: dict[str, Dialogue] = {}
+    if is_sft_kind(store.read_manifest(release, verify=False).kind):
+        for row in store.read_table(release).to_pylist():
+            if row["reference"] and row["split"] == split and row["task_id"] in wanted:
+                found.setdefault(row["task_id"], Dialogue(row["task_id"], _plain(row["messages"]),
+                                                          decode_tools(row["tools"])))
+    else:
+        for traj in store.iter_records(trajectories_dataset(Path(release)), "trajectories"):
+            if traj.reference and traj.task_id in wanted and traj.task_id not in found:
+                found[traj.task_id] = Dialogue(traj.task_id, traj.messages, traj.tools)
+    return [found[t] for t in task_ids if t in found]
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Release messages as plain OpenAI messages (no null fields, arguments as objects)."""
+    from train.data import clean_messages
+
+    return clean_messages(messages, decode_arguments=True)
+
+
+# -- base against trained ---------------------------------------------------------------------
+
+def episode_rates(result: dict[str, Any]) -> dict[str, float]:
+    return {r["task_id"]: r["passed"] / r["trials"] for r in result["per_task"]}
+
+
+def turn_rates(result: dict[str, Any]) -> dict[str, float]:
+    return {k: v["right"] / v["turns"] for k, v in result["per_task"].items()}
+
+
+def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split: str = "test",
+                  trials: int = 1, max_turns: int = 12, max_tasks: int | None = None, episodes: bool = True,
+                  next_action: bool = True, base_result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`base` and `model` (folders; "embedded": the prepared base model) on the held-out
+    tasks of `release`'s `split`: next-action accuracy and episode pass rate, each with its
+    interval and the paired difference. `base_result` (an earlier result on the same tasks)
+    saves evaluating the base again. Written beside the run that made `model`, when it is one."""
+    from train.evaluate import evaluate_model, release_tasks
+    from train.lineage import read_run, refresh_release_card
+
+    if not (episodes or next_action):
+        raise ValueError("nothing to evaluate: enable episodes or next_action")
+    manifest = store.read_manifest(release)
+    tasks = release_tasks(release, split)[:max_tasks] if max_tasks else release_tasks(release, split)
+    if not tasks:
+        raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
+    dialogues = heldout_dialogues(release, [t.id for t in tasks], split) if next_action else []
+
+    def judged(folder: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": folder}
+        if next_action and dialogues:
+            na = next_action_accuracy(None if folder == "embedded" else folder, dialogues)
+            na.pop("turn_results")
+            out["next_action"] = {**na, "interval": with_interval(turn_rates(na))}
+        if episodes:
+            ep = evaluate_model(tasks, None if folder == "embedded" else folder, trials=trials, max_turns=max_turns)
+            out["episodes"] = {**ep, "interval": with_interval(episode_rates(ep))}
+        return out
+
+    started = time.monotonic()
+    before = base_result if base_result is not None else judged(base)
+    after = judged(model)
+    delta: dict[str, Any] = {}
+    if "next_action" in after and "next_action" in before:
+        delta["next_action"] = paired_difference(turn_rates(before["next_action"]), turn_rates(after["next_action"]))
+    if "episodes" in after and "episodes" in before:
+        delta["pass_rate"] = paired_difference(episode_rates(before["episodes"]), episode_rates(after["episodes"]))
+    result = {
+        "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
+        "split": split, "tasks": len(tasks), "dialogues": len(dialogues), "trials": trials, "max_turns": max_turns,
+        "settings": {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
+                     "episodes": episodes, "next_action": next_action},
+        "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
+        "code_version": store.code_version(),
+    }
+    run_dir = Path(model).expanduser().parent
+    if (run_dir / "run.json").is_file():
+        path = run_dir / f"eval-{manifest.version}.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        result["written_to"] = str(path)
+        trained_on = read_run(run_dir).get("release", {}).get("path")
+        if trained_on:
+            refresh_release_card(trained_on, [run_dir.parent])
+    return result
+
+
+# -- arms ---------------------------------------------------------------------------------------
+
+def _order(key: str, seed: int) -> str:
+    return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
+
+
+def arm_dataset(release: Path | str, root: Path | str, arm: str, rows: int | None = None, seed: int = 0,
+                keep: Callable[[dict[str, Any]], bool] | None = None, held_out: bool = False) -> Path:
+    """Cut an arm from an sft release: its `train`-split rows that `keep` accepts (all by
+    default), at most `rows` of them in a seeded order by trajectory id (with `held_out`,
+    also every non-train row, for an eval loss). Committed as dataset `arm-<arm>` under
+    `root`; its manifest's `stats` say the arm, the release and the rows kept."""
+    manifest = store.read_manifest(release)
+    table = store.read_table(release)
+    records = table.select(["split", "trajectory_id", "reference", "recovery", "task_id", "world"]).to_pylist()
+    train = [i for i, r in enumerate(records) if r["split"] == "train" and (keep is None or keep(r))]
+    train.sort(key=lambda i: _order(records[i]["trajectory_id"], seed))
+    chosen = train[:rows] if rows is not None else train
+    held = [i for i, r in enumerate(records) if r["split"] != "train"] if held_out else []
+    writer = store.DatasetWriter(root, f"arm-{arm}", manifest.kind, table.schema, manifest.schema_version)
+    writer.write_table(table.take(sorted(chosen) + held))
+    card = (f"# arm {arm}\n\n{len(chosen)} training rows cut from `{manifest.name}` {manifest.version} "
+            f"({len(train)} eligible), seed {seed}; {len(held)} held-out rows kept.\n")
+    return writer.commit(store.Lineage(parents=[str(Path(release).resolve())]), card=card,
+                         stats={"arm": arm, "rows": len(chosen), "eligible": len(train), "seed": seed,
+                                "from": {"name": manifest.name, "version": manifest.version}})
