@@ -70,6 +70,38 @@ def arm_tokens(arm: Path) -> int:
     return sum(total for total, _ in rows_lengths(embedded_tokenizer(), rows, "sft"))
 
 
+def run_grpo_phase(steps: int, sft_release: Path, rl: Path, models: dict[str, str], results: dict[str, Any],
+                   settings: dict[str, Any], out: Path, base_result: dict[str, Any] | None,
+                   phases: dict[str, float]) -> dict[str, Any] | None:
+    """GRPO from the best arm's model (by episode pass rate, then next-action accuracy) on
+    `rl` (TopoCurate's rl release), `steps` steps with the verdict as the reward; the
+    share of groups whose rewards varied (the ones that carry a gradient) and the held-out
+    figures after it."""
+    if steps <= 0:
+        return None
+    from pipelines.config import RunConfig
+    from train.grpo import run_grpo
+    from train.value import evaluate_pair
+
+    t = time.monotonic()
+    best = max(results, key=lambda k: (results[k]["trained"]["episodes"]["pass_rate"],
+                                       results[k]["trained"]["next_action"]["accuracy"]))
+    stage = RunConfig().grpo.model_copy(update={"model": models[best], "max_steps": steps})
+    summary = run_grpo(rl, stage, out / "train" / f"grpo-{best}")
+    lines = [json.loads(x) for x in (out / "train" / f"grpo-{best}" / "metrics.jsonl").read_text().splitlines()]
+    zero = [x["frac_reward_zero_std"] for x in lines if "frac_reward_zero_std" in x]
+    after = evaluate_pair(sft_release, summary["final_model"], base_result=base_result, **settings)
+    phases["grpo_s"] = round(time.monotonic() - t, 1)
+    return {"from_arm": best, "steps": summary["steps"], "rl_release": str(rl),
+            "groups_with_reward_variance": round(1 - sum(zero) / len(zero), 4) if zero else None,
+            "rewards": [round(r["reward"], 4) for r in summary["rewards"]],
+            "pass_rate": after["trained"]["episodes"]["pass_rate"],
+            "pass_rate_vs_sft": round(after["trained"]["episodes"]["pass_rate"]
+                                      - results[best]["trained"]["episodes"]["pass_rate"], 4),
+            "delta_pass_rate_vs_base": after["delta"]["pass_rate"],
+            "next_action": after["trained"]["next_action"]["accuracy"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer tasks, steps and evaluated episodes (≤ 15 min)")
@@ -80,6 +112,8 @@ def main() -> None:
     ap.add_argument("--n-tasks", type=int, help="tasks per world")
     ap.add_argument("--steps", type=int, help="SFT steps per arm")
     ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes (default: all)")
+    ap.add_argument("--grpo-steps", type=int, default=0,
+                    help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
     for key in ("n_tasks", "steps", "eval_tasks"):
@@ -94,10 +128,11 @@ def main() -> None:
     out = args.out
     phases: dict[str, float] = {}
     started = time.monotonic()
-    releases = {}
+    releases, rl_releases = {}, {}
     for curation in ("outcome", "topology"):
         cfg = run_config(size["n_tasks"], args.seed, args.trials, args.test_fraction, curation)
-        releases[curation] = Path(execute(run_flow, cfg, str(out))["releases"]["sft"])
+        published = execute(run_flow, cfg, str(out))["releases"]
+        releases[curation], rl_releases[curation] = Path(published["sft"]), Path(published["rl"])
     phases["data_s"] = round(time.monotonic() - started, 1)
     rows = {k: release_rows(v) for k, v in releases.items()}
     n_rows = min(rows["outcome"]["train_reference"], rows["outcome"]["train"], rows["topology"]["train"])
@@ -131,6 +166,9 @@ def main() -> None:
         results[name] = r
     phases["eval_s"] = round(time.monotonic() - t, 1)
 
+    grpo = run_grpo_phase(args.grpo_steps, releases["outcome"], rl_releases["topology"], models, results, settings,
+                          out, base_result, phases)
+
     def figures(r: dict[str, Any]) -> dict[str, Any]:
         tr = r["trained"]
         return {"next_action": tr["next_action"]["accuracy"], "next_action_ci95": tr["next_action"]["interval"]["ci95"],
@@ -159,7 +197,7 @@ def main() -> None:
                          "next_action_ci95": arm_figures[best]["delta_next_action"]["ci95"],
                          "pass_rate_points": round(100 * arm_figures[best]["delta_pass_rate"]["mean"], 1),
                          "pass_rate_ci95": arm_figures[best]["delta_pass_rate"]["ci95"]},
-        "topology_minus_outcome": topo_vs_outcome,
+        "topology_minus_outcome": topo_vs_outcome, "grpo": grpo,
         "phases": phases, "wall_s": round(time.monotonic() - started, 1),
     }))
 
