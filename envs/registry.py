@@ -9,6 +9,7 @@ registered at run time and when it is first loaded: a misspelled or misshapen ho
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -65,14 +66,23 @@ def list_worlds() -> list[str]:
     return sorted(_all())
 
 
+_LOADING = threading.RLock()  # worlds load once, one at a time: shards of a run ask from several threads
+
+
 def get_world(name: str) -> World:
-    if name not in _loaded:
-        folders = _all()
-        if name not in folders:
-            raise KeyError(f"unknown world {name!r}; registered worlds: {', '.join(sorted(folders))}")
-        world = _load(name, folders[name])
-        check_world(world)
-        _loaded[name] = world
+    """The registered world `name`, loaded and checked against the contract on first use.
+    Thread-safe: loading imports modules and parses them (`ast.parse`, which CPython 3.11
+    cannot run in two threads at once), so the first use is serialized."""
+    if name in _loaded:
+        return _loaded[name]
+    with _LOADING:
+        if name not in _loaded:
+            folders = _all()
+            if name not in folders:
+                raise KeyError(f"unknown world {name!r}; registered worlds: {', '.join(sorted(folders))}")
+            world = _load(name, folders[name])
+            check_world(world)
+            _loaded[name] = world
     return _loaded[name]
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import ast
 import operator
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from envs.tools import ToolError, tool
 
+_PARSING = threading.Lock()
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.Div: operator.truediv, ast.USub: operator.neg}
 TRANSFER_TOOL = "transfer_to_human_agents"
@@ -45,7 +47,9 @@ def _calculate(db: sqlite3.Connection, expression: str) -> dict:
     if len(expression) > 500:
         raise ToolError("BAD_EXPRESSION", "the expression is longer than 500 characters")
     try:
-        value = ev(ast.parse(expression, mode="eval"))
+        with _PARSING:  # CPython 3.11's AST constructor is not safe in two threads at once
+            tree = ast.parse(expression, mode="eval")
+        value = ev(tree)
     except (SyntaxError, ZeroDivisionError, OverflowError, RecursionError) as exc:
         raise ToolError("BAD_EXPRESSION", str(exc)) from exc
     return {"result": round(value, 2)}

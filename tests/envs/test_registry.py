@@ -59,3 +59,21 @@ def test_the_version_hashes_the_schema_as_expanded(tmp_path: Path) -> None:
     (moved / "r01.sql").write_text(schema[start:end].replace("not available", "out") + "\n")
     register_world("reg_inc_changed", moved)
     assert world_version("reg_inc_changed") != world_version("reg_inc_world")
+
+
+def test_a_world_loads_once_when_many_threads_ask_at_once(tmp_path: Path) -> None:
+    """Synthesis shards of a run ask for their worlds from several threads at once: each world
+    is loaded (and its modules parsed by the contract check) once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for i in range(3):
+        new_world(f"reg_threads_{i}", tmp_path)
+        register_world(f"reg_threads_world_{i}", tmp_path / f"reg_threads_{i}")
+    from envs import registry
+
+    names = [f"reg_threads_world_{i}" for i in range(3)]
+    for name in names:  # registered (and so loaded) above: ask again as a first use
+        registry._loaded.pop(name, None)
+    with ThreadPoolExecutor(8) as pool:
+        worlds = list(pool.map(get_world, names * 8))
+    assert len({id(w) for w in worlds}) == 3
