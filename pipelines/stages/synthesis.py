@@ -91,9 +91,7 @@ def synthesize_range(cfg: RunConfig, r: SeedRange, out: Path, cache: ShardCache 
     """The tasks of one seed range as a part (already there, from `cache`, or made now): every
     task the method made, and in `meta` the range's `stats` and its self-audit (`audit`,
     the report's fields; None when the audit is off). Kept or not is decided by `finish`."""
-    from pipelines.sharded import parts_dir
-
-    root, key = parts_dir(cfg, out), range_key(cfg, r)
+    root, key = cfg.parts_url or Path(out) / "parts", range_key(cfg, r)  # `sharded.parts_dir` (it imports stages)
     if cfg.cache and (ref := parts.find(root, "synthesize", key)) is not None:
         return ref
     hit = cache.get_with_meta("synthesize", key, "tasks") if cache is not None else None
