@@ -514,8 +514,8 @@ def synthesize_logic(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
         rec = (db.reservations if world.domain == "airline" else db.orders)[record.reservation_id if world.domain
                                                                             == "airline" else record.order_id]
         req_kind, _, reason = wanted.partition(":")
-        requests = [r for r in _requests(world, db, rec, rng) if r.kind == req_kind
-                    and (not reason or r.context.get("reason") == reason)]
+        every = _requests(world, db, rec, rng)  # drawn once: the request is one of the Explorer's candidates
+        requests = [r for r in every if r.kind == req_kind and (not reason or r.context.get("reason") == reason)]
         if not requests:
             result.drops["no_request"] += 1
             continue
@@ -527,9 +527,12 @@ def synthesize_logic(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
             explored = Explored(path=None)
             explored.api_rejections["api"] += 1
         else:
-            candidates = [r.call for r in _requests(world, db, rec, rng) if r.call is not None]
+            candidates = [r.call for r in every if r.call is not None]
             explored = explore(world, patches, candidates, goal, req.context, opts.max_depth, opts.beam_width)
             decision = check(world.domain, db, req.call.name, req.call.arguments, req.context)
+            if decision.allowed and not explored.path:  # the policy allows it: a refusal would be wrong
+                result.drops["allowed_but_unreached"] += 1
+                continue
         naive.update(explored.naive_rejections)
         known, ids = identity(world, req.user_id)
         reads = [*ids, record_read(world, req.record)]
@@ -541,6 +544,7 @@ def synthesize_logic(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
         task, why = build_task(
             world, LOGIC, patches, req.user_id, req.text, {**known, _id_key(world): req.record}, calls, outcome,
             [], nl, {"boundary": kind, "boundary_note": decision.why, "rules": [decision.rule],
+                     "request": req.call.model_dump(mode="json"),
                      "naive_rejections": dict(explored.naive_rejections),
                      "api_rejections": dict(explored.api_rejections), "explored_states": explored.states,
                      "path_length": len(explored.path or []), "record": req.record, "context": req.context},
@@ -605,7 +609,8 @@ def synthesize_constraint(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
             continue
         attempted += 1
         # a constraint the record can meet (τ²'s API accepts its write), of the kind drawn least so far
-        requests = [r for r in _requests(world, db, record, rng) if r.kind in kinds and r.call is not None]
+        every = _requests(world, db, record, rng)  # drawn once: the request is one of the Explorer's candidates
+        requests = [r for r in every if r.kind in kinds and r.call is not None]
         solvable = [(r, g) for r in requests if (g := effect_goal(world, [], r.call)) is not None]  # type: ignore[arg-type]
         if not solvable:
             result.drops["no_solvable_constraints"] += 1
@@ -618,7 +623,7 @@ def synthesize_constraint(cfg: SynthesisConfig, world: Any) -> SynthesisResult:
         if text is None:
             result.drops["fuzzy_ambiguous"] += 1
             continue
-        explored = explore(world, [], [r.call for r in _requests(world, db, record, rng) if r.call is not None],
+        explored = explore(world, [], [r.call for r in every if r.call is not None],
                            goal, req.context, opts.max_depth, opts.beam_width)
         if not explored.path:  # the policy forbids every way to the target: not a CoVe task
             result.drops["unsatisfiable_under_policy"] += 1

@@ -49,16 +49,18 @@ def test_the_methods_apply_to_tau2_worlds_only() -> None:
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_synthesized_tasks_are_tau2_tasks_whose_reference_scores_one(domain: str) -> None:
     from curation.hygiene.decontamination import tau2_test_proximity
+    from data.records import ToolCall
+    from envs.tau2_policy import check
     from synthesis.tau2 import from_tau2, to_tau2
 
     world = get_world(f"tau2_{domain}")
     assert all(supports(m, world) for m in METHODS)
     tasks: list[Task] = []
     for method in METHODS:
-        drawn = _draw(method, world.name, 3)
-        assert len(drawn) == 3, method
+        drawn = _draw(method, world.name, 4)
+        assert len(drawn) == 4, method
         tasks += drawn
-    assert [t.id for t in tasks[:3]] == [t.id for t in _draw(METHODS[0], world.name, 3)]  # seeded
+    assert [t.id for t in tasks[:4]] == [t.id for t in _draw(METHODS[0], world.name, 4)]  # seeded
     for task in tasks:
         t2 = task.metadata["tau2_task"]
         criteria = t2["evaluation_criteria"]
@@ -73,6 +75,12 @@ def test_synthesized_tasks_are_tau2_tasks_whose_reference_scores_one(domain: str
     logic = [t for t in tasks if t.method == "tau2_logic_driven"]
     assert {t.verification.outcome for t in logic} == {"change", "refusal"}  # both sides of a boundary
     assert all(t.metadata["boundary"] and t.metadata["rules"] for t in logic)
+    for task in logic:  # a refusal is what the policy (or τ²'s API) says to the request, and a change too
+        request = ToolCall.model_validate(task.metadata["request"])
+        allowed = check(domain, world.db(task.initial_state.patches), request.name, request.arguments,
+                        task.metadata.get("tau2_context")).allowed
+        accepted = world.env(task.initial_state).call(request).ok
+        assert (allowed and accepted) == (task.verification.outcome == "change"), task.metadata["boundary"]
     assert any(t.verification.communicate for t in tasks if t.method == "tau2_self_play")
     assert all(t.metadata["constraints"] for t in tasks if t.method == "tau2_constraint_guided")
     assert tau2_test_proximity(tasks)["within"] == 0
