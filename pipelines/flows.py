@@ -473,8 +473,3 @@ def self_play_flow(config: dict[str, Any], out: str) -> list[dict[str, Any]]:
         generator, solver, parent = summary["generator"], summary["solver"], summary["release"]
         rounds.append(summary)
     return rounds
-
-
-# -- data to a judged model (`trajforge teach`) ---------------------------------------------
-
-from pipelines.teach import teach_flow  # noqa: E402,F401  (a flow of this module for the CLI and serve)

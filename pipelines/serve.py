@@ -195,6 +195,7 @@ def build_deployments(cfg: ServeConfig, base: Path | None = None) -> list[Any]:
 
     from pipelines import flows
     from pipelines.config import load_config
+    from pipelines.flow_names import flow_named
 
     base = base or Path.cwd()
     deployments = []
@@ -202,7 +203,7 @@ def build_deployments(cfg: ServeConfig, base: Path | None = None) -> list[Any]:
         config_path = (base / spec.config) if spec.config and not Path(spec.config).is_absolute() else spec.config
         run_cfg = load_config(config_path, spec.overrides)
         out = spec.out if Path(spec.out).is_absolute() else str(base / spec.out)
-        flow_fn = getattr(flows, FLOWS[spec.flow]).with_options(task_runner=flows.build_runner(run_cfg.runner))
+        flow_fn = flow_named(FLOWS[spec.flow]).with_options(task_runner=flows.build_runner(run_cfg.runner))
         schedule = {"cron": spec.cron} if spec.cron else {"interval": spec.interval_s}
         deployments.append(flow_fn.to_deployment(
             name=spec.name, parameters={"config": run_cfg.model_dump(mode="json"), "out": out},

@@ -300,7 +300,9 @@ def _execute(flow_name: str, cfg: dict[str, Any], *args: Any) -> Any:
         progress.enable()
     try:
         with _SIGNALS.installed():
-            return flows.execute(getattr(flows, flow_name), cfg, *args)
+            from pipelines.flow_names import flow_named
+
+            return flows.execute(flow_named(flow_name), cfg, *args)
     finally:
         progress.disable()
 
