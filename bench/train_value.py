@@ -12,8 +12,10 @@ tasks.
 2. Arms, cut from those releases (`train.value.arm_dataset`), each with the same number of
    training rows (the smallest arm's count, seeded order):
    - `reference`: the reference dialogues only;
-   - `outcome`: outcome curation of reference + policy rollouts;
-   - `topology`: topology curation of the same rollouts.
+   - `outcome`: outcome curation of reference + policy rollouts (the run's `sft` and
+     `sft_recovery` rows: policy rollouts that pass reach training as recoveries, their
+     failed turns carrying no loss);
+   - `topology`: topology curation of the same rollouts (its `sft` and `sft_recovery`).
 3. The embedded SmolLM2-135M is trained on each arm with the same SFT settings and steps
    (`--steps`; rows a step: the config's batch × accumulation), so each arm sees the same
    number of rows; the tokens each arm trained on are reported.
@@ -50,24 +52,29 @@ def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curat
             "report": False, "shard_size": 8}
 
 
-def release_rows(release: Path) -> dict[str, int]:
+def release_rows(*releases: Path) -> dict[str, int]:
+    """Training rows of a run's sft releases (its `sft` and `sft_recovery`), reference
+    dialogues among them, and held-out rows."""
     from data import store
 
-    table = store.read_table(release)
-    splits = table.column("split").to_pylist()
-    refs = table.column("reference").to_pylist()
-    return {"train": sum(s == "train" for s in splits), "train_reference": sum(s == "train" and r for s, r in
-                                                                              zip(splits, refs, strict=True)),
-            "held_out": sum(s != "train" for s in splits)}
+    splits, refs = [], []
+    for release in releases:
+        table = store.read_table(release)
+        splits += table.column("split").to_pylist()
+        refs += table.column("reference").to_pylist()
+    train = [r for s, r in zip(splits, refs, strict=True) if s == "train"]
+    return {"train": len(train), "train_reference": sum(train), "train_policy": len(train) - sum(train),
+            "held_out": len(splits) - len(train)}
 
 
 def arm_tokens(arm: Path) -> int:
     """Tokens of the arm's training rows as the embedded template renders them."""
     from data import store
+    from train.data import load_release
     from train.release_card import embedded_tokenizer, rows_lengths
 
-    rows = [r for r in store.read_table(arm).to_pylist() if r["split"] == "train"]
-    return sum(total for total, _ in rows_lengths(embedded_tokenizer(), rows, "sft"))
+    kind = store.read_manifest(arm).kind
+    return sum(total for total, _ in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind))
 
 
 def run_grpo_phase(steps: int, sft_release: Path, rl: Path, models: dict[str, str], results: dict[str, Any],
@@ -128,13 +135,14 @@ def main() -> None:
     out = args.out
     phases: dict[str, float] = {}
     started = time.monotonic()
-    releases, rl_releases = {}, {}
+    releases, recoveries, rl_releases = {}, {}, {}
     for curation in ("outcome", "topology"):
         cfg = run_config(size["n_tasks"], args.seed, args.trials, args.test_fraction, curation)
         published = execute(run_flow, cfg, str(out))["releases"]
         releases[curation], rl_releases[curation] = Path(published["sft"]), Path(published["rl"])
+        recoveries[curation] = Path(published["sft_recovery"])
     phases["data_s"] = round(time.monotonic() - started, 1)
-    rows = {k: release_rows(v) for k, v in releases.items()}
+    rows = {k: release_rows(releases[k], recoveries[k]) for k in releases}
     n_rows = min(rows["outcome"]["train_reference"], rows["outcome"]["train"], rows["topology"]["train"])
     if n_rows < 2:
         raise SystemExit(f"too few training rows for the arms: {rows}")
@@ -144,8 +152,9 @@ def main() -> None:
     arms = {
         "reference": arm_dataset(releases["outcome"], arms_root, "reference", n_rows, args.seed,
                                  keep=lambda r: bool(r["reference"])),
-        "outcome": arm_dataset(releases["outcome"], arms_root, "outcome", n_rows, args.seed),
-        "topology": arm_dataset(releases["topology"], arms_root, "topology", n_rows, args.seed),
+        "outcome": arm_dataset([releases["outcome"], recoveries["outcome"]], arms_root, "outcome", n_rows, args.seed),
+        "topology": arm_dataset([releases["topology"], recoveries["topology"]], arms_root, "topology", n_rows,
+                                args.seed),
     }
     stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None})
     models, train_s = {}, {}

@@ -175,23 +175,33 @@ def _order(key: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
 
-def arm_dataset(release: Path | str, root: Path | str, arm: str, rows: int | None = None, seed: int = 0,
-                keep: Callable[[dict[str, Any]], bool] | None = None, held_out: bool = False) -> Path:
-    """Cut an arm from an sft release: its `train`-split rows that `keep` accepts (all by
-    default), at most `rows` of them in a seeded order by trajectory id (with `held_out`,
-    also every non-train row, for an eval loss). Committed as dataset `arm-<arm>` under
-    `root`; its manifest's `stats` say the arm, the release and the rows kept."""
-    manifest = store.read_manifest(release)
-    table = store.read_table(release)
-    records = table.select(["split", "trajectory_id", "reference", "recovery", "task_id", "world"]).to_pylist()
-    train = [i for i, r in enumerate(records) if r["split"] == "train" and (keep is None or keep(r))]
-    train.sort(key=lambda i: _order(records[i]["trajectory_id"], seed))
+def arm_dataset(releases: Path | str | Sequence[Path | str], root: Path | str, arm: str, rows: int | None = None,
+                seed: int = 0, keep: Callable[[dict[str, Any]], bool] | None = None,
+                held_out: bool = False) -> Path:
+    """Cut an arm from one or more sft releases (e.g. a run's `sft` and `sft_recovery`: its
+    clean rows and the policy rollouts that recovered from a failed call, failed turns
+    marked `train: false`): their `train`-split rows that `keep` accepts (all by default),
+    at most `rows` of them in a seeded order by trajectory id (with `held_out`, also every
+    non-train row, for an eval loss). Committed as dataset `arm-<arm>` under `root`, an
+    `sft_recovery` dataset when any source is one; its lineage names the releases and its
+    manifest's `stats` say the arm and the rows kept."""
+    from data.schema import SFT_RECOVERY_SCHEMA, SFT_SCHEMA
+
+    sources = [Path(releases)] if isinstance(releases, str | Path) else [Path(r) for r in releases]
+    manifests = [store.read_manifest(r) for r in sources]
+    recovery = any(m.kind == "sft_recovery" for m in manifests)
+    pool = [row for r in sources for row in store.read_table(r).to_pylist()]  # JSON values as text
+    train = [r for r in pool if r["split"] == "train" and (keep is None or keep(r))]
+    train.sort(key=lambda r: _order(r["trajectory_id"], seed))
     chosen = train[:rows] if rows is not None else train
-    held = [i for i, r in enumerate(records) if r["split"] != "train"] if held_out else []
-    writer = store.DatasetWriter(root, f"arm-{arm}", manifest.kind, table.schema, manifest.schema_version)
-    writer.write_table(table.take(sorted(chosen) + held))
-    card = (f"# arm {arm}\n\n{len(chosen)} training rows cut from `{manifest.name}` {manifest.version} "
-            f"({len(train)} eligible), seed {seed}; {len(held)} held-out rows kept.\n")
-    return writer.commit(store.Lineage(parents=[str(Path(release).resolve())]), card=card,
+    held = [r for r in pool if r["split"] != "train"] if held_out else []
+    writer = store.DatasetWriter(root, f"arm-{arm}", "sft_recovery" if recovery else "sft",
+                                 SFT_RECOVERY_SCHEMA if recovery else SFT_SCHEMA, manifests[0].schema_version)
+    writer.write_rows(chosen + held)
+    names = ", ".join(f"`{m.name}` {m.version}" for m in manifests)
+    card = (f"# arm {arm}\n\n{len(chosen)} training rows cut from {names} ({len(train)} eligible), seed {seed}; "
+            f"{len(held)} held-out rows kept.\n")
+    return writer.commit(store.Lineage(parents=[str(r.resolve()) for r in sources]), card=card,
                          stats={"arm": arm, "rows": len(chosen), "eligible": len(train), "seed": seed,
-                                "from": {"name": manifest.name, "version": manifest.version}})
+                                "policy_rows": sum(not r["reference"] for r in chosen),
+                                "from": [{"name": m.name, "version": m.version} for m in manifests]})

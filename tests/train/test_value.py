@@ -56,6 +56,16 @@ def test_an_arm_keeps_the_rows_its_rule_accepts_up_to_the_count(releases: dict[s
     assert [r["trajectory_id"] for r in store.read_table(again).to_pylist()] == [r["trajectory_id"] for r in kept]
     everything = arm_dataset(releases["sft"], tmp_path, "all", held_out=True)
     assert store.read_manifest(everything).rows == len(rows)
+    # a run's clean rows and its recoveries together: an sft_recovery arm whose failed turns stay marked
+    recoveries = store.read_table(releases["sft_recovery"]).to_pylist()
+    both = arm_dataset([releases["sft"], releases["sft_recovery"]], tmp_path, "both")
+    manifest = store.read_manifest(both)
+    assert manifest.kind == "sft_recovery" and len(manifest.lineage.parents) == 2
+    assert manifest.rows == len(train) + sum(r["split"] == "train" for r in recoveries)
+    from train.data import load_release, loss_marked_turns
+
+    marked = loss_marked_turns(load_release(releases["sft_recovery"], "train"))
+    assert marked > 0 and loss_marked_turns(load_release(both, "train")) == marked
 
 
 def test_heldout_dialogues_are_the_test_reference_rows(releases: dict[str, Path]) -> None:
