@@ -36,8 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-QUICK = {"n_tasks": 30, "steps": 8, "eval_tasks": 8, "max_turns": 8}
-FULL = {"n_tasks": 80, "steps": 40, "eval_tasks": None, "max_turns": 12}
+# --quick fits 15 minutes on 2 quiet cores (an SFT step of 2 rows ~50 s, a dialogue's forward
+# ~10 s, an episode ~30 s); the full run is sized for 2 hours (at least 40 held-out tasks).
+QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 6}
+FULL = {"n_tasks": 80, "steps": 24, "eval_tasks": 40, "dialogues": 40, "max_turns": 12}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -118,12 +120,13 @@ def main() -> None:
     ap.add_argument("--test-fraction", type=float, default=0.35)
     ap.add_argument("--n-tasks", type=int, help="tasks per world")
     ap.add_argument("--steps", type=int, help="SFT steps per arm")
-    ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes (default: all)")
+    ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes")
+    ap.add_argument("--dialogues", type=int, help="held-out reference dialogues scored for next-action accuracy")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
-    for key in ("n_tasks", "steps", "eval_tasks"):
+    for key in ("n_tasks", "steps", "eval_tasks", "dialogues"):
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)
 
@@ -166,7 +169,7 @@ def main() -> None:
     phases["train_s"] = round(time.monotonic() - t, 1)
 
     t = time.monotonic()
-    settings = {"max_tasks": size["eval_tasks"], "max_turns": size["max_turns"]}
+    settings = {"max_tasks": size["eval_tasks"], "max_turns": size["max_turns"], "max_dialogues": size["dialogues"]}
     base_result = None
     results = {}
     for name, model in models.items():

@@ -221,7 +221,8 @@ class TeachConfig(BaseModel):
     eval_split: str = "test"
     eval_trials: int = Field(1, ge=1)
     eval_max_turns: int = Field(12, ge=1)
-    eval_max_tasks: int | None = Field(None, ge=1)  # None: every held-out task
+    eval_max_tasks: int | None = Field(None, ge=1)  # held-out tasks played as episodes (None: all)
+    eval_max_dialogues: int | None = Field(None, ge=1)  # reference dialogues scored (None: those tasks')
     episodes: bool = True  # episode pass rate (scripted user, composite verdict)
     next_action: bool = True  # teacher-forced next-action accuracy on the reference dialogues
 

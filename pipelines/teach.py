@@ -71,7 +71,8 @@ def grpo_task(cfg: RunConfig, release: str, model: str, out: Path) -> str:
 def _eval_settings(cfg: RunConfig) -> dict[str, Any]:
     t = cfg.teach
     return {"split": t.eval_split, "trials": t.eval_trials, "max_turns": t.eval_max_turns,
-            "max_tasks": t.eval_max_tasks, "episodes": t.episodes, "next_action": t.next_action}
+            "max_tasks": t.eval_max_tasks, "max_dialogues": t.eval_max_dialogues, "episodes": t.episodes,
+            "next_action": t.next_action}
 
 
 @task(name="evaluate", task_run_name="evaluate-{label}", cache_policy=NO_CACHE)

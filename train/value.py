@@ -115,21 +115,26 @@ def turn_rates(result: dict[str, Any]) -> dict[str, float]:
 
 def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split: str = "test",
                   trials: int = 1, max_turns: int = 12, max_tasks: int | None = None, episodes: bool = True,
-                  next_action: bool = True, base_result: dict[str, Any] | None = None) -> dict[str, Any]:
+                  next_action: bool = True, base_result: dict[str, Any] | None = None,
+                  max_dialogues: int | None = None) -> dict[str, Any]:
     """`base` and `model` (folders; "embedded": the prepared base model) on the held-out
     tasks of `release`'s `split`: next-action accuracy and episode pass rate, each with its
-    interval and the paired difference. `base_result` (an earlier result on the same tasks)
-    saves evaluating the base again. Written beside the run that made `model`, when it is one."""
+    interval and the paired difference. `max_tasks` caps the tasks played as episodes,
+    `max_dialogues` the reference dialogues scored (default: the same tasks). `base_result`
+    (an earlier result with the same settings) saves evaluating the base again. Written
+    beside the run that made `model`, when it is one."""
     from train.evaluate import evaluate_model, release_tasks
     from train.lineage import read_run, refresh_release_card
 
     if not (episodes or next_action):
         raise ValueError("nothing to evaluate: enable episodes or next_action")
     manifest = store.read_manifest(release)
-    tasks = release_tasks(release, split)[:max_tasks] if max_tasks else release_tasks(release, split)
-    if not tasks:
+    held = release_tasks(release, split)
+    if not held:
         raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
-    dialogues = heldout_dialogues(release, [t.id for t in tasks], split) if next_action else []
+    tasks = held[:max_tasks] if max_tasks else held
+    scored = held[:max_dialogues] if max_dialogues else tasks
+    dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []
 
     def judged(folder: str) -> dict[str, Any]:
         out: dict[str, Any] = {"model": folder}
@@ -154,7 +159,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
         "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
         "split": split, "tasks": len(tasks), "dialogues": len(dialogues), "trials": trials, "max_turns": max_turns,
         "settings": {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
-                     "episodes": episodes, "next_action": next_action},
+                     "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action},
         "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
         "code_version": store.code_version(),
     }
