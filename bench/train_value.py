@@ -17,8 +17,9 @@ tasks.
      failed turns carrying no loss);
    - `topology`: topology curation of the same rollouts (its `sft` and `sft_recovery`).
 3. The embedded SmolLM2-135M is trained on each arm with the same SFT settings and steps
-   (`--steps`; rows a step: the config's batch × accumulation), so each arm sees the same
-   number of rows; the tokens each arm trained on are reported.
+   (`--steps`, `--lr`; rows a step: the config's batch × accumulation), so each arm sees
+   the same number of rows; the tokens each arm trained on are reported. `--quick` is a
+   smoke run of every phase: 2 steps move no greedy pick of a 135M model.
 4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
    next-action accuracy, teacher-forced, on their reference dialogues, and the episode pass
    rate with the scripted user and the composite verdict (greedy), each with a bootstrap
@@ -122,6 +123,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, help="SFT steps per arm")
     ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes")
     ap.add_argument("--dialogues", type=int, help="held-out reference dialogues scored for next-action accuracy")
+    ap.add_argument("--lr", type=float, default=1e-4, help="SFT learning rate of every arm")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
     args = ap.parse_args()
@@ -159,7 +161,7 @@ def main() -> None:
         "topology": arm_dataset([releases["topology"], recoveries["topology"]], arms_root, "topology", n_rows,
                                 args.seed),
     }
-    stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None})
+    stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None, "learning_rate": args.lr})
     models, train_s = {}, {}
     for name, path in arms.items():
         t0 = time.monotonic()
