@@ -6,6 +6,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 ARGS   ?=
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): one per core of the 2-core machines the suite is sized for;
+# PYTEST_WORKERS=0 runs in this process (e.g. to debug one test).
+PYTEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_LOGGING_LEVEL ?= WARNING
@@ -78,12 +82,12 @@ sysdeps:
 	fi
 
 test: model install-tau2 install-ray sysdeps
-	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; $(MAKE) --no-print-directory docker-stop; exit $$rc
+	@rc=0; $(PY) -m pytest $(XDIST) $(PYTEST_ARGS) || rc=$$?; $(MAKE) --no-print-directory docker-stop; exit $$rc
 
 # The fast tier: every test not marked slow, without system packages (tests that need bwrap,
 # chromium or Docker skip when they are missing).
 test-fast: model install-tau2
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 # Stops the Docker daemon that `sysdeps` started (if it did), never another one.
 docker-stop:
