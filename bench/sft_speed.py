@@ -63,15 +63,7 @@ def make_release(root: Path) -> Path:
 
     cfg = load_config(None, {"rollout.model.kind": "scripted", "rollout.model.noise": 0.6,
                              "rollout.trials": 3, "synthesis.n_tasks": 8})
-    from data import store
-
-    tp = stages.synthesize(cfg, root)
-    tasks = store.read_records(tp)
-    trajectories = [t for shard in stages.shards(tasks, 4) for t in stages.rollout_shard(shard, cfg)]
-    verdicts = stages.verify_shard({t.id: t for t in tasks}, trajectories, cfg.verifiers)
-    selection = stages.curate(cfg, tasks, trajectories, verdicts)
-    curated = stages.write_curated(cfg, root, selection, tasks, [tp])
-    return Path(stages.release(cfg, root, curated)["sft"])
+    return Path(stages.release(cfg, root, stages.curated_run(cfg, root)[2])["sft"])
 
 
 def run_arm(arm: str, dataset: Path, steps: int) -> dict[str, Any]:

@@ -13,6 +13,9 @@ share. Every name is re-exported here: callers use `pipelines.stages.<name>`.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from curation.base import Selection, get_curator  # read from here by callers, as before
 from data.crash import crashpoint  # the stages call it through this package (`base.crashpoint`)
 from data.schema import CODECS  # read from here by callers, as before
@@ -90,6 +93,10 @@ from pipelines.stages.verify import (
 )
 from verifiers.base import get_verifier  # read from here by callers, as before
 
+if TYPE_CHECKING:
+    from data.records import Task
+    from pipelines.config import RunConfig
+
 __all__ = [
     "CODECS", "HIDDEN", "INTERMEDIATE", "NOT_SCRUBBED", "PART_SCHEMAS", "REFERENCE_MAX_TURNS", "RELEASES", "SCHEMAS",
     "SUMMARIES", "TASK_CATEGORIES", "CuratedRows", "InfraFailureError", "Published", "ReleaseHygiene", "Selection",
@@ -100,5 +107,19 @@ __all__ = [
     "released_stats", "releases_dir", "report_for_release", "report_html", "reverify", "rollout_shard",
     "rollout_shard_cached", "run_figures", "scrub_and_judge", "scrubbed_replay", "served_rollout", "shard_cache",
     "shards", "summary", "synthesize", "synthetic_of", "task_realism", "trajectory_stats", "verdict_stats",
-    "verify_shard", "verify_shard_cached", "write_curated", "write_trajectories", "write_verdicts",
+    "verify_shard", "verify_shard_cached", "write_curated", "write_trajectories", "write_verdicts", "curated_run",
 ]
+
+
+def curated_run(cfg: RunConfig, out: Path, shard_size: int = 4) -> tuple[list[Task], Selection, dict[str, Path]]:
+    """The stages run plainly (no Prefect, no cache) up to the curated datasets: synthesize,
+    roll out shard by shard, verify, curate and write. Returns the tasks, the selection and
+    the curated datasets' paths (for tests and benches that need real rows)."""
+    from data import store
+
+    tp = synthesize(cfg, out)
+    tasks = store.read_records(tp)
+    trajectories = [t for shard in shards(tasks, shard_size) for t in rollout_shard(shard, cfg)]
+    verdicts = verify_shard({t.id: t for t in tasks}, trajectories, cfg.verifiers)
+    selection = curate(cfg, tasks, trajectories, verdicts)
+    return tasks, selection, write_curated(cfg, out, selection, tasks, [tp])
