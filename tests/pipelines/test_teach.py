@@ -28,12 +28,13 @@ def test_stage_key_changes_with_the_config_and_not_otherwise(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_teach_trains_judges_and_reuses_what_it_made(tmp_path: Path) -> None:
     from pipelines import flows
+    from pipelines.teach import teach_flow
 
     tiny = make_tiny_model(tmp_path / "tiny")
     cfg = load_config(CONFIG, {"sft.model": str(tiny), "sft.max_steps": 1, "teach.eval_max_tasks": 1,
                                "teach.eval_max_turns": 2})
     out = tmp_path / "out"
-    summary = flows.execute(flows.teach_flow, cfg, str(out))
+    summary = flows.execute(teach_flow, cfg, str(out))
     sft = summary["training"]["sft"]
     model = Path(sft["model"])
     assert (model / "model.safetensors").is_file() and summary["release"] == "published"
@@ -47,7 +48,7 @@ def test_teach_trains_judges_and_reuses_what_it_made(tmp_path: Path) -> None:
     assert "| sft |" in row and "→" in row
     # the rerun: the same release (unchanged), the same run folder, nothing trained or judged again
     stamp = (model / "model.safetensors").stat().st_mtime_ns, Path(sft["eval"]).stat().st_mtime_ns
-    again = flows.execute(flows.teach_flow, cfg, str(out))
+    again = flows.execute(teach_flow, cfg, str(out))
     assert again["release"] == "unchanged" and again["training"]["sft"]["model"] == str(model)
     assert ((model / "model.safetensors").stat().st_mtime_ns, Path(sft["eval"]).stat().st_mtime_ns) == stamp
     assert sorted(p.name for p in (out / "train").iterdir()) == [model.parent.name]
