@@ -120,7 +120,7 @@ class Scorer:
         past = copy.deepcopy(cache)
         past.crop(len(prefix) - 1 - past.get_seq_length())  # a negative count: tokens to drop
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=past,
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), cache=past,
                                       max_new_tokens=max_new_tokens, do_sample=False,
                                       pad_token_id=self.tokenizer.pad_token_id)
         return out[0, len(prefix):].tolist()

@@ -108,3 +108,18 @@ def test_arguments_in_another_order_still_count_and_a_wrong_value_does_not(dialo
         scorer._generate = lambda prefix, cache, n, alt=alt: alt[1:]  # the greedy rest of the turn
         result = scorer.score(dialogue)[index]
         assert result.kind == "call" and result.right is expect and not result.exact
+
+
+def test_the_greedy_rest_from_the_dialogues_cache_equals_a_fresh_generation(tiny_model: Path) -> None:
+    import torch
+
+    scorer = Scorer(str(tiny_model), max_new_tokens=8)
+    ids = scorer.tokenizer.encode("Hello there, how can I help you today?", add_special_tokens=False)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        cache = scorer.model(torch.tensor([ids]), use_cache=True).past_key_values
+    prefix = ids[:6]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        fresh = scorer.model.generate(torch.tensor([prefix]), attention_mask=torch.ones(1, 6, dtype=torch.long),
+                                      max_new_tokens=8, do_sample=False, pad_token_id=scorer.tokenizer.pad_token_id)
+    assert scorer._generate(prefix, cache, 8) == fresh[0, 6:].tolist()
+    assert cache.get_seq_length() == len(ids)  # the dialogue's cache is left whole for the next turn
