@@ -212,7 +212,8 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
 
 def refresh_release_card(release: Path | str, train_dirs: list[Path | str] | None = None) -> Path | None:
     """Rewrite the "Training runs" section of `release`'s card from the runs trained on it
-    (under `<out>/train` and `train_dirs`). None when the release is gone or not a dataset."""
+    (under `<out>/train` and `train_dirs`); for an arm, the cards of the releases it was cut
+    from as well. None when the release is gone or not a dataset."""
     release = Path(release)
     if not _is_main_process():
         return None
@@ -223,4 +224,7 @@ def refresh_release_card(release: Path | str, train_dirs: list[Path | str] | Non
         return None
     body = ("Models trained on this release (`trajforge runs --dataset <this folder>`; each run folder's "
             "`run.json` holds its config and code version).\n\n" + (runs_table(runs) if runs else "None yet.\n"))
-    return store.rewrite_card(release, set_section(card, RUNS_SECTION, body))
+    written = store.rewrite_card(release, set_section(card, RUNS_SECTION, body))
+    for parent in _arm_parents(str(release)):  # an arm's runs show on the releases it was cut from too
+        refresh_release_card(parent, [default_train_dir(release), *(train_dirs or [])])
+    return written

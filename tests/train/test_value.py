@@ -114,8 +114,9 @@ def test_a_run_on_an_arm_shows_on_the_card_of_the_release_it_was_cut_from(releas
         "trained": {"next_action": {"accuracy": 0.6, "turns": 20}, "episodes": {"pass_rate": 0.3333}},
         "delta": {"next_action": {"mean": 0.5, "ci95": [0.3, 0.7]}, "pass_rate": {"mean": 0.3333, "ci95": [0.0, 1.0]}}}))
     assert [r["arm"] for r in runs_on_release(release)] == [{"name": "topology", "rows": 1}]
-    refresh_release_card(release)
-    card = (release / "README.md").read_text()
+    refresh_release_card(arm, [tmp_path / "train"])  # as a run or an evaluation of it does: the arm's card and
+    card = (release / "README.md").read_text()  # the card of the release it was cut from
+    assert "sft-topology" in (arm / "README.md").read_text()
     row = next(line for line in card[card.index(f"## {RUNS_SECTION}"):].splitlines() if "sft-topology" in line)
     assert "| topology | 1 | done | 4 |" in row and "| 0.75 |" in row
     assert "0.1 → 0.6 (Δ +0.500, 95% CI +0.300 … +0.700) on 20 turns" in row
