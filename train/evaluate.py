@@ -23,7 +23,6 @@ user is trajforge's (scripted, or an LLM user) or, with ``tau2_user``, τ²'s ow
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,7 +35,7 @@ from rollout.agent import AgentConfig
 from rollout.backends import close_shared_models
 from rollout.collector import ModelConfig, RolloutConfig, UserConfig, collect
 from train.environments import as_task
-from train.lineage import read_run, refresh_release_card
+from train.lineage import keep_beside_run
 from verifiers.base import get_verifier, primary_verifier
 
 # the whole verdict: outcome, what the user was told, and the policy's process (the eval has a user)
@@ -166,12 +165,8 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
         "code_version": store.code_version(),
     }
     run_dir = Path(model).expanduser().parent
-    if (run_dir / "run.json").is_file():
-        (run_dir / f"eval-{manifest.version}.json").write_text(json.dumps(result, indent=2) + "\n")
-        result["written_to"] = str(run_dir / f"eval-{manifest.version}.json")
-        trained_on = read_run(run_dir).get("release", {}).get("path")
-        if trained_on:  # the card of the release the model was trained on shows this result
-            refresh_release_card(trained_on, [run_dir.parent])
+    if (run_dir / "run.json").is_file():  # the card of the release the model was trained on shows it
+        result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
 
 
@@ -416,10 +411,4 @@ def record_benchmark(result: dict[str, Any], model_path: str | Path | None) -> d
     run_dir = next((d for d in (folder.parent, folder) if (d / "run.json").is_file()), None)
     if run_dir is None:
         return result
-    path = run_dir / benchmark_file(result["benchmark"], result["split"])
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    result = {**result, "written_to": str(path)}
-    trained_on = read_run(run_dir).get("release", {}).get("path")
-    if trained_on:
-        refresh_release_card(trained_on, [run_dir.parent])
-    return result
+    return keep_beside_run(result, run_dir, benchmark_file(result["benchmark"], result["split"]))

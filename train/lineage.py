@@ -68,6 +68,18 @@ def read_run(run_dir: Path | str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def keep_beside_run(result: dict[str, Any], run_dir: Path, filename: str) -> dict[str, Any]:
+    """Write `result` into the run folder `run_dir` as `filename` (an evaluation or a benchmark
+    of the run's model) and refresh the card of the release the run trained on, which lists
+    it. Returns `result` with `written_to`."""
+    path = run_dir / filename
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    trained_on = read_run(run_dir).get("release", {}).get("path")
+    if trained_on:
+        refresh_release_card(trained_on, [run_dir.parent])
+    return {**result, "written_to": str(path)}
+
+
 def default_train_dir(release: Path | str) -> Path:
     """`<out>/train` for a release at `<out>/releases/<name>/<version>`."""
     return Path(release).resolve().parents[2] / "train"

@@ -24,13 +24,13 @@ Turns marked `train: false` (failed turns of recovery rows) are not scored.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from data.jsonish import maybe_json
+from data.records import ToolCall
 from rollout.parsing import parse_model_output
 
 
@@ -65,20 +65,14 @@ def assistant_spans(mask: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def _call_key(name: str, arguments: Any) -> tuple[str, str]:
-    if isinstance(arguments, str):
-        with contextlib.suppress(json.JSONDecodeError):
-            arguments = json.loads(arguments)
-    return name, json.dumps(arguments, sort_keys=True)
-
-
-def reference_calls(message: dict[str, Any]) -> list[tuple[str, str]]:
-    """An assistant message's calls as comparable (name, canonical arguments) pairs."""
-    out = []
+def reference_calls(message: dict[str, Any]) -> list[str]:
+    """An assistant message's calls in `ToolCall.key` form (name and arguments as JSON values,
+    however the arguments were written), comparable with parsed calls' keys."""
+    keys = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function", call)
-        out.append(_call_key(fn["name"], fn.get("arguments") or {}))
-    return out
+        keys.append(ToolCall(name=fn["name"], arguments=maybe_json(fn.get("arguments")) or {}).key())
+    return keys
 
 
 def scored_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,7 +155,7 @@ class Scorer:
                 budget = min(self.max_new_tokens, e - miss + 32)
                 text = self._turn_text(head + self._generate(ids[:miss] + [picks[miss]], cache, budget))
                 parsed = parse_model_output(text, d.tools or None)
-                right = [_call_key(c.name, c.arguments) for c in parsed.calls] == want and not parsed.malformed
+                right = [c.key() for c in parsed.calls] == want and not parsed.malformed
             results.append(TurnResult(d.task_id, index, kind, right, miss is None))
         return results
 

@@ -21,7 +21,6 @@ lineage names the release.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -124,7 +123,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     (an earlier result with the same settings) saves evaluating the base again. Written
     beside the run that made `model`, when it is one."""
     from train.evaluate import evaluate_model, release_tasks
-    from train.lineage import read_run, refresh_release_card
+    from train.lineage import keep_beside_run
 
     if not (episodes or next_action):
         raise ValueError("nothing to evaluate: enable episodes or next_action")
@@ -165,12 +164,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     }
     run_dir = Path(model).expanduser().parent
     if (run_dir / "run.json").is_file():
-        path = run_dir / f"eval-{manifest.version}.json"
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        result["written_to"] = str(path)
-        trained_on = read_run(run_dir).get("release", {}).get("path")
-        if trained_on:
-            refresh_release_card(trained_on, [run_dir.parent])
+        result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
 
 
