@@ -22,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 
 from data import store
 from pipelines.config import RunConfig
+from train.lineage import read_run
 
 
 def stage_key(release: Path | str, config: dict[str, Any]) -> str:
@@ -35,7 +36,7 @@ def stage_key(release: Path | str, config: dict[str, Any]) -> str:
 
 def _finished(run_dir: Path) -> dict[str, Any] | None:
     try:
-        record = json.loads((run_dir / "run.json").read_text())
+        record = read_run(run_dir)
     except (OSError, json.JSONDecodeError):
         return None
     return record if record.get("status") == "done" and (run_dir / "final").is_dir() else None

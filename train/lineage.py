@@ -108,11 +108,12 @@ def runs_on_release(release: Path | str,
             except (OSError, json.JSONDecodeError):
                 continue
             got = record.get("release", {})
+            trained_on = _manifest_at(got.get("path"))
             if (got.get("name"), got.get("version"), got.get("sha256")) != (want["name"], want["version"],
                                                                             want["sha256"]) \
-                    and want["path"] not in _arm_parents(got.get("path")):
+                    and want["path"] not in _arm_parents(trained_on):
                 continue
-            record["arm"] = _arm_of(got)
+            record["arm"] = _arm_of(got, trained_on)
             evals = sorted(path.parent.glob("eval-*.json"), key=lambda p: p.stat().st_mtime)
             if evals:
                 with contextlib.suppress(OSError, json.JSONDecodeError):
@@ -128,25 +129,25 @@ def runs_on_release(release: Path | str,
     return sorted(runs.values(), key=lambda r: r.get("started_at", ""))
 
 
-def _arm_parents(path: str | None) -> list[str]:
-    """The datasets an arm (a dataset cut from a release, `train.value.arm_dataset`) was cut from."""
+def _manifest_at(path: str | Path | None) -> store.Manifest | None:
+    """The manifest of the dataset at `path` (not verified), None when there is none."""
     if not path:
-        return []
+        return None
     try:
-        manifest = store.read_manifest(path, verify=False)
+        return store.read_manifest(path, verify=False)
     except (store.DatasetError, OSError):
-        return []
-    return list(manifest.lineage.parents) if "arm" in manifest.stats else []
+        return None
 
 
-def _arm_of(release: dict[str, Any]) -> dict[str, Any]:
+def _arm_parents(manifest: store.Manifest | None) -> list[str]:
+    """The datasets an arm (a dataset cut from a release, `train.value.arm_dataset`) was cut from."""
+    return list(manifest.lineage.parents) if manifest is not None and "arm" in manifest.stats else []
+
+
+def _arm_of(release: dict[str, Any], manifest: store.Manifest | None) -> dict[str, Any]:
     """A run's arm: the arm's name and training rows, or the release's name and rows."""
-    try:
-        stats = store.read_manifest(release.get("path", ""), verify=False).stats
-    except (store.DatasetError, OSError):
-        stats = {}
-    if "arm" in stats:
-        return {"name": stats["arm"], "rows": stats.get("rows")}
+    if manifest is not None and "arm" in manifest.stats:
+        return {"name": manifest.stats["arm"], "rows": manifest.stats.get("rows")}
     return {"name": release.get("name", ""), "rows": release.get("rows")}
 
 
@@ -208,7 +209,8 @@ def run_cells(run: dict[str, Any]) -> list[str]:
     final loss (SFT) or reward (GRPO), wall time, both evaluations against the base with
     their intervals when the run's model was judged, and its benchmarks' pass^k."""
     result = run.get("final_loss") if run.get("stage") == "sft" else run.get("final_reward")
-    arm = run.get("arm") or _arm_of(run.get("release", {}))
+    release = run.get("release", {})
+    arm = run.get("arm") or _arm_of(release, _manifest_at(release.get("path")))
     return [Path(run["run_dir"]).name, run["stage"], str(arm.get("name", "")), str(arm.get("rows", "")),
             run["status"], str(run.get("steps", "")), _wall(run),
             "" if result is None else str(round(float(result), 4)), *_eval_cells(run.get("eval")),
@@ -237,6 +239,6 @@ def refresh_release_card(release: Path | str, train_dirs: list[Path | str] | Non
     body = ("Models trained on this release (`trajforge runs --dataset <this folder>`; each run folder's "
             "`run.json` holds its config and code version).\n\n" + (runs_table(runs) if runs else "None yet.\n"))
     written = store.rewrite_card(release, set_section(card, RUNS_SECTION, body))
-    for parent in _arm_parents(str(release)):  # an arm's runs show on the releases it was cut from too
+    for parent in _arm_parents(_manifest_at(release)):  # an arm's runs show on the releases it was cut from too
         refresh_release_card(parent, [default_train_dir(release), *(train_dirs or [])])
     return written
