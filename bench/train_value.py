@@ -10,7 +10,8 @@ tasks.
    dialogue; every trajectory is verified; outcome curation releases the sft rows. The same
    run again with topology curation (TopoCurate) reuses the cached rollouts and verdicts.
 2. Arms, cut from those releases (`train.value.arm_dataset`), each with the same number of
-   training rows (the smallest arm's count, seeded order):
+   training rows (seeded order): the rows the steps take (steps × rows a step), or the
+   smallest arm's count when that is fewer, so each arm is trained on once:
    - `reference`: the reference dialogues only;
    - `outcome`: outcome curation of reference + policy rollouts (the run's `sft` and
      `sft_recovery` rows: policy rollouts that pass reach training as recoveries, their
@@ -38,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 # --quick fits 15 minutes on 2 quiet cores (an SFT step of 2 rows ~50 s, a dialogue's forward
-# ~10 s, an episode ~30 s); the full run is sized for 2 hours (at least 40 held-out tasks).
-QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 6}
-FULL = {"n_tasks": 80, "steps": 24, "eval_tasks": 40, "dialogues": 40, "max_turns": 12}
+# ~4 s once the world's shared head is cached, an episode ~30 s); the full run (120 tasks, at
+# least 40 held out) is sized for 90 minutes.
+QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 4}
+FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 8}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -118,7 +120,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("out/bench-train-value"))
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--trials", type=int, default=4)
-    ap.add_argument("--test-fraction", type=float, default=0.35)
+    ap.add_argument("--test-fraction", type=float, default=0.4)
     ap.add_argument("--n-tasks", type=int, help="tasks per world")
     ap.add_argument("--steps", type=int, help="SFT steps per arm")
     ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes")
@@ -134,6 +136,7 @@ def main() -> None:
 
     from pipelines.config import RunConfig
     from pipelines.flows import execute, run_flow
+    from train.evaluate import release_tasks
     from train.sft import run_sft
     from train.value import arm_dataset, episode_rates, evaluate_pair, paired_difference, turn_rates
 
@@ -148,7 +151,11 @@ def main() -> None:
         recoveries[curation] = Path(published["sft_recovery"])
     phases["data_s"] = round(time.monotonic() - started, 1)
     rows = {k: release_rows(releases[k], recoveries[k]) for k in releases}
-    n_rows = min(rows["outcome"]["train_reference"], rows["outcome"]["train"], rows["topology"]["train"])
+    stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None, "learning_rate": args.lr})
+    per_step = stage.per_device_train_batch_size * stage.gradient_accumulation_steps
+    # every arm is exactly the rows it trains on, once: the steps' rows, or fewer when a release is short
+    n_rows = min(rows["outcome"]["train_reference"], rows["outcome"]["train"], rows["topology"]["train"],
+                 size["steps"] * per_step)
     if n_rows < 2:
         raise SystemExit(f"too few training rows for the arms: {rows}")
 
@@ -161,7 +168,6 @@ def main() -> None:
         "topology": arm_dataset([releases["topology"], recoveries["topology"]], arms_root, "topology", n_rows,
                                 args.seed),
     }
-    stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None, "learning_rate": args.lr})
     models, train_s = {}, {}
     for name, path in arms.items():
         t0 = time.monotonic()
@@ -200,7 +206,8 @@ def main() -> None:
         "pass_rate": paired_difference(episode_rates(outc["episodes"]), episode_rates(topo["episodes"]))}
     print(json.dumps({
         "bench": "train_value", "quick": args.quick, "seed": args.seed, "size": size,
-        "tasks": {k: v for k, v in results["reference"].items() if k in ("tasks", "dialogues")},
+        "held_out_tasks": len(release_tasks(releases["outcome"], "test")),
+        "evaluated": {k: v for k, v in results["reference"].items() if k in ("tasks", "dialogues")},
         "release_rows": rows,
         "base": {"next_action": base["next_action"]["accuracy"], "next_action_ci95": base["next_action"]["interval"]["ci95"],
                  "call_accuracy": base["next_action"]["call_accuracy"],

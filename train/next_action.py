@@ -6,7 +6,9 @@ folder's own template, else the project's, `rollout.prepare.folder_template`), a
 forward pass gives, at every position of every assistant turn, the token the model would
 pick greedily after the reference prefix. Greedy decoding after the reference prefix
 writes the reference turn exactly when every one of the turn's tokens (its end-of-turn
-token included) is that pick, so no generation is needed for the common case.
+token included) is that pick, so no generation is needed for the common case. Dialogues of one world open with the same
+system prompt and tool schemas: their cache is computed once and reused by the next
+dialogue (`Scorer._shared_head`).
 
 A turn is **right**:
 - a reference tool-call turn: when the model's greedy turn makes the same calls (names and
@@ -32,6 +34,8 @@ from typing import Any
 from data.jsonish import maybe_json
 from data.records import ToolCall
 from rollout.parsing import parse_model_output
+
+MIN_SHARED = 64  # leading tokens worth reusing from the last dialogue's cache
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,8 @@ class Scorer:
         self.name = model_path or "embedded"
         self._torch = torch
         self.call_open = self.tokenizer.encode("<tool_call>", add_special_tokens=False)
+        self._prefix: tuple[list[int], Any] | None = None  # the last dialogue's head and its cache
+        self.forwarded = 0  # tokens run through the model's forward pass, for the figures
 
     def _encode(self, d: Dialogue) -> tuple[list[int], list[int]]:
         enc = self.tokenizer.apply_chat_template(
@@ -119,13 +125,58 @@ class Scorer:
                                       pad_token_id=self.tokenizer.pad_token_id)
         return out[0, len(prefix):].tolist()
 
+    def _shared_head(self, ids: list[int], first: int) -> tuple[int, Any]:
+        """How many leading tokens of `ids` the kept head (the last dialogue's tokens before its
+        first assistant turn: system prompt, tool schemas) already holds, and a copy of its
+        cache cut to them; (0, None) when under `MIN_SHARED` tokens are shared. At least the
+        token before `first` (the first scored position) is left to the forward pass."""
+        import copy
+
+        if self._prefix is None:
+            return 0, None
+        head, cache = self._prefix
+        n = 0
+        for a, b in zip(ids[:first - 1], head, strict=False):
+            if a != b:
+                break
+            n += 1
+        if n < MIN_SHARED:
+            return 0, None
+        past = copy.deepcopy(cache)
+        past.crop(n - past.get_seq_length())  # a negative count: tokens to drop
+        return n, past
+
+    def _keep_head(self, ids: list[int], first: int, cache: Any) -> None:
+        """Keep this dialogue's tokens before its first assistant turn and their cache for the
+        next dialogue (dialogues of one world share their system prompt and tool schemas)."""
+        import copy
+
+        if cache is None:  # a stand-in model without a cache
+            return
+        head = copy.deepcopy(cache)
+        head.crop(first - 1 - head.get_seq_length())
+        self._prefix = (ids[:first - 1], head)
+
     def _turn_text(self, tokens: list[int]) -> str:
         text = self.tokenizer.decode(tokens, skip_special_tokens=False)
         return text.split("<|im_end|>")[0]
 
+    def picks(self, ids: list[int], positions: list[int]) -> tuple[dict[int, int], Any]:
+        """The greedy pick at each of `positions` (ascending) after the reference prefix, and
+        the dialogue's cache: one forward pass over the tokens the kept head does not hold."""
+        torch = self._torch
+        shared, past = self._shared_head(ids, positions[0])
+        extra = {"past_key_values": past} if past is not None else {}
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out = self.model(torch.tensor([ids[shared:]]), use_cache=True,
+                             logits_to_keep=torch.tensor([t - 1 - shared for t in positions]), **extra)
+        cache = out.past_key_values
+        self._keep_head(ids, positions[0], cache)
+        self.forwarded += len(ids) - shared
+        return dict(zip(positions, out.logits[0].argmax(-1).tolist(), strict=True)), cache
+
     def score(self, d: Dialogue) -> list[TurnResult]:
         """Every scored assistant turn of `d`, judged as the module docstring says."""
-        torch = self._torch
         ids, mask = self._encode(d)
         turns = scored_turns(d.messages)
         spans = assistant_spans(mask)
@@ -133,11 +184,9 @@ class Scorer:
             raise ValueError(f"{d.task_id}: {len(spans)} marked spans for {len(turns)} assistant turns "
                              "(the chat template must mark each assistant turn with {% generation %})")
         positions = [t for s, e in spans for t in range(s, e)]
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            out = self.model(torch.tensor([ids]), use_cache=True,
-                             logits_to_keep=torch.tensor([t - 1 for t in positions]))
-        picks = dict(zip(positions, out.logits[0].argmax(-1).tolist(), strict=True))
-        cache = out.past_key_values
+        if not positions:
+            return []
+        picks, cache = self.picks(ids, positions)
         results = []
         for index, ((s, e), msg) in enumerate(zip(spans, turns, strict=True)):
             miss = next((t for t in range(s, e) if picks[t] != ids[t]), None)
@@ -196,5 +245,6 @@ def next_action_accuracy(model_path: str | None, dialogues: list[Dialogue],
         counts[0] += r.right
         counts[1] += 1
     return {"model": scorer.name, "dialogues": len(dialogues), **summarize(results),
+            "tokens_forwarded": scorer.forwarded,
             "per_task": {k: {"right": v[0], "turns": v[1]} for k, v in per_task.items()},
             "wall_s": round(time.monotonic() - started, 2), "turn_results": [asdict(r) for r in results]}

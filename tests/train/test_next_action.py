@@ -64,6 +64,7 @@ def scorer_with(model: Any) -> Scorer:
     scorer.tokenizer, scorer.template, scorer.model = embedded_tokenizer(), chat_template(), model
     scorer.max_new_tokens, scorer.name = 64, "stand-in"
     scorer.call_open = scorer.tokenizer.encode("<tool_call>", add_special_tokens=False)
+    scorer._prefix, scorer.forwarded = None, 0
     import torch
 
     scorer._torch = torch
@@ -123,3 +124,24 @@ def test_the_greedy_rest_from_the_dialogues_cache_equals_a_fresh_generation(tiny
                                       max_new_tokens=8, do_sample=False, pad_token_id=scorer.tokenizer.pad_token_id)
     assert scorer._generate(prefix, cache, 8) == fresh[0, 6:].tolist()
     assert cache.get_seq_length() == len(ids)  # the dialogue's cache is left whole for the next turn
+
+
+def test_the_next_dialogue_reuses_the_shared_head_and_picks_as_a_fresh_forward(
+        releases: dict[str, Path], tiny_model: Path) -> None:
+    from train.value import heldout_dialogues
+
+    ids = [r["task_id"] for r in store.read_table(releases["sft"]).to_pylist() if r["split"] == "train"]
+    first, second = heldout_dialogues(releases["sft"], ids, split="train")[:2]
+    reusing, fresh = Scorer(str(tiny_model)), Scorer(str(tiny_model))
+    reusing.score(first)
+    before = reusing.forwarded
+    tokens, mask = fresh._encode(second)
+    positions = [t for s, e in assistant_spans(mask) for t in range(s, e)]
+    picked, cache = reusing.picks(tokens, positions)
+    shared = len(tokens) - (reusing.forwarded - before)
+    assert shared >= 500  # the system prompt and tool schemas came from the first dialogue's cache
+    assert cache.get_seq_length() == len(tokens)
+    want, _ = fresh.picks(tokens, positions)
+    assert fresh.forwarded == len(tokens)
+    agree = sum(picked[t] == want[t] for t in positions) / len(positions)
+    assert agree >= 0.99, agree  # bf16 sums in another order may flip a near tie, rarely
