@@ -103,25 +103,76 @@ class _SimIndex:
 
 
 class _NgramIndex:
+    """Where each token `n`-gram occurs in the evaluation docs, and the longest run of tokens
+    a text shares with any of them (`longest`). Docs and texts are also kept as strings of one
+    character per token, so a run's length is found by comparing slices."""
+
+    MAX_MEMO = 50_000  # distinct texts whose answer is kept (rows repeat their task's texts)
+
     def __init__(self, docs: list[str], n: int) -> None:
         self.n = n
         self.docs = [tokens(d) for d in docs]
-        self.grams: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        self._ids: dict[str, str] = {}  # token -> its character (never "\x00": unknown tokens)
+        self._text = [self._chars(toks, grow=True) for toks in self.docs]
+        # n-gram -> the token before it ("" at a doc's start) -> its (doc, position) hits
+        self.grams: dict[tuple[str, ...], dict[str, list[tuple[int, int]]]] = {}
+        first: set[tuple[str, ...]] = set()
         for j, toks in enumerate(self.docs):
+            if (whole := tuple(toks)) in first:
+                continue  # a repeat matches exactly as its first copy does, which comes first on ties
+            first.add(whole)
+            text = self._text[j]
             for p in range(len(toks) - n + 1):
-                self.grams.setdefault(tuple(toks[p : p + n]), []).append((j, p))
+                by_prev = self.grams.setdefault(tuple(toks[p : p + n]), {})
+                by_prev.setdefault(text[p - 1] if p else "", []).append((j, p))
+        self._memo: dict[tuple[str, ...], tuple[int, int, str] | None] = {}
+
+    def _chars(self, toks: list[str], grow: bool = False) -> str:
+        if grow:
+            for t in toks:
+                self._ids.setdefault(t, chr(len(self._ids) + 1))
+        return "".join(self._ids.get(t, "\x00") for t in toks)
 
     def longest(self, toks: list[str]) -> tuple[int, int, str] | None:
-        """(longest match in tokens, eval doc index, matched text) over n-gram hits, or None."""
+        """(longest match in tokens, eval doc index, matched text) over n-gram hits, or None;
+        of equally long matches, the first found (by position in `toks`, then doc order)."""
+        key = tuple(toks)
+        if key not in self._memo:
+            if len(self._memo) >= self.MAX_MEMO:
+                self._memo.clear()
+            self._memo[key] = self._longest(toks)
+        return self._memo[key]
+
+    def _longest(self, toks: list[str]) -> tuple[int, int, str] | None:
         best: tuple[int, int, str] | None = None
-        for i in range(len(toks) - self.n + 1):
-            for j, p in self.grams.get(tuple(toks[i : i + self.n]), ()):
-                doc = self.docs[j]
-                k = self.n
-                while i + k < len(toks) and p + k < len(doc) and toks[i + k] == doc[p + k]:
-                    k += 1
-                if best is None or k > best[0]:
-                    best = (k, j, " ".join(toks[i : i + k]))
+        n, size, q = self.n, len(toks), self._chars(toks)
+        for i in range(size - n + 1):
+            floor = best[0] if best is not None else 0  # a run must be longer to count
+            if size - i <= floor:
+                break  # no run starting here or later can be longer
+            here: tuple[int, int, int] | None = None  # the longest run from i: (length, doc, position)
+            before = q[i - 1] if i else None
+            for prev, hits in self.grams.get(tuple(toks[i : i + n]), {}).items():
+                if prev and prev == before:
+                    # inside runs that start one token earlier on both sides: each was a hit there,
+                    # one token longer (a templated evaluation set makes these most hits)
+                    continue
+                for j, p in hits:
+                    d = self._text[j]
+                    top = min(size - i, len(d) - p)
+                    if top <= floor or (here is not None and top < here[0]):
+                        continue
+                    lo = n  # q[i:i + lo] == d[p:p + lo]; the longest such lo, by halving
+                    while lo < top:
+                        mid = (lo + top + 1) // 2
+                        if q[i:i + mid] == d[p:p + mid]:
+                            lo = mid
+                        else:
+                            top = mid - 1
+                    if here is None or (lo, -j, -p) > (here[0], -here[1], -here[2]):
+                        here = (lo, j, p)  # of equal runs, the first doc and position, as a scan finds
+            if here is not None and here[0] > floor:
+                best = (here[0], here[1], " ".join(toks[i : i + here[0]]))
         return best
 
 

@@ -117,3 +117,35 @@ def test_without_the_extra_there_is_no_tau2_evaluation_set(monkeypatch: pytest.M
 
     monkeypatch.setattr(envs.tau2_world, "available", lambda: False)
     assert tau2_eval_sets() == [] and tau2_test_proximity(many_tasks) == {"available": False}
+
+
+def _longest_brute_force(docs: list[list[str]], n: int, toks: list[str]) -> tuple[int, int, str] | None:
+    """Every start in `toks` against every start in every doc: the longest shared run of at
+    least `n` tokens, the first found on ties (by position in `toks`, then doc, then doc position)."""
+    best = None
+    for i in range(len(toks) - n + 1):
+        for j, doc in enumerate(docs):
+            for p in range(len(doc) - n + 1):
+                k = 0
+                while i + k < len(toks) and p + k < len(doc) and toks[i + k] == doc[p + k]:
+                    k += 1
+                if k >= n and (best is None or k > best[0]):
+                    best = (k, j, " ".join(toks[i:i + k]))
+    return best
+
+
+def test_longest_match_equals_a_brute_force_search_on_repetitive_text() -> None:
+    import random
+
+    from curation.hygiene.decontamination import _NgramIndex
+
+    rng = random.Random(3)
+    words = ["a", "b", "c"]  # three words: shared runs everywhere, as in templated text
+    docs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) for _ in range(12)]
+    docs += docs[2:6]  # repeated docs, as a test split's rows repeat their task's text
+    for n in (2, 3, 5):
+        index = _NgramIndex(docs, n)
+        for _ in range(150):
+            toks = [rng.choice(words) for _ in range(rng.randint(0, 25))]
+            assert index.longest(toks) == _longest_brute_force(index.docs, n, toks), (n, toks)
+            assert index.longest(toks) == index.longest(list(toks))  # asked again: the kept answer
