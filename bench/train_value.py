@@ -26,6 +26,11 @@ tasks.
    rate with the scripted user and the composite verdict (greedy), each with a bootstrap
    95% interval and the paired difference to the base.
 
+A rerun with the same `--out` resumes: the run flow's stages come from its cache, and an
+arm's SFT model and its evaluation are reused when their inputs (the arm's rows, the stage
+config, the evaluation settings) are the same, so `--grpo-steps N` after a full run only
+adds the GRPO phase.
+
 The last line printed is one JSON object: the arms' figures, the best arm's gains over the
 base with intervals, topology − outcome, and the wall time of each phase.
 """
@@ -82,7 +87,37 @@ def arm_tokens(arm: Path) -> int:
     return sum(total for total, _ in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind))
 
 
-def run_grpo_phase(steps: int, sft_release: Path, rl: Path, models: dict[str, str], results: dict[str, Any],
+def trained_before(run_dir: Path, arm: Path, stage: Any) -> str | None:
+    """The final model of an earlier SFT run in `run_dir` on the same rows (the arm's files'
+    checksums) with the same stage config, or None: a rerun of the bench resumes."""
+    from data import store
+    from train.lineage import read_run, release_ref
+
+    try:
+        run = read_run(run_dir)
+    except FileNotFoundError:
+        return None
+    same = (run.get("status") == "done" and run.get("final_model")
+            and run["release"]["sha256"] == release_ref(arm, store.read_manifest(arm))["sha256"]
+            and run["config"] == json.loads(json.dumps(stage.model_dump())))
+    return run["final_model"] if same else None
+
+
+def judged_before(model: str, release: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """An earlier `evaluate_pair` result written beside `model`'s run for the same release and
+    settings, or None."""
+    from data import store
+
+    path = Path(model).parent / f"eval-{store.read_manifest(release).version}.json"
+    if not path.is_file():
+        return None
+    result = json.loads(path.read_text())
+    want = {"split": "test", "trials": 1, "max_turns": settings["max_turns"], "max_tasks": settings["max_tasks"],
+            "max_dialogues": settings["max_dialogues"], "episodes": True, "next_action": True}
+    return result if result.get("settings") == want and result["trained"].get("model") == model else None
+
+
+def run_grpo_phase(steps: int, lr: float, sft_release: Path, rl: Path, models: dict[str, str], results: dict[str, Any],
                    settings: dict[str, Any], out: Path, base_result: dict[str, Any] | None,
                    phases: dict[str, float]) -> dict[str, Any] | None:
     """GRPO from the best arm's model (by episode pass rate, then next-action accuracy) on
@@ -98,13 +133,13 @@ def run_grpo_phase(steps: int, sft_release: Path, rl: Path, models: dict[str, st
     t = time.monotonic()
     best = max(results, key=lambda k: (results[k]["trained"]["episodes"]["pass_rate"],
                                        results[k]["trained"]["next_action"]["accuracy"]))
-    stage = RunConfig().grpo.model_copy(update={"model": models[best], "max_steps": steps})
+    stage = RunConfig().grpo.model_copy(update={"model": models[best], "max_steps": steps, "learning_rate": lr})
     summary = run_grpo(rl, stage, out / "train" / f"grpo-{best}")
     lines = [json.loads(x) for x in (out / "train" / f"grpo-{best}" / "metrics.jsonl").read_text().splitlines()]
     zero = [x["frac_reward_zero_std"] for x in lines if "frac_reward_zero_std" in x]
     after = evaluate_pair(sft_release, summary["final_model"], base_result=base_result, **settings)
     phases["grpo_s"] = round(time.monotonic() - t, 1)
-    return {"from_arm": best, "steps": summary["steps"], "rl_release": str(rl),
+    return {"from_arm": best, "steps": summary["steps"], "learning_rate": lr, "rl_release": str(rl),
             "groups_with_reward_variance": round(1 - sum(zero) / len(zero), 4) if zero else None,
             "rewards": [round(r["reward"], 4) for r in summary["rewards"]],
             "pass_rate": after["trained"]["episodes"]["pass_rate"],
@@ -128,6 +163,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4, help="SFT learning rate of every arm")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
+    ap.add_argument("--grpo-lr", type=float, default=1e-5, help="GRPO learning rate")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
     for key in ("n_tasks", "steps", "eval_tasks", "dialogues"):
@@ -170,10 +206,10 @@ def main() -> None:
     }
     models, train_s = {}, {}
     for name, path in arms.items():
-        t0 = time.monotonic()
-        summary = run_sft(path, stage, out / "train" / f"sft-{name}")
-        models[name] = summary["final_model"]
-        train_s[name] = round(time.monotonic() - t0, 1)
+        run_dir = out / "train" / f"sft-{name}"
+        models[name] = trained_before(run_dir, path, stage) or run_sft(path, stage, run_dir)["final_model"]
+        summary = json.loads((run_dir / "train_summary.json").read_text())  # also a reused run's
+        train_s[name] = summary["wall_s"]
     phases["train_s"] = round(time.monotonic() - t, 1)
 
     t = time.monotonic()
@@ -181,12 +217,13 @@ def main() -> None:
     base_result = None
     results = {}
     for name, model in models.items():
-        r = evaluate_pair(releases["outcome"], model, base_result=base_result, **settings)
+        r = (judged_before(model, releases["outcome"], settings)
+             or evaluate_pair(releases["outcome"], model, base_result=base_result, **settings))
         base_result = r["base"]
         results[name] = r
     phases["eval_s"] = round(time.monotonic() - t, 1)
 
-    grpo = run_grpo_phase(args.grpo_steps, releases["outcome"], rl_releases["topology"], models, results, settings,
+    grpo = run_grpo_phase(args.grpo_steps, args.grpo_lr, releases["outcome"], rl_releases["topology"], models, results, settings,
                           out, base_result, phases)
 
     def figures(r: dict[str, Any]) -> dict[str, Any]:

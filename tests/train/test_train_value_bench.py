@@ -1,0 +1,42 @@
+"""bench/train_value.py resumes: an arm's SFT model and its evaluation are reused only when
+their inputs are the same (the arm's rows, the stage config, the evaluation settings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.train_value import judged_before, trained_before
+from data import store
+from pipelines.config import RunConfig
+from train.lineage import write_run_record
+from train.value import arm_dataset
+
+
+def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[str, Path], tmp_path: Path) -> None:
+    stage = RunConfig().sft.model_copy(update={"max_steps": 3})
+    arm = arm_dataset(releases["sft"], tmp_path, "a", rows=2, seed=0)
+    run = tmp_path / "train" / "sft-a"
+    manifest = store.read_manifest(arm)
+    write_run_record(run, "sft", arm, manifest, stage.model_dump())
+    assert trained_before(run, arm, stage) is None  # still running
+    write_run_record(run, "sft", arm, manifest, stage.model_dump(), status="done", final_model=str(run / "final"))
+    assert trained_before(run, arm, stage) == str(run / "final")
+    again = arm_dataset(releases["sft"], tmp_path, "a", rows=2, seed=0)  # the same rows, a new version
+    assert store.read_manifest(again).version != manifest.version
+    assert trained_before(run, again, stage) == str(run / "final")
+    assert trained_before(run, arm_dataset(releases["sft"], tmp_path, "a", rows=2, seed=1), stage) is None
+    assert trained_before(run, arm, stage.model_copy(update={"max_steps": 4})) is None
+    assert trained_before(tmp_path / "nowhere", arm, stage) is None
+
+
+def test_an_evaluation_is_reused_only_for_the_same_settings(releases: dict[str, Path], tmp_path: Path) -> None:
+    model = tmp_path / "train" / "sft-a" / "final"
+    model.mkdir(parents=True)
+    settings = {"max_tasks": 40, "max_turns": 8, "max_dialogues": 40}
+    result = {"settings": {"split": "test", "trials": 1, "max_turns": 8, "max_tasks": 40, "max_dialogues": 40,
+                           "episodes": True, "next_action": True}, "trained": {"model": str(model)}}
+    assert judged_before(str(model), releases["sft"], settings) is None
+    (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
+    assert judged_before(str(model), releases["sft"], settings) == result
+    assert judged_before(str(model), releases["sft"], {**settings, "max_turns": 12}) is None
