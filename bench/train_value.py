@@ -24,7 +24,9 @@ tasks.
 4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
    next-action accuracy, teacher-forced, on their reference dialogues, and the episode pass
    rate with the scripted user and the composite verdict (greedy), each with a bootstrap
-   95% interval and the paired difference to the base.
+   95% interval and the paired difference to the base. With `--tau2-tasks N`, the base and
+   the best arm also play N of τ²-bench's own test tasks (`--tau2` domain), judged by τ²'s
+   evaluator (`train.value.benchmark_pair`): tasks no template of ours wrote.
 
 A rerun with the same `--out` resumes: the run flow's stages come from its cache, and an
 arm's SFT model and its evaluation are reused when their inputs (the arm's rows, the stage
@@ -46,8 +48,8 @@ from typing import Any
 # --quick fits 15 minutes on 2 quiet cores (an SFT step of 2 rows ~50 s, a dialogue's forward
 # ~4 s once the world's shared head is cached, an episode ~30 s); the full run (120 tasks, at
 # least 40 held out) is sized for 90 minutes.
-QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 4}
-FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 8}
+QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 4, "tau2_tasks": 0}
+FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 8, "tau2_tasks": 10}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -163,10 +165,13 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4, help="SFT learning rate of every arm")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
+    ap.add_argument("--tau2", default="airline", help="τ²-bench domain of --tau2-tasks")
+    ap.add_argument("--tau2-tasks", type=int,
+                    help="also play N of τ²-bench's own test tasks with the base and the best arm (0: none; full: 10)")
     ap.add_argument("--grpo-lr", type=float, default=1e-5, help="GRPO learning rate")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
-    for key in ("n_tasks", "steps", "eval_tasks", "dialogues"):
+    for key in ("n_tasks", "steps", "eval_tasks", "dialogues", "tau2_tasks"):
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)
 
@@ -174,7 +179,14 @@ def main() -> None:
     from pipelines.flows import execute, run_flow
     from train.evaluate import release_tasks
     from train.sft import run_sft
-    from train.value import arm_dataset, episode_rates, evaluate_pair, paired_difference, turn_rates
+    from train.value import (
+        arm_dataset,
+        benchmark_pair,
+        episode_rates,
+        evaluate_pair,
+        paired_difference,
+        turn_rates,
+    )
 
     out = args.out
     phases: dict[str, float] = {}
@@ -223,6 +235,20 @@ def main() -> None:
         results[name] = r
     phases["eval_s"] = round(time.monotonic() - t, 1)
 
+    tau2 = None
+    if size["tau2_tasks"] > 0:  # τ²-bench's own test tasks: held out from everything trajforge wrote
+        t = time.monotonic()
+        best_arm = max(results, key=lambda k: (results[k]["trained"]["next_action"]["accuracy"],
+                                               results[k]["trained"]["episodes"]["pass_rate"]))
+        pair = benchmark_pair(f"tau2:{args.tau2}", models[best_arm], max_tasks=size["tau2_tasks"],
+                              max_turns=size["max_turns"])
+        tau2 = {"benchmark": pair["benchmark"], "arm": best_arm, "tasks": pair["tasks"],
+                "base_pass_rate": pair["base"]["pass_rate"], "base_ci95": pair["base"]["interval"]["ci95"],
+                "trained_pass_rate": pair["trained"]["pass_rate"], "trained_ci95": pair["trained"]["interval"]["ci95"],
+                "base_mean_reward": pair["base"]["mean_reward"], "trained_mean_reward": pair["trained"]["mean_reward"],
+                "delta": pair["delta"]}
+        phases["tau2_s"] = round(time.monotonic() - t, 1)
+
     grpo = run_grpo_phase(args.grpo_steps, args.grpo_lr, releases["outcome"], rl_releases["topology"], models, results, settings,
                           out, base_result, phases)
 
@@ -255,7 +281,7 @@ def main() -> None:
                          "next_action_ci95": arm_figures[best]["delta_next_action"]["ci95"],
                          "pass_rate_points": round(100 * arm_figures[best]["delta_pass_rate"]["mean"], 1),
                          "pass_rate_ci95": arm_figures[best]["delta_pass_rate"]["ci95"]},
-        "topology_minus_outcome": topo_vs_outcome, "grpo": grpo,
+        "topology_minus_outcome": topo_vs_outcome, "tau2": tau2, "grpo": grpo,
         "phases": phases, "wall_s": round(time.monotonic() - started, 1),
     }))
 

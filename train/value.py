@@ -13,6 +13,9 @@ base is a paired bootstrap over the same tasks. The result is written beside the
 made the model (`eval-<release version>.json`) and the card of the release the run trained
 on (and of the release it was cut from, for an arm) lists it (`train.lineage`).
 
+`benchmark_pair` judges both on a benchmark's own tasks instead (τ²-bench's, by τ²'s
+evaluator): the held-out tasks no template of ours wrote.
+
 `arm_dataset` cuts an arm from an sft release: rows chosen by a rule (reference dialogues
 only, or all), at most `rows` of them in a seeded order, committed as its own dataset whose
 lineage names the release.
@@ -166,6 +169,36 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     if (run_dir / "run.json").is_file():
         result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
+
+
+def benchmark_rates(result: dict[str, Any]) -> dict[str, float]:
+    """A benchmark result's (`train.evaluate.evaluate_benchmark`) share of trials each task passed."""
+    return {r["task_id"]: r["passed"] / r["trials"] for r in result["per_task"]}
+
+
+def benchmark_pair(benchmark: str, model: str, base: str = "embedded", split: str = "test",
+                   max_tasks: int | None = None, max_turns: int = 30,
+                   base_result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`base` and `model` (folders; "embedded": the prepared base model) on a benchmark's own
+    tasks of `split` (``tau2:<domain>``: τ²-bench's tasks, judged by τ²'s evaluator), greedy,
+    with the scripted user: each model's pass rate with its interval, and the paired
+    difference over the same tasks. The trained model's result is also kept beside its run
+    (`train.evaluate.record_benchmark`), so its card lists it. `base_result` (the `base` of an
+    earlier pair with the same settings) saves playing the base again."""
+    from rollout.collector import ModelConfig
+    from train.evaluate import evaluate_benchmark, record_benchmark
+
+    def played(folder: str) -> dict[str, Any]:
+        path = None if folder == "embedded" else str(Path(folder).expanduser())
+        r = evaluate_benchmark(benchmark, ModelConfig(kind="embedded", options={"path": path}), split=split,
+                               max_tasks=max_tasks, max_turns=max_turns)
+        return {**r, "pass_rate": r["pass_hat_k"]["1"], "interval": with_interval(benchmark_rates(r))}
+
+    before = base_result if base_result is not None else played(base)
+    after = record_benchmark(played(model), model)
+    return {"benchmark": benchmark, "split": split, "tasks": after["tasks"], "max_turns": max_turns,
+            "base": before, "trained": after,
+            "delta": paired_difference(benchmark_rates(before), benchmark_rates(after))}
 
 
 # -- arms ---------------------------------------------------------------------------------------

@@ -121,3 +121,25 @@ def test_a_run_on_an_arm_shows_on_the_card_of_the_release_it_was_cut_from(releas
     assert "| topology | 1 | done | 4 |" in row and "| 0.75 |" in row
     assert "0.1 → 0.6 (Δ +0.500, 95% CI +0.300 … +0.700) on 20 turns" in row
     assert "0.0 → 0.3333 (Δ +0.333, 95% CI +0.000 … +1.000) on 3 test tasks" in row
+
+
+@pytest.mark.slow  # a τ² integration test: τ²'s tasks, database and evaluator
+def test_benchmark_pair_judges_base_and_trained_on_tau2_tasks_and_keeps_the_result(
+        tiny_model: Path, releases: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("tau2")
+    from train.lineage import write_run_record
+    from train.value import benchmark_pair
+
+    run = tmp_path / "train" / "sft-a"
+    shutil.copytree(tiny_model, run / "final")
+    write_run_record(run, "sft", releases["sft"], store.read_manifest(releases["sft"]), {}, status="done",
+                     final_model=str(run / "final"))
+    r = benchmark_pair("tau2:airline", str(run / "final"), base=str(tiny_model), max_tasks=2, max_turns=2)
+    assert r["tasks"] == 2 and r["base"]["tasks"] == 2 and r["base"]["model"]["options"]["path"] == str(tiny_model)
+    # the same weights under two names play the same greedy episodes (some τ² tasks pass on doing nothing)
+    assert r["trained"]["pass_rate"] == r["base"]["pass_rate"] and r["delta"]["mean"] == 0.0
+    assert set(r["trained"]["interval"]) >= {"mean", "ci95"}
+    kept = json.loads((run / "benchmark-tau2-airline-test.json").read_text())
+    assert kept["tasks"] == 2 and kept["pass_hat_k"] == {"1": r["trained"]["pass_rate"]}
+    again = benchmark_pair("tau2:airline", str(run / "final"), max_tasks=2, max_turns=2, base_result=r["base"])
+    assert again["base"] is r["base"]
