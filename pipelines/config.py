@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -225,6 +226,20 @@ class TeachConfig(BaseModel):
     eval_max_dialogues: int | None = Field(None, ge=1)  # reference dialogues scored (None: those tasks')
     episodes: bool = True  # episode pass rate (scripted user, composite verdict)
     next_action: bool = True  # teacher-forced next-action accuracy on the reference dialogues
+    # Benchmarks whose own test tasks each model also plays against the base, e.g.
+    # "tau2:airline" (τ²-bench's tasks and evaluator: tasks no template of ours wrote).
+    benchmarks: list[str] = Field(default_factory=list)
+    benchmark_max_tasks: int | None = Field(None, ge=1)  # tasks of each benchmark (None: all)
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _known_benchmarks(cls, names: list[str]) -> list[str]:
+        if names:
+            from train.evaluate import parse_benchmark
+
+            for name in names:
+                parse_benchmark(name)
+        return names
 
 
 class RunConfig(BaseModel):

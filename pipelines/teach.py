@@ -1,8 +1,9 @@
 """From data to a judged model in one flow run: the run (synthesize → roll out → verify →
 curate → release), SFT on its `sft` release, the base and the SFT model judged on the
 release's held-out tasks (`train.value.evaluate_pair`: next-action accuracy and episode
-pass rate with intervals), then optionally GRPO from the SFT model on the `rl` release and
-its judgement. The release card's "Training runs" section gets every result.
+pass rate with intervals) and, with `teach.benchmarks`, on a benchmark's own test tasks
+(`train.value.benchmark_pair`: τ²-bench's, by τ²'s evaluator), then optionally GRPO from the
+SFT model on the `rl` release and its judgement. The release card's "Training runs" section gets every result.
 
 Cached and resumable like `trajforge run`: the run stage reuses its shards; a training
 stage whose run folder (named by a key of the release, the stage config and the code
@@ -92,6 +93,30 @@ def evaluate_task(cfg: RunConfig, release: str, model: str, base: str, label: st
     return evaluate_pair(release, model, base=base, **settings)
 
 
+@task(name="benchmark", task_run_name="benchmark-{label}-{benchmark}", cache_policy=NO_CACHE)
+def benchmark_task(cfg: RunConfig, benchmark: str, model: str, base: str, label: str) -> dict[str, Any]:
+    """Base and `model` on a benchmark's own test tasks (`train.value.benchmark_pair`); a pair
+    with the same settings already kept beside the model is read back."""
+    from train.value import benchmark_pair, pair_before
+
+    t = cfg.teach
+    settings = {"split": t.eval_split, "max_tasks": t.benchmark_max_tasks, "max_turns": t.eval_max_turns}
+    return (pair_before(benchmark, model, base, **settings)
+            or benchmark_pair(benchmark, model, base=base, **settings))
+
+
+def _judged(cfg: RunConfig, release: str, model: str, label: str) -> dict[str, Any]:
+    """A model's headline against the base: the held-out tasks of `release`, then each
+    benchmark of `teach.benchmarks`."""
+    out = _headline(model, evaluate_task(cfg, release, model, cfg.sft.model, label))
+    for name in cfg.teach.benchmarks:
+        pair = benchmark_task(cfg, name, model, cfg.sft.model, label)
+        out.setdefault("benchmarks", {})[name] = {
+            "tasks": pair["tasks"], "base": pair["base"]["pass_rate"], "trained": pair["trained"]["pass_rate"],
+            "delta": pair["delta"]["mean"], "ci95": pair["delta"]["ci95"]}
+    return out
+
+
 @flow(name="trajforge-teach", flow_run_name="{config[name]}-teach")
 def teach_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     """The run, then SFT → evaluate (→ GRPO → evaluate); returns the run's summary with a
@@ -104,11 +129,10 @@ def teach_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     training: dict[str, Any] = {}
     if cfg.teach.sft:
         sft_model = sft_task(cfg, releases["sft"], root)
-        training["sft"] = _headline(sft_model, evaluate_task(cfg, releases["sft"], sft_model, cfg.sft.model, "sft"))
+        training["sft"] = _judged(cfg, releases["sft"], sft_model, "sft")
         if cfg.teach.grpo:
             grpo_model = grpo_task(cfg, releases["rl"], sft_model, root)
-            training["grpo"] = _headline(grpo_model, evaluate_task(cfg, releases["sft"], grpo_model,
-                                                                   cfg.sft.model, "grpo"))
+            training["grpo"] = _judged(cfg, releases["sft"], grpo_model, "grpo")
     return {**summary, "training": training}
 
 

@@ -24,6 +24,7 @@ lineage names the release.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -196,9 +197,31 @@ def benchmark_pair(benchmark: str, model: str, base: str = "embedded", split: st
 
     before = base_result if base_result is not None else played(base)
     after = record_benchmark(played(model), model)
-    return {"benchmark": benchmark, "split": split, "tasks": after["tasks"], "max_turns": max_turns,
+    pair = {"benchmark": benchmark, "split": split, "tasks": after["tasks"],
+            "settings": {"base": base, "split": split, "max_tasks": max_tasks, "max_turns": max_turns},
             "base": before, "trained": after,
             "delta": paired_difference(benchmark_rates(before), benchmark_rates(after))}
+    if "written_to" in after:  # beside the run: the pair too, for a rerun to read back (`pair_before`)
+        pair_file(Path(after["written_to"])).write_text(json.dumps(pair, indent=2) + "\n")
+    return pair
+
+
+def pair_file(benchmark_result: Path) -> Path:
+    """Where `benchmark_pair` keeps a pair beside the trained model's benchmark result."""
+    return benchmark_result.with_name("pair-" + benchmark_result.name)
+
+
+def pair_before(benchmark: str, model: str, base: str, split: str, max_tasks: int | None,
+                max_turns: int) -> dict[str, Any] | None:
+    """A `benchmark_pair` result kept beside `model`'s run with the same settings, or None."""
+    from train.evaluate import benchmark_file
+
+    path = pair_file(Path(model).expanduser().parent / benchmark_file(benchmark, split))
+    if not path.is_file():
+        return None
+    pair = json.loads(path.read_text())
+    want = {"base": base, "split": split, "max_tasks": max_tasks, "max_turns": max_turns}
+    return pair if pair.get("settings") == want and pair.get("benchmark") == benchmark else None
 
 
 # -- arms ---------------------------------------------------------------------------------------
