@@ -184,6 +184,7 @@ def main() -> None:
         benchmark_pair,
         episode_rates,
         evaluate_pair,
+        pair_before,
         paired_difference,
         turn_rates,
     )
@@ -240,8 +241,9 @@ def main() -> None:
         t = time.monotonic()
         best_arm = max(results, key=lambda k: (results[k]["trained"]["next_action"]["accuracy"],
                                                results[k]["trained"]["episodes"]["pass_rate"]))
-        pair = benchmark_pair(f"tau2:{args.tau2}", models[best_arm], max_tasks=size["tau2_tasks"],
-                              max_turns=size["max_turns"])
+        name, settings = f"tau2:{args.tau2}", {"max_tasks": size["tau2_tasks"], "max_turns": size["max_turns"]}
+        pair = (pair_before(name, models[best_arm], "embedded", "test", **settings)
+                or benchmark_pair(name, models[best_arm], **settings))
         tau2 = {"benchmark": pair["benchmark"], "arm": best_arm, "tasks": pair["tasks"],
                 "base_pass_rate": pair["base"]["pass_rate"], "base_ci95": pair["base"]["interval"]["ci95"],
                 "trained_pass_rate": pair["trained"]["pass_rate"], "trained_ci95": pair["trained"]["interval"]["ci95"],
