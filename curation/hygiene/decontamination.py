@@ -107,7 +107,9 @@ class _NgramIndex:
     a text shares with any of them (`longest`). Docs and texts are also kept as strings of one
     character per token, so a run's length is found by comparing slices."""
 
-    MAX_MEMO = 50_000  # distinct texts whose answer is kept (rows repeat their task's texts)
+    # Answers kept for the last distinct texts (a task's rows come together and repeat its
+    # texts), keyed by the one-character-per-token form: ~150 bytes a text, not a token tuple.
+    MAX_MEMO = 4096
 
     def __init__(self, docs: list[str], n: int) -> None:
         self.n = n
@@ -125,7 +127,7 @@ class _NgramIndex:
             for p in range(len(toks) - n + 1):
                 by_prev = self.grams.setdefault(tuple(toks[p : p + n]), {})
                 by_prev.setdefault(text[p - 1] if p else "", []).append((j, p))
-        self._memo: dict[tuple[str, ...], tuple[int, int, str] | None] = {}
+        self._memo: dict[str, tuple[int, int, str] | None] = {}
 
     def _chars(self, toks: list[str], grow: bool = False) -> str:
         if grow:
@@ -136,16 +138,16 @@ class _NgramIndex:
     def longest(self, toks: list[str]) -> tuple[int, int, str] | None:
         """(longest match in tokens, eval doc index, matched text) over n-gram hits, or None;
         of equally long matches, the first found (by position in `toks`, then doc order)."""
-        key = tuple(toks)
-        if key not in self._memo:
+        q = self._chars(toks)  # texts alike up to unknown tokens (which no run holds) have one answer
+        if q not in self._memo:
             if len(self._memo) >= self.MAX_MEMO:
                 self._memo.clear()
-            self._memo[key] = self._longest(toks)
-        return self._memo[key]
+            self._memo[q] = self._longest(toks, q)
+        return self._memo[q]
 
-    def _longest(self, toks: list[str]) -> tuple[int, int, str] | None:
+    def _longest(self, toks: list[str], q: str) -> tuple[int, int, str] | None:
         best: tuple[int, int, str] | None = None
-        n, size, q = self.n, len(toks), self._chars(toks)
+        n, size = self.n, len(toks)
         for i in range(size - n + 1):
             floor = best[0] if best is not None else 0  # a run must be longer to count
             if size - i <= floor:
