@@ -166,7 +166,7 @@ class Scorer:
         the dialogue's cache: one forward pass over the tokens the kept head does not hold."""
         torch = self._torch
         shared, past = self._shared_head(ids, positions[0])
-        extra = {"past_key_values": past} if past is not None else {}
+        extra = {"cache": past} if past is not None else {}  # transformers 5 names it `cache`
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
             out = self.model(torch.tensor([ids[shared:]]), use_cache=True,
                              logits_to_keep=torch.tensor([t - 1 - shared for t in positions]), **extra)
