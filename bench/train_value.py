@@ -64,6 +64,21 @@ def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curat
             "report": False, "shard_size": 8}
 
 
+def data_phase(n_tasks: int, seed: int, trials: int, test_fraction: float, out: Path) -> dict[str, dict[str, Path]]:
+    """The run with each curation, through the real flow: its releases by curation. Each run
+    has its own folder (its own `releases/`, so a rerun finds its release unchanged and
+    keeps its version) and both share one shard cache (the topology run reuses the outcome
+    run's rollouts and verdicts)."""
+    from pipelines.flows import execute, run_flow
+
+    published = {}
+    for curation in ("outcome", "topology"):
+        cfg = {**run_config(n_tasks, seed, trials, test_fraction, curation), "cache_dir": str((out / "cache").resolve())}
+        paths = execute(run_flow, cfg, str(out / f"run-{curation}"))["releases"]
+        published[curation] = {name: Path(paths[name]) for name in ("sft", "sft_recovery", "rl")}
+    return published
+
+
 def release_rows(*releases: Path) -> dict[str, int]:
     """Training rows of a run's sft releases (its `sft` and `sft_recovery`), reference
     dialogues among them, and held-out rows."""
@@ -176,7 +191,6 @@ def main() -> None:
             size[key] = getattr(args, key)
 
     from pipelines.config import RunConfig
-    from pipelines.flows import execute, run_flow
     from train.evaluate import release_tasks
     from train.sft import run_sft
     from train.value import (
@@ -192,12 +206,10 @@ def main() -> None:
     out = args.out
     phases: dict[str, float] = {}
     started = time.monotonic()
-    releases, recoveries, rl_releases = {}, {}, {}
-    for curation in ("outcome", "topology"):
-        cfg = run_config(size["n_tasks"], args.seed, args.trials, args.test_fraction, curation)
-        published = execute(run_flow, cfg, str(out))["releases"]
-        releases[curation], rl_releases[curation] = Path(published["sft"]), Path(published["rl"])
-        recoveries[curation] = Path(published["sft_recovery"])
+    published = data_phase(size["n_tasks"], args.seed, args.trials, args.test_fraction, out)
+    releases = {k: v["sft"] for k, v in published.items()}
+    recoveries = {k: v["sft_recovery"] for k, v in published.items()}
+    rl_releases = {k: v["rl"] for k, v in published.items()}
     phases["data_s"] = round(time.monotonic() - started, 1)
     rows = {k: release_rows(releases[k], recoveries[k]) for k in releases}
     stage = RunConfig().sft.model_copy(update={"max_steps": size["steps"], "eval_steps": None, "learning_rate": args.lr})

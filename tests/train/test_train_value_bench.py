@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.train_value import judged_before, trained_before
 from data import store
 from pipelines.config import RunConfig
@@ -40,3 +42,14 @@ def test_an_evaluation_is_reused_only_for_the_same_settings(releases: dict[str, 
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
     assert judged_before(str(model), releases["sft"], settings) == result
     assert judged_before(str(model), releases["sft"], {**settings, "max_turns": 12}) is None
+
+
+@pytest.mark.slow  # four tiny runs through the real flow
+def test_the_data_phase_rerun_keeps_its_releases(tmp_path: Path) -> None:
+    """Each curation's run has its own releases: a rerun finds them unchanged (same versions),
+    which is what lets the arms' evaluations be read back."""
+    from bench.train_value import data_phase
+
+    first = data_phase(4, 7, 1, 0.4, tmp_path)
+    assert first["outcome"]["sft"] != first["topology"]["sft"]
+    assert data_phase(4, 7, 1, 0.4, tmp_path) == first
