@@ -7,12 +7,17 @@ the setup issue 20 measured: 40 trials plus 1 reference trajectory per task and
 process's peak resident set (`ru_maxrss` of the reaped child) and its wall time are
 measured; the machine's load is printed with them.
 
-    .venv/bin/python bench/memory_scaling.py [--quick] [--sizes 1000,8000]
+    .venv/bin/python bench/memory_scaling.py [--quick] [--sizes 1000,8000] [--profile DIR]
+
+`--profile DIR` samples each size with py-spy (`pip install py-spy`) into `DIR/<size>.txt`
+(folded stacks, all threads): compare the sizes' samples per 1k trajectories by function to
+see what grows faster than the run.
 
 `--quick`: 1k and 8k trajectories; full: 1k, 8k, 64k and 256k. The last line printed is one
 JSON object: `peak_rss_mb` and `wall_s` per size, `mb_per_1k_trajectories` (the growth of
 the peak between the two largest sizes), `trajectories_per_s` per size and at the largest,
-and the load averages. Targets (issue 20): `mb_per_1k_trajectories` <= 2, peak at 256k
+`largest_vs_smallest_throughput` (issue 39: at least 0.9 from 32k to 256k), and the load
+averages. Targets (issue 20): `mb_per_1k_trajectories` <= 2, peak at 256k
 <= 1.5 GB, and trajectories/s at 8k no lower than before streaming (about 80 on 2 cores).
 """
 
