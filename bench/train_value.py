@@ -120,20 +120,6 @@ def trained_before(run_dir: Path, arm: Path, stage: Any) -> str | None:
     return run["final_model"] if same else None
 
 
-def judged_before(model: str, release: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """An earlier `evaluate_pair` result written beside `model`'s run for the same release and
-    settings, or None."""
-    from data import store
-
-    path = Path(model).parent / f"eval-{store.read_manifest(release).version}.json"
-    if not path.is_file():
-        return None
-    result = json.loads(path.read_text())
-    want = {"split": "test", "trials": 1, "max_turns": settings["max_turns"], "max_tasks": settings["max_tasks"],
-            "max_dialogues": settings["max_dialogues"], "episodes": True, "next_action": True}
-    return result if result.get("settings") == want and result["trained"].get("model") == model else None
-
-
 def run_grpo_phase(steps: int, lr: float, sft_release: Path, rl: Path, models: dict[str, str], results: dict[str, Any],
                    settings: dict[str, Any], out: Path, base_result: dict[str, Any] | None,
                    phases: dict[str, float]) -> dict[str, Any] | None:
@@ -197,7 +183,9 @@ def main() -> None:
         arm_dataset,
         benchmark_pair,
         episode_rates,
+        eval_settings,
         evaluate_pair,
+        evaluation_before,
         pair_before,
         paired_difference,
         turn_rates,
@@ -242,7 +230,7 @@ def main() -> None:
     base_result = None
     results = {}
     for name, model in models.items():
-        r = (judged_before(model, releases["outcome"], settings)
+        r = (evaluation_before(releases["outcome"], model, "embedded", eval_settings(**settings))
              or evaluate_pair(releases["outcome"], model, base_result=base_result, **settings))
         base_result = r["base"]
         results[name] = r

@@ -71,26 +71,22 @@ def grpo_task(cfg: RunConfig, release: str, model: str, out: Path) -> str:
 
 
 def _eval_settings(cfg: RunConfig) -> dict[str, Any]:
+    from train.value import eval_settings
+
     t = cfg.teach
-    return {"split": t.eval_split, "trials": t.eval_trials, "max_turns": t.eval_max_turns,
-            "max_tasks": t.eval_max_tasks, "max_dialogues": t.eval_max_dialogues, "episodes": t.episodes,
-            "next_action": t.next_action}
+    return eval_settings(t.eval_split, t.eval_trials, t.eval_max_turns, t.eval_max_tasks, t.eval_max_dialogues,
+                         t.episodes, t.next_action)
 
 
 @task(name="evaluate", task_run_name="evaluate-{label}", cache_policy=NO_CACHE)
 def evaluate_task(cfg: RunConfig, release: str, model: str, base: str, label: str) -> dict[str, Any]:
     """Base and `model` on `release`'s held-out tasks (`train.value.evaluate_pair`); an
     evaluation with the same settings already written beside the model is read back."""
-    from train.value import evaluate_pair
+    from train.value import evaluate_pair, evaluation_before
 
     settings = _eval_settings(cfg)
-    version = store.read_manifest(release, verify=False).version
-    written = Path(model).parent / f"eval-{version}.json"
-    if written.is_file():
-        previous = json.loads(written.read_text())
-        if previous.get("settings") == settings and previous.get("base", {}).get("model") == base:
-            return previous
-    return evaluate_pair(release, model, base=base, **settings)
+    return (evaluation_before(release, model, base, settings)
+            or evaluate_pair(release, model, base=base, **settings))
 
 
 @task(name="benchmark", task_run_name="benchmark-{label}-{benchmark}", cache_policy=NO_CACHE)

@@ -132,14 +132,14 @@ class Scorer:
         token before `first` (the first scored position) is left to the forward pass."""
         import copy
 
+        import numpy as np
+
+        from rollout.kv_cache import common_prefix
+
         if self._prefix is None:
             return 0, None
         head, cache = self._prefix
-        n = 0
-        for a, b in zip(ids[:first - 1], head, strict=False):
-            if a != b:
-                break
-            n += 1
+        n = common_prefix(np.asarray(ids[:first - 1]), np.asarray(head))
         if n < MIN_SHARED:
             return 0, None
         past = copy.deepcopy(cache)
@@ -153,6 +153,8 @@ class Scorer:
 
         if cache is None:  # a stand-in model without a cache
             return
+        if self._prefix is not None and self._prefix[0] == ids[:first - 1]:
+            return  # the head already kept: no second copy of the same cache
         head = copy.deepcopy(cache)
         head.crop(first - 1 - head.get_seq_length())
         self._prefix = (ids[:first - 1], head)

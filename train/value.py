@@ -161,8 +161,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     result = {
         "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
         "split": split, "tasks": len(tasks), "dialogues": len(dialogues), "trials": trials, "max_turns": max_turns,
-        "settings": {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
-                     "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action},
+        "settings": eval_settings(split, trials, max_turns, max_tasks, max_dialogues, episodes, next_action),
         "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
         "code_version": store.code_version(),
     }
@@ -170,6 +169,25 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     if (run_dir / "run.json").is_file():
         result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
+
+
+def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max_tasks: int | None = None,
+                  max_dialogues: int | None = None, episodes: bool = True, next_action: bool = True) -> dict[str, Any]:
+    """`evaluate_pair`'s settings (its defaults), as its result records them."""
+    return {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
+            "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action}
+
+
+def evaluation_before(release: Path | str, model: str, base: str, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """An `evaluate_pair` result kept beside `model`'s run for `release` with the same
+    settings (`eval_settings`), base and model, or None: a rerun reads it back."""
+    path = Path(model).expanduser().parent / f"eval-{store.read_manifest(release, verify=False).version}.json"
+    if not path.is_file():
+        return None
+    kept = json.loads(path.read_text())
+    same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
+            and kept.get("trained", {}).get("model") == model)
+    return kept if same else None
 
 
 def benchmark_rates(result: dict[str, Any]) -> dict[str, float]:

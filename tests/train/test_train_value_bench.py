@@ -1,5 +1,6 @@
-"""bench/train_value.py resumes: an arm's SFT model and its evaluation are reused only when
-their inputs are the same (the arm's rows, the stage config, the evaluation settings)."""
+"""bench/train_value.py resumes (as `trajforge teach` does): an arm's SFT model and its
+evaluation (`train.value.evaluation_before`) are reused only when their inputs are the same
+(the arm's rows, the stage config, the evaluation settings and base)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.train_value import judged_before, trained_before
+from bench.train_value import trained_before
 from data import store
 from pipelines.config import RunConfig
 from train.lineage import write_run_record
-from train.value import arm_dataset
+from train.value import arm_dataset, eval_settings, evaluation_before
 
 
 def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[str, Path], tmp_path: Path) -> None:
@@ -35,13 +36,14 @@ def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[s
 def test_an_evaluation_is_reused_only_for_the_same_settings(releases: dict[str, Path], tmp_path: Path) -> None:
     model = tmp_path / "train" / "sft-a" / "final"
     model.mkdir(parents=True)
-    settings = {"max_tasks": 40, "max_turns": 8, "max_dialogues": 40}
-    result = {"settings": {"split": "test", "trials": 1, "max_turns": 8, "max_tasks": 40, "max_dialogues": 40,
-                           "episodes": True, "next_action": True}, "trained": {"model": str(model)}}
-    assert judged_before(str(model), releases["sft"], settings) is None
+    settings = eval_settings(max_turns=8, max_tasks=40, max_dialogues=40)
+    result = {"settings": settings, "base": {"model": "embedded"}, "trained": {"model": str(model)}}
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
-    assert judged_before(str(model), releases["sft"], settings) == result
-    assert judged_before(str(model), releases["sft"], {**settings, "max_turns": 12}) is None
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
+    assert evaluation_before(releases["sft"], str(model), "embedded", eval_settings(max_turns=12, max_tasks=40,
+                                                                                     max_dialogues=40)) is None
+    assert evaluation_before(releases["sft"], str(model), str(tmp_path / "other-base"), settings) is None
 
 
 @pytest.mark.slow  # four tiny runs through the real flow
