@@ -1,4 +1,4 @@
-"""SFT seconds per step on the embedded SmolLM2-135M, old settings against the new defaults,
+"""SFT seconds per step on the embedded SmolLM2-135M, earlier settings against the defaults,
 on the same released rows in the same invocation (docs/training.md, "SFT speed").
 
 The rows come from the tiny scripted pipeline run the training tests use (8 airline tasks,
@@ -11,10 +11,12 @@ every other round).
 
 Arms (the `sft:` settings that differ; all bf16 autocast, assistant-only loss):
 
-- `baseline`: the defaults before: batch 2, no accumulation, gradient checkpointing, LM head
+- `baseline`: the first defaults: batch 2, no accumulation, gradient checkpointing, LM head
   over every position;
-- `new`: `SFTStageConfig()` now: batch 1 × accumulation 2, no checkpointing, LM head only at
-  the loss positions;
+- `previous`: the defaults before the shared head: batch 1 × accumulation 2, no
+  checkpointing, LM head only at the loss positions;
+- `new`: `SFTStageConfig()` now: `previous` with a step's 2 rows in one batch that runs the
+  head they share once (`train.shared_head`), the rows one at a time after it;
 - full mode also: `no_checkpointing`, `batch1_accum2`, `loss_positions_head` (each one
   change on top of `baseline`) and `new_lora` (`new` with `lora: true`, r 8).
 
@@ -25,7 +27,7 @@ loss, backward, optimizer, collation; measured around `compute_loss`,
 
     .venv/bin/python bench/sft_speed.py [--quick] [--dataset out/releases/sft/<V>] [--steps N] [--rounds N]
 
-`--quick`: baseline and new, 2 steps each, one round (about 5 minutes on 2 cores). The last
+`--quick`: previous and new, 2 steps each, one round (about 5 minutes on 2 cores). The last
 line printed is one JSON object of the figures.
 """
 
@@ -44,16 +46,18 @@ from pathlib import Path
 from typing import Any
 
 OLD_DEFAULTS: dict[str, Any] = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
-                                "gradient_checkpointing": True, "lm_head_loss_positions_only": False}
+                                "gradient_checkpointing": True, "lm_head_loss_positions_only": False,
+                                "shared_head": False}
 ARMS: dict[str, dict[str, Any]] = {
     "baseline": OLD_DEFAULTS,
+    "previous": {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "shared_head": False},
     "new": {},
     "no_checkpointing": {**OLD_DEFAULTS, "gradient_checkpointing": False},
     "batch1_accum2": {**OLD_DEFAULTS, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2},
     "loss_positions_head": {**OLD_DEFAULTS, "lm_head_loss_positions_only": True},
     "new_lora": {"lora": True},
 }
-QUICK_ARMS = ("baseline", "new")
+QUICK_ARMS = ("previous", "new")
 
 
 def make_release(root: Path) -> Path:
@@ -163,7 +167,7 @@ def child(arm: str, dataset: Path, steps: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="baseline and new, 2 steps, 1 round")
+    ap.add_argument("--quick", action="store_true", help="previous and new, 2 steps, 1 round")
     ap.add_argument("--dataset", type=Path, help="an sft release (default: made by the scripted pipeline)")
     ap.add_argument("--steps", type=int, help="optimizer steps per arm (default 2 quick, 3 full)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (default 1 quick, 2 full)")
@@ -195,6 +199,8 @@ def main() -> None:
                                "wall_s": round(time.perf_counter() - started, 1)}
     if "baseline" in arms_out and "new" in arms_out:
         figures["speedup_new_vs_baseline"] = round(arms_out["baseline"]["s_per_step"] / arms_out["new"]["s_per_step"], 2)
+    if "previous" in arms_out and "new" in arms_out:
+        figures["speedup_new_vs_previous"] = round(arms_out["previous"]["s_per_step"] / arms_out["new"]["s_per_step"], 2)
     print(json.dumps(figures))
 
 

@@ -109,16 +109,20 @@ class TrainerStageConfig(BaseModel):
 
 class SFTStageConfig(TrainerStageConfig):
     """SFT defaults chosen for speed on the CPU (docs/training.md, "SFT speed"; measured by
-    bench/sft_speed.py): one row per forward with the batch made up by gradient accumulation
-    (no padding between rows of 2,400-3,800 tokens, half the activation memory), no
-    gradient checkpointing (it recomputes every forward), and the LM head scored only at the
-    positions that carry loss (`lm_head_loss_positions_only`). None of them changes the loss
-    or the rendered text: only how it is computed."""
+    bench/sft_speed.py): a step's rows run one at a time after the head they share (the
+    system prompt and tool schemas, run once: `shared_head`; no padding between rows of
+    3,000-4,400 tokens, one row's activations alive at a time), no gradient checkpointing
+    (it recomputes every forward), and the LM head scored only at the positions that carry
+    loss (`lm_head_loss_positions_only`). None of them changes the loss, the gradient or the
+    rendered text: only how they are computed."""
 
     trl_config: ClassVar[str] = "SFTConfig"
 
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 2  # 2 rows per optimizer step, as batch 2 was
+    per_device_train_batch_size: int = 2  # rows per step; with shared_head they run one at a time
+    gradient_accumulation_steps: int = 1
+    # Rows of a batch that open with the same tokens run them once (train.shared_head);
+    # False: TRL's step (the whole padded batch in one forward).
+    shared_head: bool = True
     gradient_checkpointing: bool = False  # it runs every forward twice; one 3.8k-token row's activations fit
     # TRL 1.16's fused LM head projects every position through the 49k-token vocabulary
     # off Triton devices; True scores only the positions whose label is kept (the same loss).

@@ -315,24 +315,109 @@ def lm_head_on_loss_positions() -> Iterator[None]:
         trl_utils._use_triton = original  # type: ignore[attr-defined]
 
 
-def sft_trainer_class(loss_positions_only: bool) -> type:
-    """TRL's `SFTTrainer`, or (with `loss_positions_only`) a subclass whose loss runs inside
-    `lm_head_on_loss_positions`."""
+def sft_trainer_class(loss_positions_only: bool, shared_head: bool = False) -> type:
+    """TRL's `SFTTrainer`, or a subclass: with `loss_positions_only` its loss runs inside
+    `lm_head_on_loss_positions`; with `shared_head` a training step runs the head its rows
+    share once (`train.shared_head`). Neither changes the loss or the gradient."""
     from trl import SFTTrainer
 
-    if not loss_positions_only:
+    if not loss_positions_only and not shared_head:
         return SFTTrainer
 
-    class CompactHeadSFTTrainer(SFTTrainer):
-        """`SFTTrainer` scoring only the loss positions through the LM head (same loss)."""
+    def head_scope() -> contextlib.AbstractContextManager[None]:
+        return lm_head_on_loss_positions() if loss_positions_only else contextlib.nullcontext()
+
+    class FasterSFTTrainer(SFTTrainer):
+        """`SFTTrainer` scoring only the loss positions through the LM head and/or running a
+        step's shared head once (the same loss and gradient)."""
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
-            with lm_head_on_loss_positions():
+            with head_scope():
                 return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                             num_items_in_batch=num_items_in_batch)
 
-    return CompactHeadSFTTrainer
+        def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+            rows = self._shared_head_rows(inputs) if shared_head else None
+            if rows is None:
+                return super().training_step(model, inputs, num_items_in_batch)
+            return self._shared_head_step(model, inputs, rows, num_items_in_batch)
+
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+            """With `shared_head`: batches of rows that open alike (`train.shared_head.grouped_order`)."""
+            from train.shared_head import HeadGroupedSampler, head_key
+
+            dataset = train_dataset if train_dataset is not None else self.train_dataset
+            rows_per_batch = self.args.per_device_train_batch_size
+            if not shared_head or rows_per_batch < 2 or dataset is None or "labels" not in dataset.column_names:
+                return super()._get_train_sampler(train_dataset)
+            keys = [head_key(r["input_ids"], r["labels"]) for r in dataset]
+            return HeadGroupedSampler(keys, rows_per_batch, self.args.seed)
+
+        def _shared_head_rows(self, inputs: Any) -> list[Any] | None:
+            """The batch's rows, when the step can run their shared head once: at least two
+            rows of plain token-level loss, right-padded, not packed. Else None (TRL's step)."""
+            from train.shared_head import batch_rows
+
+            plain = (self.compute_loss_func is None and self.label_smoother is None
+                     and self.args.loss_type == "nll" and not self.aux_loss_enabled)
+            if not plain or "position_ids" in inputs or "attention_mask" not in inputs or "labels" not in inputs:
+                return None
+            if inputs["input_ids"].shape[0] < 2:
+                return None
+            return batch_rows(inputs["input_ids"], inputs["labels"], inputs["attention_mask"])
+
+        def _loss_scale(self, rows: list[Any], num_items_in_batch: Any) -> float:
+            """The factor TRL's `compute_loss` and the Trainer's step put on the summed token
+            loss: 1 / the step's loss tokens, and 1 / accumulation when not normalised by them."""
+            count = (float(num_items_in_batch) if num_items_in_batch is not None
+                     else sum(label != -100 for r in rows for label in r.labels[1:]))
+            scale = 1.0 / max(count, 1.0)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                scale *= self.accelerator.num_processes // self.get_tp_size()
+            scaled = self.loss_is_scaled_for_ga
+            if scaled is None:
+                scaled = (self.model_accepts_loss_kwargs and num_items_in_batch is not None) \
+                    or self.compute_loss_func is not None
+            return scale if scaled else scale / self.current_gradient_accumulation_steps
+
+        def _shared_head_step(self, model: Any, inputs: Any, rows: list[Any], num_items_in_batch: Any) -> Any:
+            import torch
+
+            from train.shared_head import group_backward, head_groups
+
+            model.train()
+            if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+                self.optimizer.train()
+            scale = self._loss_scale(rows, num_items_in_batch)
+            total = 0.0
+
+            def backward(loss: Any) -> None:
+                nonlocal total
+                total += float(loss.detach())
+                self.accelerator.backward(loss)
+
+            def score(m: Any, ids: Any, shift: Any, cache: Any) -> Any:
+                with head_scope():
+                    return m(input_ids=ids, shift_labels=shift, fused_lm_head=True,
+                             **({"cache": cache} if cache is not None else {}))
+
+            outputs = []
+            with self.compute_loss_context_manager():
+                for group, head in head_groups(rows):
+                    outputs += group_backward(model, group, head, scale, backward, score)
+            valid = sum(int(o.label_mask.sum()) for o in outputs)
+            if outputs and outputs[0].entropy is not None:
+                entropy = sum(float(o.entropy.detach().sum()) for o in outputs)
+                self._metrics["train"]["entropy"].append(entropy / valid if valid else 0.0)
+            if outputs and outputs[0].is_top1 is not None:
+                correct = sum(int(o.is_top1.sum()) for o in outputs)
+                self._metrics["train"]["mean_token_accuracy"].append(correct / valid if valid else 0.0)
+            self._total_train_tokens += int(inputs["attention_mask"].sum())
+            self._metrics["train"]["num_tokens"] = [self._total_train_tokens]
+            return torch.tensor(total)
+
+    return FasterSFTTrainer
 
 
 def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str,
@@ -383,7 +468,7 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
         "eval_steps": cfg.eval_steps,
         **cfg.extra,
     })
-    trainer_class = sft_trainer_class(cfg.lm_head_loss_positions_only)
+    trainer_class = sft_trainer_class(cfg.lm_head_loss_positions_only, cfg.shared_head)
     trainer = trainer_class(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds,
                             processing_class=tokenizer, peft_config=peft_config,
                             callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])])

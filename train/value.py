@@ -140,7 +140,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []
 
     def judged(folder: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": folder}
+        out: dict[str, Any] = {"model": folder, "weights": model_weights(folder)}
         if next_action and dialogues:
             na = next_action_accuracy(None if folder == "embedded" else folder, dialogues)
             na.pop("turn_results")
@@ -178,15 +178,25 @@ def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max
             "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action}
 
 
+def model_weights(folder: str) -> str:
+    """What an evaluation records of the weights it judged: "embedded" (the prepared base) or
+    the folder's weights digest (`rollout.prepare.weights_digest`: a retrained folder differs)."""
+    from rollout.prepare import weights_digest
+
+    return "embedded" if folder == "embedded" else weights_digest(Path(folder).expanduser())
+
+
 def evaluation_before(release: Path | str, model: str, base: str, settings: dict[str, Any]) -> dict[str, Any] | None:
     """An `evaluate_pair` result kept beside `model`'s run for `release` with the same
-    settings (`eval_settings`), base and model, or None: a rerun reads it back."""
+    settings (`eval_settings`), base and model, the model's weights unchanged since (a model
+    trained again in the same folder is judged again), or None: a rerun reads it back."""
     path = Path(model).expanduser().parent / f"eval-{store.read_manifest(release, verify=False).version}.json"
     if not path.is_file():
         return None
     kept = json.loads(path.read_text())
     same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
-            and kept.get("trained", {}).get("model") == model)
+            and kept.get("trained", {}).get("model") == model
+            and kept.get("trained", {}).get("weights") == model_weights(model))
     return kept if same else None
 
 

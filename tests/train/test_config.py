@@ -64,11 +64,13 @@ def test_cpu_config_validates_and_its_episode_budget_fits_a_tool_loop(tasks: lis
 
 def test_sft_defaults_are_the_measured_cpu_settings() -> None:
     """SFT's defaults are bench/sft_speed.py's `new` arm (docs/training.md, "SFT speed"): two
-    rows a step as before, one per forward, no checkpointing, the LM head over loss positions
-    only; GRPO keeps the shared stage defaults."""
+    rows a step as before, in one batch whose shared head runs once (the rows one at a time
+    after it), no checkpointing, the LM head over loss positions only; GRPO keeps the shared
+    stage defaults."""
     sft, grpo = SFTStageConfig(), GRPOStageConfig()
     assert sft.per_device_train_batch_size * sft.gradient_accumulation_steps == 2
-    assert sft.per_device_train_batch_size == 1 and not sft.gradient_checkpointing and sft.lm_head_loss_positions_only
+    assert sft.per_device_train_batch_size == 2 and sft.shared_head
+    assert not sft.gradient_checkpointing and sft.lm_head_loss_positions_only
     assert grpo.per_device_train_batch_size == 2 and grpo.gradient_accumulation_steps == 1 and grpo.gradient_checkpointing
     args = sft.trainer_args(ROOT)
-    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"], args["gradient_checkpointing"]) == (1, 2, False)
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"], args["gradient_checkpointing"]) == (2, 1, False)

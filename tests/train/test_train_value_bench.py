@@ -13,7 +13,7 @@ from bench.train_value import trained_before
 from data import store
 from pipelines.config import RunConfig
 from train.lineage import write_run_record
-from train.value import arm_dataset, eval_settings, evaluation_before
+from train.value import arm_dataset, eval_settings, evaluation_before, model_weights
 
 
 def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[str, Path], tmp_path: Path) -> None:
@@ -33,17 +33,22 @@ def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[s
     assert trained_before(tmp_path / "nowhere", arm, stage) is None
 
 
-def test_an_evaluation_is_reused_only_for_the_same_settings(releases: dict[str, Path], tmp_path: Path) -> None:
+def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
     model = tmp_path / "train" / "sft-a" / "final"
     model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights")
     settings = eval_settings(max_turns=8, max_tasks=40, max_dialogues=40)
-    result = {"settings": settings, "base": {"model": "embedded"}, "trained": {"model": str(model)}}
+    result = {"settings": settings, "base": {"model": "embedded"},
+              "trained": {"model": str(model), "weights": model_weights(str(model))}}
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
     assert evaluation_before(releases["sft"], str(model), "embedded", eval_settings(max_turns=12, max_tasks=40,
                                                                                      max_dialogues=40)) is None
     assert evaluation_before(releases["sft"], str(model), str(tmp_path / "other-base"), settings) is None
+    (model / "model.safetensors").write_bytes(b"trained again")  # the same folder, other weights
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
 
 
 @pytest.mark.slow  # four tiny runs through the real flow
