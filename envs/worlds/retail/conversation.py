@@ -401,7 +401,8 @@ def preference(conn: sqlite3.Connection, call: ToolCall, wanted: dict[str, Any])
                     vid)
         q = max(a.get("quantities") or [1])
         return ([ToolCall(name="get_product_details", arguments={"product_id": v["product_id"]})],
-                f"The {v['name']} you preferred has only {v['stock']} in stock, not enough for {q}.")
+                f"The {item_phrase(conn, vid)[4:]} you preferred has only {v['stock']} in stock, not enough"
+                f" for {q}.")
     if pay_id and pay_id != a.get("payment_id"):
         p = kit.one(conn, "SELECT * FROM payment_methods WHERE payment_id = ?", pay_id)
         if p["customer_id"] != a.get("customer_id"):
