@@ -234,7 +234,7 @@ class _Engine:
             use_cache=True,
             logits_to_keep=1,
         )
-        layers = [(lay.keys, lay.values) for lay in out.past_key_values.layers]
+        layers = [(lay.keys, lay.values) for lay in out.cache.layers]
         return layers, out.logits[:, -1]
 
     def _generate_reusing(
@@ -316,7 +316,7 @@ class _Engine:
                     cache=cache,
                     use_cache=True,
                 )
-                cache = out.past_key_values
+                cache = out.cache
                 chosen = sampler.choose(out.logits[:, -1], active)
         for handle in superseded:
             if handle is not None:

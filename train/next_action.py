@@ -172,7 +172,7 @@ class Scorer:
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
             out = self.model(torch.tensor([ids[shared:]]), use_cache=True,
                              logits_to_keep=torch.tensor([t - 1 - shared for t in positions]), **extra)
-        cache = out.past_key_values
+        cache = out.cache
         self._keep_head(ids, positions[0], cache)
         self.forwarded += len(ids) - shared
         return dict(zip(positions, out.logits[0].argmax(-1).tolist(), strict=True)), cache

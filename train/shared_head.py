@@ -149,7 +149,7 @@ def group_backward(model: Any, rows: list[Row], head: int, scale: float, backwar
     leaves: list[tuple[Any, Any]] = []
     if head:
         out = model(input_ids=torch.tensor([rows[0].ids[:head]], device=device), use_cache=True, logits_to_keep=1)
-        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        layers = [(layer.keys, layer.values) for layer in out.cache.layers]
         leaves = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in layers]
     outputs = []
     for row in rows:

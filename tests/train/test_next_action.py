@@ -26,7 +26,7 @@ def test_reference_calls_compare_arguments_as_json_values() -> None:
 
 class _Out:
     def __init__(self, logits: Any) -> None:
-        self.logits, self.past_key_values = logits, None
+        self.logits, self.cache = logits, None
 
 
 class PickModel:
@@ -117,7 +117,7 @@ def test_the_greedy_rest_from_the_dialogues_cache_equals_a_fresh_generation(tiny
     scorer = Scorer(str(tiny_model), max_new_tokens=8)
     ids = scorer.tokenizer.encode("Hello there, how can I help you today?", add_special_tokens=False)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        cache = scorer.model(torch.tensor([ids]), use_cache=True).past_key_values
+        cache = scorer.model(torch.tensor([ids]), use_cache=True).cache
     prefix = ids[:6]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         fresh = scorer.model.generate(torch.tensor([prefix]), attention_mask=torch.ones(1, 6, dtype=torch.long),
