@@ -19,7 +19,9 @@ tasks.
    - `topology`: topology curation of the same rollouts (its `sft` and `sft_recovery`).
 3. The embedded SmolLM2-135M is trained on each arm with the same SFT settings and steps
    (`--steps`, `--lr`; rows a step: the config's batch × accumulation), so each arm sees
-   the same number of rows; the tokens each arm trained on are reported. `--quick` is a
+   the same number of rows; the tokens each arm trained on are reported. `max_length` is
+   raised to the arms' longest row (`fitting_max_length`): a truncated row would lose its
+   last turns, which the held-out dialogues are scored on. `--quick` is a
    smoke run of every phase: 2 steps move no greedy pick of a 135M model.
 4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
    next-action accuracy, teacher-forced, on their reference dialogues, and the episode pass
@@ -94,14 +96,27 @@ def release_rows(*releases: Path) -> dict[str, int]:
             "held_out": len(splits) - len(train)}
 
 
-def arm_tokens(arm: Path) -> int:
-    """Tokens of the arm's training rows as the embedded template renders them."""
+def arm_lengths(arm: Path) -> list[int]:
+    """Tokens of each of the arm's training rows as the embedded template renders them."""
     from data import store
     from train.data import load_release
     from train.release_card import embedded_tokenizer, rows_lengths
 
     kind = store.read_manifest(arm).kind
-    return sum(total for total, _ in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind))
+    return [total for _, total in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind)]
+
+
+def arm_tokens(arm: Path) -> int:
+    """Tokens of the arm's training rows (all of each row, as the embedded template renders it)."""
+    return sum(arm_lengths(arm))
+
+
+def fitting_max_length(arms: list[Path], floor: int) -> int:
+    """A `max_length` that truncates none of the arms' rows (the longest, rounded up to 256
+    tokens), and at least `floor`: a cut row loses its last turns, which the held-out
+    dialogues are scored on."""
+    longest = max(max(arm_lengths(arm), default=0) for arm in arms)
+    return max(floor, -(-longest // 256) * 256)
 
 
 def trained_before(run_dir: Path, arm: Path, stage: Any) -> str | None:
@@ -217,6 +232,7 @@ def main() -> None:
         "topology": arm_dataset([releases["topology"], recoveries["topology"]], arms_root, "topology", n_rows,
                                 args.seed),
     }
+    stage = stage.model_copy(update={"max_length": fitting_max_length(list(arms.values()), stage.max_length)})
     models, train_s = {}, {}
     for name, path in arms.items():
         run_dir = out / "train" / f"sft-{name}"
