@@ -57,11 +57,15 @@ def head_length(rows: list[Row]) -> int:
     """How many leading tokens all of `rows` share and may run once: their common prefix,
     ending before every row's first labelled token (so each row's first label is predicted
     from a token of its own rest)."""
-    n = min(min(r.first_label for r in rows), min(len(r.ids) for r in rows) - 1)
-    first = rows[0].ids
+    import numpy as np
+
+    from rollout.kv_cache import common_prefix
+
+    n = max(min(min(r.first_label for r in rows), min(len(r.ids) for r in rows) - 1), 0)
+    first = np.asarray(rows[0].ids[:n])
     for r in rows[1:]:
-        n = next((i for i in range(n) if r.ids[i] != first[i]), n)
-    return max(n, 0)
+        n = common_prefix(first[:n], np.asarray(r.ids[:n]))
+    return n
 
 
 def head_groups(rows: list[Row], min_head: int = MIN_HEAD) -> list[tuple[list[Row], int]]:
@@ -82,8 +86,7 @@ def head_groups(rows: list[Row], min_head: int = MIN_HEAD) -> list[tuple[list[Ro
 def head_key(ids: list[int], labels: list[int]) -> tuple[int, ...]:
     """What rows batched together should share: their first `HEAD_KEY` tokens before the
     first label."""
-    first = next((i for i, label in enumerate(labels) if label != -100), len(ids))
-    return tuple(ids[:min(first, HEAD_KEY)])
+    return tuple(ids[:min(Row(ids, labels).first_label, HEAD_KEY)])
 
 
 def grouped_order(keys: list[Any], batch_size: int, seed: int) -> list[int]:
