@@ -106,17 +106,11 @@ def arm_lengths(arm: Path) -> list[int]:
     return [total for _, total in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind)]
 
 
-def arm_tokens(arm: Path) -> int:
-    """Tokens of the arm's training rows (all of each row, as the embedded template renders it)."""
-    return sum(arm_lengths(arm))
-
-
-def fitting_max_length(arms: list[Path], floor: int) -> int:
-    """A `max_length` that truncates none of the arms' rows (the longest, rounded up to 256
-    tokens), and at least `floor`: a cut row loses its last turns, which the held-out
+def fitting_max_length(lengths: list[int], floor: int) -> int:
+    """A `max_length` that truncates none of the rows of `lengths` (the longest, rounded up
+    to 256 tokens), and at least `floor`: a cut row loses its last turns, which the held-out
     dialogues are scored on."""
-    longest = max(max(arm_lengths(arm), default=0) for arm in arms)
-    return max(floor, -(-longest // 256) * 256)
+    return max(floor, -(-max(lengths, default=0) // 256) * 256)
 
 
 def trained_before(run_dir: Path, arm: Path, stage: Any) -> str | None:
@@ -232,7 +226,9 @@ def main() -> None:
         "topology": arm_dataset([releases["topology"], recoveries["topology"]], arms_root, "topology", n_rows,
                                 args.seed),
     }
-    stage = stage.model_copy(update={"max_length": fitting_max_length(list(arms.values()), stage.max_length)})
+    lengths = {name: arm_lengths(path) for name, path in arms.items()}  # whole rows, tokenized once
+    longest = fitting_max_length([n for ns in lengths.values() for n in ns], stage.max_length)
+    stage = stage.model_copy(update={"max_length": longest})
     models, train_s = {}, {}
     for name, path in arms.items():
         run_dir = out / "train" / f"sft-{name}"
@@ -277,7 +273,7 @@ def main() -> None:
                 "pass_rate": tr["episodes"]["pass_rate"], "pass_rate_ci95": tr["episodes"]["interval"]["ci95"],
                 "delta_next_action": r["delta"]["next_action"], "delta_pass_rate": r["delta"]["pass_rate"]}
 
-    arm_figures = {name: {"rows": n_rows, "steps": size["steps"], "tokens": arm_tokens(arms[name]),
+    arm_figures = {name: {"rows": n_rows, "steps": size["steps"], "tokens": sum(lengths[name]),
                           "train_s": train_s[name], **figures(results[name])} for name in arms}
     base = base_result or {}
     best = max(arm_figures, key=lambda k: (arm_figures[k]["next_action"], arm_figures[k]["pass_rate"]))
