@@ -20,7 +20,7 @@ tasks.
 3. The embedded SmolLM2-135M is trained on each arm with the same SFT settings and steps
    (`--steps`, `--lr`; rows a step: the config's batch × accumulation), so each arm sees
    the same number of rows; the tokens each arm trained on are reported. `max_length` is
-   raised to the arms' longest row (`fitting_max_length`): a truncated row would lose its
+   set to the arms' longest row (`train.sft.fitted_max_length`): a truncated row would lose its
    last turns, which the held-out dialogues are scored on. `--quick` is a
    smoke run of every phase: 2 steps move no greedy pick of a 135M model.
 4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
@@ -106,13 +106,6 @@ def arm_lengths(arm: Path) -> list[int]:
     return [total for _, total in rows_lengths(embedded_tokenizer(), list(load_release(arm, "train")), kind)]
 
 
-def fitting_max_length(lengths: list[int], floor: int) -> int:
-    """A `max_length` that truncates none of the rows of `lengths` (the longest, rounded up
-    to 256 tokens), and at least `floor`: a cut row loses its last turns, which the held-out
-    dialogues are scored on."""
-    return max(floor, -(-max(lengths, default=0) // 256) * 256)
-
-
 def trained_before(run_dir: Path, arm: Path, stage: Any) -> str | None:
     """The final model of an earlier SFT run in `run_dir` on the same rows (the arm's files'
     checksums) with the same stage config, or None: a rerun of the bench resumes."""
@@ -187,7 +180,7 @@ def main() -> None:
 
     from pipelines.config import RunConfig
     from train.evaluate import release_tasks
-    from train.sft import run_sft
+    from train.sft import fitted_max_length, model_context, resolve_model, run_sft
     from train.value import (
         arm_dataset,
         benchmark_pair,
@@ -227,7 +220,8 @@ def main() -> None:
                                 args.seed),
     }
     lengths = {name: arm_lengths(path) for name, path in arms.items()}  # whole rows, tokenized once
-    longest = fitting_max_length([n for ns in lengths.values() for n in ns], stage.max_length)
+    # one max_length for every arm, cutting no row of any (what the stage's unset default fits per arm)
+    longest = fitted_max_length(max(n for ns in lengths.values() for n in ns), model_context(resolve_model(stage.model)))
     stage = stage.model_copy(update={"max_length": longest})
     models, train_s = {}, {}
     for name, path in arms.items():

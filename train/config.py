@@ -128,7 +128,9 @@ class SFTStageConfig(TrainerStageConfig):
     # off Triton devices; True scores only the positions whose label is kept (the same loss).
     lm_head_loss_positions_only: bool = True
     learning_rate: float = 2e-5
-    max_length: int = 4096
+    # Tokens a row keeps (TRL cuts the rest). None: the release's longest row, rounded up to 256 and at
+    # most the model's positions, so no row loses its last turns; a set value that cuts rows is warned of.
+    max_length: int | None = None
     assistant_only_loss: bool = True
     # A chat template (file) with {% generation %} markers, for models whose own template
     # has none (see docs/training.md); None keeps the model's template.

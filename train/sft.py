@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,8 @@ from train.lineage import write_run_record
 if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import TrainerCallback
+
+log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "train_summary.json"
@@ -189,30 +192,59 @@ def check_renders_tool_use(dataset_path: Path | str, tokenizer: Any, ds: Any, ch
         return
 
 
+FIT_STEP = 256  # a fitted max_length is the longest row rounded up to this
+
+
+def model_context(model_path: str) -> int | None:
+    """The model's positions (`max_position_embeddings` in its config.json), None when unknown."""
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return None
+    value = json.loads(config.read_text()).get("max_position_embeddings")
+    return int(value) if value else None
+
+
+def fitted_max_length(longest: int, context: int | None) -> int:
+    """The longest row rounded up to `FIT_STEP`, no more than the model's `context`."""
+    fit = -(-longest // FIT_STEP) * FIT_STEP
+    return min(fit, context) if context else fit
+
+
 def check_max_length(dataset_path: Path | str, cfg: SFTStageConfig, tokenizer: Any, splits: dict[str, Any],
-                     chat_template: str | None = None) -> dict[str, Any]:
+                     chat_template: str | None = None, context: int | None = None) -> dict[str, Any]:
     """Token lengths of the rows SFTTrainer will see (before the first assistant turn and in
-    total, with the template it will use); `DatasetError` when, with assistant-only loss,
-    `cfg.max_length` would leave rows without an assistant token (TRL drops them, or trains
-    on nothing), naming the length needed. Returns the figures and how many rows are cut."""
+    total, with the template it will use) and the `max_length` to train with: `cfg.max_length`,
+    or when that is None the longest row (`fitted_max_length`, at most the model's `context`).
+
+    `DatasetError` when, with assistant-only loss, the length would leave rows without an
+    assistant token (TRL drops them, or trains on nothing), naming the length needed. Rows it
+    cuts are counted (`rows_truncated`) and logged as a warning: a cut row loses its last turns.
+    """
     from train.release_card import row_lengths
 
-    out: dict[str, Any] = {"max_length": cfg.max_length}
-    for name, ds in splits.items():
-        if ds is None:
-            continue
-        pairs = [row_lengths(tokenizer, row, "sft", chat_template) for row in ds]
+    measured = {name: [row_lengths(tokenizer, row, "sft", chat_template) for row in ds]
+                for name, ds in splits.items() if ds is not None}
+    longest = max((t for pairs in measured.values() for _, t in pairs), default=1)
+    limit = cfg.max_length or fitted_max_length(longest, context)
+    out: dict[str, Any] = {"max_length": limit, "fitted": cfg.max_length is None}
+    for name, pairs in measured.items():
         before, total = [p[0] for p in pairs], [p[1] for p in pairs]
-        dropped = sum(b >= cfg.max_length for b in before)
+        dropped = sum(b >= limit for b in before)
+        cut = sum(t > limit for t in total)
         out[name] = {"rows": len(pairs), "before_first_assistant_max": max(before), "total_max": max(total),
-                     "rows_truncated": sum(t > cfg.max_length for t in total),
-                     "rows_dropped": dropped if cfg.assistant_only_loss else 0}
+                     "rows_truncated": cut, "rows_dropped": dropped if cfg.assistant_only_loss else 0}
         if cfg.assistant_only_loss and dropped:
             raise store.DatasetError(
-                f"{dataset_path}: sft.max_length={cfg.max_length} would drop {dropped} of {len(pairs)} {name} rows: "
-                f"their first assistant turn starts at token {min(b for b in before if b >= cfg.max_length)}"
+                f"{dataset_path}: sft.max_length={limit} would drop {dropped} of {len(pairs)} {name} rows: "
+                f"their first assistant turn starts at token {min(b for b in before if b >= limit)}"
                 f"-{max(before)} with this tokenizer and template, and TRL drops a row left without assistant "
                 f"tokens. Set sft.max_length to at least {max(before) + 1} ({max(total)} keeps every row whole).")
+        if cut:
+            why = (f"sft.max_length={limit}" if cfg.max_length
+                   else f"the model's {context} positions (sft.max_length unset fits the longest row)")
+            log.warning("%s: %s cuts %d of %d %s rows (longest %d tokens); a cut row loses its last turns. "
+                        "%s", dataset_path, why, cut, len(pairs), name, max(total),
+                        f"Set sft.max_length to {max(total)} to keep every row whole." if cfg.max_length else "")
     return out
 
 
@@ -449,7 +481,9 @@ def build_sft_trainer(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Pa
     check_loss_marks(dataset_path, cfg, tokenizer,
                      sum(loss_marked_turns(d) for d in (train_ds, eval_ds) if d is not None), template)
     check_renders_tool_use(dataset_path, tokenizer, train_ds, template)
-    lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds}, template)
+    lengths = check_max_length(dataset_path, cfg, tokenizer, {"train": train_ds, "eval": eval_ds}, template,
+                               model_context(model_path))
+    cfg = cfg.model_copy(update={"max_length": lengths["max_length"]})
     model = load_weights(model_path)
 
     peft_config = None

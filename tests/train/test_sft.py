@@ -52,6 +52,41 @@ def test_sft_refuses_a_max_length_that_cuts_every_assistant_turn(releases: dict[
         build_sft_trainer(releases["sft"], SFTStageConfig(max_length=512), tmp_path)
 
 
+def test_an_unset_max_length_fits_the_longest_row_and_a_cut_is_warned(releases: dict[str, Path],
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    from train.data import load_release, to_trl_sft
+    from train.sft import (
+        check_max_length,
+        fitted_max_length,
+        hub_offline,
+        load_tokenizer,
+        model_context,
+        resolve_model,
+    )
+
+    with hub_offline():
+        path = resolve_model("embedded")
+        tok = load_tokenizer(path)
+    splits = {"train": to_trl_sft(load_release(releases["sft"], "train"), tok)}
+    assert model_context(path) == 8192 and model_context("/nonexistent") is None
+    fit = check_max_length(releases["sft"], SFTStageConfig(), tok, splits, None, model_context(path))
+    longest = fit["train"]["total_max"]
+    assert fit["fitted"] and fit["max_length"] == fitted_max_length(longest, 8192)
+    assert longest <= fit["max_length"] < longest + 256 and fit["max_length"] % 256 == 0
+    assert fit["train"]["rows_truncated"] == 0 and not caplog.records
+    # the model's positions cap the fit; the rows it cuts are counted and warned of
+    with caplog.at_level("WARNING", logger="train.sft"):
+        capped = check_max_length(releases["sft"], SFTStageConfig(), tok, splits, None, longest - 1)
+    assert capped["max_length"] == longest - 1 and capped["train"]["rows_truncated"] >= 1
+    assert "the model's" in caplog.text and "loses its last turns" in caplog.text
+    caplog.clear()
+    # a set max_length is kept, and a cut names the length that keeps every row whole
+    with caplog.at_level("WARNING", logger="train.sft"):
+        chosen = check_max_length(releases["sft"], SFTStageConfig(max_length=longest - 1), tok, splits, None, 8192)
+    assert not chosen["fitted"] and chosen["max_length"] == longest - 1
+    assert f"Set sft.max_length to {longest} to keep every row whole" in caplog.text
+
+
 def test_assistant_only_loss_needs_generation_markers() -> None:
     import trl
     from transformers import AutoTokenizer

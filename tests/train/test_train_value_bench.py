@@ -34,18 +34,19 @@ def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[s
 
 
 def test_arm_lengths_count_whole_rows_and_the_max_length_cuts_none(releases: dict[str, Path], tmp_path: Path) -> None:
-    from bench.train_value import arm_lengths, fitting_max_length
+    from bench.train_value import arm_lengths
     from train.data import load_release
     from train.release_card import embedded_tokenizer, rows_lengths
+    from train.sft import fitted_max_length
 
     arm = arm_dataset(releases["sft"], tmp_path, "a", rows=3, seed=0)
     rows = list(load_release(arm, "train"))
     heads = [head for head, _ in rows_lengths(embedded_tokenizer(), rows, "sft")]
     lengths = arm_lengths(arm)
     assert len(lengths) == 3 and all(n > h for n, h in zip(lengths, heads, strict=True))
-    fit = fitting_max_length(lengths, 1024)
+    fit = fitted_max_length(max(lengths), None)
     assert fit >= max(lengths) and fit % 256 == 0 and fit - max(lengths) < 256
-    assert fitting_max_length(lengths, 100_000) == 100_000
+    assert fitted_max_length(max(lengths), 1000) == 1000  # never past the model's positions
 
 
 def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases: dict[str, Path],
