@@ -3,6 +3,7 @@ stops them (a stand-in executable plays `vllm serve` here; no GPU or vLLM on the
 
 from __future__ import annotations
 
+import random
 import socket
 import stat
 import sys
@@ -17,10 +18,27 @@ from tests.paths import TESTS
 LEAN = TESTS / "fakes" / "lean_server.py"
 
 
-def _free_port() -> int:
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _two_free_ports() -> int:
+    """A port P with P and P + 1 free, below the kernel's ephemeral range: a port from that range
+    (what binding port 0 gives) can be taken by any client socket, the flow's own included,
+    before the second replica binds it."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.is_file() else 32768
+    pick = random.Random()
+    for _ in range(1000):
+        port = pick.randrange(10_000, low - 1)
+        if _bindable(port) and _bindable(port + 1):
+            return port
+    raise RuntimeError(f"no two consecutive free ports in 10000-{low}")
 
 
 def _listening(port: int) -> bool:
@@ -34,9 +52,7 @@ def test_run_launches_vllm_replicas_for_rollouts(tmp_path: Path) -> None:
     exe = tmp_path / "vllm"
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{LEAN}" "$@"\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    port = _free_port()
-    while _listening(port + 1):  # two consecutive free ports
-        port = _free_port()
+    port = _two_free_ports()
     cfg = load_config(None, {"synthesis.n_tasks": 2, "rollout.trials": 2, "reference_trials": 0,
                              "vllm": {"server": {"model": "org/Policy-7B", "served_model_name": "policy",
                                                  "port": port, "executable": str(exe)},
