@@ -23,7 +23,8 @@ tasks.
    set to the arms' longest row (`train.sft.fitted_max_length`): a truncated row would lose its
    last turns, which the held-out dialogues are scored on. `--quick` is a
    smoke run of every phase: 2 steps move no greedy pick of a 135M model.
-4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`):
+4. The base model and each trained model on the held-out tasks (`train.value.evaluate_pair`;
+   `--eval-tasks` and `--dialogues` take the two worlds' tasks in turn):
    next-action accuracy, teacher-forced, on their reference dialogues, and the episode pass
    rate with the scripted user and the composite verdict (greedy), each with a bootstrap
    95% interval and the paired difference to the base. With `--tau2-tasks N`, the base and
@@ -51,7 +52,8 @@ from typing import Any
 # ~4 s once the world's shared head is cached, an episode ~30 s); the full run (120 tasks, at
 # least 40 held out) is sized for 90 minutes.
 QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 4, "tau2_tasks": 0}
-FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 8, "tau2_tasks": 10}
+# max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
+FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -165,6 +167,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, help="SFT steps per arm")
     ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes")
     ap.add_argument("--dialogues", type=int, help="held-out reference dialogues scored for next-action accuracy")
+    ap.add_argument("--max-turns", type=int, help="model calls per evaluated episode")
     ap.add_argument("--lr", type=float, default=1e-4, help="SFT learning rate of every arm")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
@@ -174,7 +177,7 @@ def main() -> None:
     ap.add_argument("--grpo-lr", type=float, default=1e-5, help="GRPO learning rate")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
-    for key in ("n_tasks", "steps", "eval_tasks", "dialogues", "tau2_tasks"):
+    for key in ("n_tasks", "steps", "eval_tasks", "dialogues", "max_turns", "tau2_tasks"):
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,21 @@ from verifiers.base import get_verifier, primary_verifier
 
 # the whole verdict: outcome, what the user was told, and the policy's process (the eval has a user)
 DEFAULT_VERIFIERS = ["composite"]
+
+
+def spread_over_worlds(tasks: Sequence[Task], n: int | None) -> list[Task]:
+    """The first `n` of `tasks` taken in turn from each world (worlds in order of first
+    appearance, each world's tasks in their order), so a cap keeps every world; a release
+    lists its tasks world by world, and its first `n` would be one world's. All when `n` is None."""
+    if n is None or n >= len(tasks):
+        return list(tasks)
+    by_world: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_world.setdefault(task.world, []).append(task)
+    picked: list[Task] = []
+    for rank in range(max(len(v) for v in by_world.values())):
+        picked.extend(v[rank] for v in by_world.values() if rank < len(v))
+    return picked[:n]
 
 
 def release_tasks(release: Path | str, split: str = "test") -> list[Task]:
@@ -149,8 +165,7 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
             raise FileNotFoundError(f"model folder {folder} does not exist")
     manifest = store.read_manifest(release)
     tasks = release_tasks(release, split)
-    if max_tasks is not None:
-        tasks = tasks[:max_tasks]
+    tasks = spread_over_worlds(tasks, max_tasks)
     if not tasks:
         raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
     kwargs: dict[str, Any] = {"trials": trials, "sampling": sampling, "max_turns": max_turns, "verifiers": verifiers}

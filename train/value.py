@@ -126,17 +126,13 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     `max_dialogues` the reference dialogues scored (default: the same tasks). `base_result`
     (an earlier result with the same settings) saves evaluating the base again. Written
     beside the run that made `model`, when it is one."""
-    from train.evaluate import evaluate_model, release_tasks
+    from train.evaluate import evaluate_model
     from train.lineage import keep_beside_run
 
     if not (episodes or next_action):
         raise ValueError("nothing to evaluate: enable episodes or next_action")
     manifest = store.read_manifest(release)
-    held = release_tasks(release, split)
-    if not held:
-        raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
-    tasks = held[:max_tasks] if max_tasks else held
-    scored = held[:max_dialogues] if max_dialogues else tasks
+    tasks, scored = held_out_selection(release, split, max_tasks, max_dialogues)
     dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []
 
     def judged(folder: str) -> dict[str, Any]:
@@ -162,6 +158,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
         "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
         "split": split, "tasks": len(tasks), "dialogues": len(dialogues), "trials": trials, "max_turns": max_turns,
         "settings": eval_settings(split, trials, max_turns, max_tasks, max_dialogues, episodes, next_action),
+        "task_ids": [t.id for t in tasks], "dialogue_ids": [t.id for t in scored],
         "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
         "code_version": store.code_version(),
     }
@@ -169,6 +166,19 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     if (run_dir / "run.json").is_file():
         result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
+
+
+def held_out_selection(release: Path | str, split: str, max_tasks: int | None,
+                       max_dialogues: int | None) -> tuple[list[Any], list[Any]]:
+    """The held-out tasks `evaluate_pair` plays as episodes and those whose reference dialogues
+    it scores: each capped with every world taken in turn (`spread_over_worlds`)."""
+    from train.evaluate import release_tasks, spread_over_worlds
+
+    held = release_tasks(release, split)
+    if not held:
+        raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
+    tasks = spread_over_worlds(held, max_tasks or None)
+    return tasks, (spread_over_worlds(held, max_dialogues) if max_dialogues else tasks)
 
 
 def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max_tasks: int | None = None,
@@ -188,13 +198,15 @@ def model_weights(folder: str) -> str:
 
 def evaluation_before(release: Path | str, model: str, base: str, settings: dict[str, Any]) -> dict[str, Any] | None:
     """An `evaluate_pair` result kept beside `model`'s run for `release` with the same
-    settings (`eval_settings`), base and model, the model's weights unchanged since (a model
+    settings (`eval_settings`), held-out tasks, base and model, the model's weights unchanged since (a model
     trained again in the same folder is judged again), or None: a rerun reads it back."""
     path = Path(model).expanduser().parent / f"eval-{store.read_manifest(release, verify=False).version}.json"
     if not path.is_file():
         return None
     kept = json.loads(path.read_text())
+    tasks, scored = held_out_selection(release, settings["split"], settings["max_tasks"], settings["max_dialogues"])
     same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
+            and kept.get("task_ids") == [t.id for t in tasks] and kept.get("dialogue_ids") == [t.id for t in scored]
             and kept.get("trained", {}).get("model") == model
             and kept.get("trained", {}).get("weights") == model_weights(model))
     return kept if same else None

@@ -120,3 +120,17 @@ def test_the_tau2_benchmark_with_taus_own_user_simulator() -> None:
     assert sent[1]["messages"][-1]["content"] == "Your request is complete."  # the agent's closing
     with pytest.raises(ValueError, match="OpenAI-compatible"):
         litellm_target(ModelConfig(), UserConfig().sampling)  # the embedded model has no endpoint
+
+
+def test_a_cap_on_held_out_tasks_takes_each_world_in_turn() -> None:
+    """A release lists its tasks world by world: its first n would all be one world's."""
+    from types import SimpleNamespace
+
+    from train.evaluate import spread_over_worlds
+
+    tasks = [SimpleNamespace(id=f"{w}{i}", world=w) for w, n in (("airline", 5), ("retail", 2)) for i in range(n)]
+    ids = [t.id for t in spread_over_worlds(tasks, 5)]  # type: ignore[arg-type]
+    assert ids == ["airline0", "retail0", "airline1", "retail1", "airline2"]
+    assert [t.id for t in spread_over_worlds(tasks, None)] == [t.id for t in tasks]  # type: ignore[arg-type]
+    assert [t.id for t in spread_over_worlds(tasks, 7)] == [t.id for t in tasks]  # type: ignore[arg-type]
+    assert [t.id for t in spread_over_worlds(tasks, 0)] == []  # type: ignore[arg-type]

@@ -13,7 +13,13 @@ from bench.train_value import trained_before
 from data import store
 from pipelines.config import RunConfig
 from train.lineage import write_run_record
-from train.value import arm_dataset, eval_settings, evaluation_before, model_weights
+from train.value import (
+    arm_dataset,
+    eval_settings,
+    evaluation_before,
+    held_out_selection,
+    model_weights,
+)
 
 
 def test_an_sft_run_is_reused_only_for_the_same_rows_and_config(releases: dict[str, Path], tmp_path: Path) -> None:
@@ -55,8 +61,15 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"weights")
     settings = eval_settings(max_turns=8, max_tasks=40, max_dialogues=40)
-    result = {"settings": settings, "base": {"model": "embedded"},
+    tasks, scored = held_out_selection(releases["sft"], "test", 40, 40)
+    result = {"settings": settings, "base": {"model": "embedded"}, "task_ids": [t.id for t in tasks],
+              "dialogue_ids": [t.id for t in scored],
               "trained": {"model": str(model), "weights": model_weights(str(model))}}
+    kept = model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json"
+    # the same settings once judged other tasks (e.g. before a cap took each world in turn)
+    kept.write_text(json.dumps({**result, "task_ids": result["task_ids"][::-1]}))
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    kept.unlink()
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
