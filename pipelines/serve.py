@@ -52,6 +52,8 @@ from uuid import UUID
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipelines.reaper import reap_with_this_process
+
 FLOWS = {"run": "run_flow", "synth": "synth_flow", "rollout": "rollout_flow", "verify": "verify_flow",
          "curate": "curate_flow", "release": "release_flow", "teach": "teach_flow"}
 
@@ -159,6 +161,7 @@ class PrefectServer:
         self.log_path = folder / f"server-{self.port}.log"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        reap_with_this_process(self.proc.pid)  # its process group stops when this process ends, however
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

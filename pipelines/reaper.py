@@ -1,0 +1,102 @@
+"""Servers this process starts (Prefect's temporary server, `trajforge serve`'s server) stop
+when it ends, however it ends.
+
+Prefect stops its temporary server in an `atexit` hook, which a SIGKILL (the OOM killer, a
+`kill -9`) skips: the server, a child process, then outlives the run and keeps its memory and
+port. `reap_with_this_process(pid)` starts a small reaper process holding the read end of a
+pipe whose write end only this process holds. When this process ends, by any means, the
+kernel closes the write end, the reaper's read returns, and it stops the server: SIGTERM
+(to its process group when it leads one), then SIGKILL after `grace_s`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+_REAPER = r"""
+import os, signal, sys, time
+fd, pid, started, grace = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+while os.read(fd, 1):
+    pass  # end of file: the process that started the server is gone
+
+def alive():
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and fields[19] == started  # not a zombie, nor a reused pid
+
+def send(sig):
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except OSError:
+        pass
+
+if alive():
+    send(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive():
+        send(signal.SIGKILL)
+"""
+
+_reaped: set[int] = set()
+_write_ends: list[int] = []  # held open until this process ends
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), which
+    tells it from a later process given the same pid; None when it is gone (or no /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def reap_with_this_process(pid: int, grace_s: float = 5.0) -> bool:
+    """Stop process `pid` (its group, when it leads one) once this process has ended. Once per
+    pid; False when the process is gone or there is no /proc to tell it apart by."""
+    started = start_time(pid)
+    if pid in _reaped or started is None:
+        return False
+    read_end, write_end = os.pipe()  # both non-inheritable: no other child holds the write end
+    try:
+        subprocess.Popen([sys.executable, "-c", _REAPER, str(read_end), str(pid), started, str(grace_s)],
+                         pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        os.close(read_end)
+    _reaped.add(pid)
+    _write_ends.append(write_end)
+    return True
+
+
+def reap_temporary_prefect_servers() -> list[int]:
+    """`reap_with_this_process` for each temporary Prefect server this process runs (Prefect
+    starts one on the first flow when no PREFECT_API_URL is set); the pids newly guarded."""
+    server = sys.modules.get("prefect.server.api.server")
+    guarded = []
+    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+        proc = getattr(instance, "server_process", None)
+        with suppress(Exception):
+            if proc is not None and proc.poll() is None and reap_with_this_process(proc.pid):
+                guarded.append(proc.pid)
+    return guarded
+
+
+def _reap_servers_hook(flow: Any, flow_run: Any, state: Any) -> None:
+    reap_temporary_prefect_servers()
+
+
+# every flow's `on_running` hooks: by then the temporary server has started
+ON_RUNNING = [_reap_servers_hook]
