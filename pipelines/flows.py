@@ -42,7 +42,7 @@ from data.parts import PartRef  # noqa: E402
 from data.records import PackedTasks, Trajectory  # noqa: E402
 from pipelines import figures, progress, sharded, stages  # noqa: E402
 from pipelines.config import RunConfig, RunnerConfig  # noqa: E402
-from pipelines.reaper import ON_RUNNING  # noqa: E402
+from pipelines.reaper import on_running_hooks  # noqa: E402
 from pipelines.stages import synthesis as synth  # noqa: E402
 from pipelines.stages.synthesis import SeedRange  # noqa: E402
 from rollout.backends import close_shared_models  # noqa: E402
@@ -297,12 +297,12 @@ RUNNER = ThreadPoolTaskRunner(max_workers=2)
 
 # -- stage flows ------------------------------------------------------------------------
 
-@flow(name="synthesize", flow_run_name="{config[name]}-synthesize", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="synthesize", flow_run_name="{config[name]}-synthesize", task_runner=RUNNER, on_running=on_running_hooks())
 def synth_flow(config: dict[str, Any], out: str) -> str:
     return str(_synthesize(_cfg(config), Path(out), _run_id()))
 
 
-@flow(name="rollout", flow_run_name="{config[name]}-rollout", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="rollout", flow_run_name="{config[name]}-rollout", task_runner=RUNNER, on_running=on_running_hooks())
 def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None) -> str:
     cfg, root = _cfg(config), Path(out)
     tp = Path(tasks_path) if tasks_path else _latest(root, "tasks")
@@ -316,7 +316,7 @@ def rollout_flow(config: dict[str, Any], out: str, tasks_path: str | None = None
     return str(sharded.write_dataset(refs, "trajectories", cfg, root, [tp], _run_id()))
 
 
-@flow(name="verify", flow_run_name="{config[name]}-verify", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="verify", flow_run_name="{config[name]}-verify", task_runner=RUNNER, on_running=on_running_hooks())
 def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
                 trajectories_path: str | None = None) -> str:
     cfg, root = _cfg(config), Path(out)
@@ -335,7 +335,7 @@ def verify_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     return str(stages.write_verdicts(verdicts, cfg, root, [tp, rp], _run_id()))
 
 
-@flow(name="reverify", flow_run_name="{config[name]}-reverify", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="reverify", flow_run_name="{config[name]}-reverify", task_runner=RUNNER, on_running=on_running_hooks())
 def reverify_flow(config: dict[str, Any], out: str, trajectories_path: str | None, verifier: str,
                   against: str | None = None, tasks_path: str | None = None,
                   verdicts_path: str | None = None, upgrade_tasks: bool = False) -> dict[str, Any]:
@@ -348,7 +348,7 @@ def reverify_flow(config: dict[str, Any], out: str, trajectories_path: str | Non
     return {"verdicts": str(path), "totals": diff.totals(), "table": diff.table()}
 
 
-@flow(name="curate", flow_run_name="{config[name]}-curate", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="curate", flow_run_name="{config[name]}-curate", task_runner=RUNNER, on_running=on_running_hooks())
 def curate_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
                 trajectories_path: str | None = None, verdicts_path: str | None = None) -> dict[str, str]:
     cfg, root = _cfg(config), Path(out)
@@ -361,7 +361,7 @@ def curate_flow(config: dict[str, Any], out: str, tasks_path: str | None = None,
     return {k: str(v) for k, v in paths.items()}
 
 
-@flow(name="release", flow_run_name="{config[name]}-release", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="release", flow_run_name="{config[name]}-release", task_runner=RUNNER, on_running=on_running_hooks())
 def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | None = None) -> dict[str, str]:
     cfg, root = _cfg(config), Path(out)
     sources = {k: Path(v) for k, v in curated.items()} if curated else {
@@ -371,7 +371,7 @@ def release_flow(config: dict[str, Any], out: str, curated: dict[str, str] | Non
     return {k: str(v) for k, v in published.paths.items()}
 
 
-@flow(name="train", on_running=ON_RUNNING)
+@flow(name="train", on_running=on_running_hooks())
 def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_steps: int | None = None,
                show_progress: bool = False) -> dict[str, Any]:
     cfg = _cfg(config)
@@ -393,7 +393,7 @@ def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_st
     raise ValueError(f"unknown training stage {kind!r}; use sft or grpo")
 
 
-@flow(name="eval", on_running=ON_RUNNING)
+@flow(name="eval", on_running=on_running_hooks())
 def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "test", trials: int = 1,
               max_turns: int = 12, max_tasks: int | None = None) -> dict[str, Any]:
     """Base vs trained model on a release's held-out tasks (`train.evaluate.compare`)."""
@@ -405,7 +405,7 @@ def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "te
 
 # -- end to end ---------------------------------------------------------------------------
 
-@flow(name="trajforge-run", flow_run_name="{config[name]}", task_runner=RUNNER, on_running=ON_RUNNING)
+@flow(name="trajforge-run", flow_run_name="{config[name]}", task_runner=RUNNER, on_running=on_running_hooks())
 def run_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     """Synthesize → rollout → verify → curate → release, all in one flow run, every stage a
     task run (shards of rollout, verification and curation one each). Shards pass part
@@ -461,7 +461,7 @@ def self_play_round_task(cfg: RunConfig, out: Path, round_index: int, generator:
     return self_play_round(cfg, out, round_index, generator, solver, parent, run_id)
 
 
-@flow(name="self-play", on_running=ON_RUNNING)
+@flow(name="self-play", on_running=on_running_hooks())
 def self_play_flow(config: dict[str, Any], out: str) -> list[dict[str, Any]]:
     """Tool-R0 rounds: each round trains the generator against the frozen solver, releases
     the generated tasks (lineage to the previous round), then trains the solver on them."""

@@ -11,9 +11,11 @@ kernel closes the write end, the reaper's read returns, and it stops the server:
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import threading
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,25 @@ if alive():
         send(signal.SIGKILL)
 """
 
-_reaped: set[int] = set()
+log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_reaped: set[tuple[int, str]] = set()  # (pid, start time) of each process guarded
+_reapers: list[subprocess.Popen[bytes]] = []
 _write_ends: list[int] = []  # held open until this process ends
+
+
+def _forget_in_child() -> None:
+    """A forked child does not hold the write ends: a worker outliving a killed run would
+    otherwise keep the server alive."""
+    for fd in _write_ends:
+        with suppress(OSError):
+            os.close(fd)
+    _write_ends.clear()
+    _reaped.clear()
+    _reapers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def start_time(pid: int) -> str | None:
@@ -65,19 +84,24 @@ def start_time(pid: int) -> str | None:
 
 def reap_with_this_process(pid: int, grace_s: float = 5.0) -> bool:
     """Stop process `pid` (its group, when it leads one) once this process has ended. Once per
-    pid; False when the process is gone or there is no /proc to tell it apart by."""
+    process; False when it is gone or there is no /proc to tell it apart by."""
     started = start_time(pid)
-    if pid in _reaped or started is None:
-        return False
-    read_end, write_end = os.pipe()  # both non-inheritable: no other child holds the write end
-    try:
-        subprocess.Popen([sys.executable, "-c", _REAPER, str(read_end), str(pid), started, str(grace_s)],
-                         pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    finally:
-        os.close(read_end)
-    _reaped.add(pid)
-    _write_ends.append(write_end)
+    with _lock:
+        if started is None or (pid, started) in _reaped:
+            return False
+        read_end, write_end = os.pipe()  # both non-inheritable: a child that execs holds neither
+        try:
+            _reapers.append(subprocess.Popen(
+                [sys.executable, "-c", _REAPER, str(read_end), str(pid), started, str(grace_s)],
+                pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        _reaped.add((pid, started))
+        _write_ends.append(write_end)
     return True
 
 
@@ -85,8 +109,15 @@ def reap_temporary_prefect_servers() -> list[int]:
     """`reap_with_this_process` for each temporary Prefect server this process runs (Prefect
     starts one on the first flow when no PREFECT_API_URL is set); the pids newly guarded."""
     server = sys.modules.get("prefect.server.api.server")
+    if server is None:  # no temporary server in this process
+        return []
+    instances = getattr(getattr(server, "SubprocessASGIServer", None), "_instances", None)
+    if not isinstance(instances, dict):
+        log.warning("prefect.server.api.server.SubprocessASGIServer._instances is gone (a Prefect upgrade?): "
+                    "a killed run may leave its temporary server running")
+        return []
     guarded = []
-    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+    for instance in list(instances.values()):
         proc = getattr(instance, "server_process", None)
         with suppress(Exception):
             if proc is not None and proc.poll() is None and reap_with_this_process(proc.pid):
@@ -98,5 +129,7 @@ def _reap_servers_hook(flow: Any, flow_run: Any, state: Any) -> None:
     reap_temporary_prefect_servers()
 
 
-# every flow's `on_running` hooks: by then the temporary server has started
-ON_RUNNING = [_reap_servers_hook]
+def on_running_hooks() -> list[Any]:
+    """A flow's `on_running` hooks (a new list a flow: Prefect keeps and extends it): by the
+    time a flow runs, the temporary server has started."""
+    return [_reap_servers_hook]

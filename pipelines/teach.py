@@ -23,7 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from data import store
 from pipelines.config import RunConfig
-from pipelines.reaper import ON_RUNNING
+from pipelines.reaper import on_running_hooks
 from train.lineage import read_run
 
 
@@ -114,7 +114,7 @@ def _judged(cfg: RunConfig, release: str, model: str, label: str) -> dict[str, A
     return out
 
 
-@flow(name="trajforge-teach", flow_run_name="{config[name]}-teach", on_running=ON_RUNNING)
+@flow(name="trajforge-teach", flow_run_name="{config[name]}-teach", on_running=on_running_hooks())
 def teach_flow(config: dict[str, Any], out: str) -> dict[str, Any]:
     """The run, then SFT → evaluate (→ GRPO → evaluate); returns the run's summary with a
     `training` block: each model and its figures against the base."""

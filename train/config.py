@@ -130,7 +130,7 @@ class SFTStageConfig(TrainerStageConfig):
     learning_rate: float = 2e-5
     # Tokens a row keeps (TRL cuts the rest). None: the release's longest row, rounded up to 256 and at
     # most the model's positions, so no row loses its last turns; a set value that cuts rows is warned of.
-    max_length: int | None = None
+    max_length: int | None = Field(None, gt=0)
     assistant_only_loss: bool = True
     # A chat template (file) with {% generation %} markers, for models whose own template
     # has none (see docs/training.md); None keeps the model's template.

@@ -196,12 +196,19 @@ FIT_STEP = 256  # a fitted max_length is the longest row rounded up to this
 
 
 def model_context(model_path: str) -> int | None:
-    """The model's positions (`max_position_embeddings` in its config.json), None when unknown."""
-    config = Path(model_path) / "config.json"
-    if not config.is_file():
+    """The positions the model at `model_path` takes (its text config's `max_position_embeddings`
+    or `n_positions`), from local files only; None when unknown (e.g. a Hub id not on disk)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_path, local_files_only=True).get_text_config()
+    except (OSError, ValueError):
         return None
-    value = json.loads(config.read_text()).get("max_position_embeddings")
-    return int(value) if value else None
+    for field in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def fitted_max_length(longest: int, context: int | None) -> int:

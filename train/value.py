@@ -204,12 +204,14 @@ def evaluation_before(release: Path | str, model: str, base: str, settings: dict
     if not path.is_file():
         return None
     kept = json.loads(path.read_text())
-    tasks, scored = held_out_selection(release, settings["split"], settings["max_tasks"], settings["max_dialogues"])
     same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
-            and kept.get("task_ids") == [t.id for t in tasks] and kept.get("dialogue_ids") == [t.id for t in scored]
             and kept.get("trained", {}).get("model") == model
             and kept.get("trained", {}).get("weights") == model_weights(model))
-    return kept if same else None
+    if not same:
+        return None
+    tasks, scored = held_out_selection(release, settings["split"], settings["max_tasks"], settings["max_dialogues"])
+    same_tasks = kept.get("task_ids") == [t.id for t in tasks] and kept.get("dialogue_ids") == [t.id for t in scored]
+    return kept if same_tasks else None
 
 
 def benchmark_rates(result: dict[str, Any]) -> dict[str, float]:

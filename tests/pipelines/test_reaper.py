@@ -34,36 +34,45 @@ def _gone_within(pids: list[int], seconds: float) -> bool:
     return not any(_running(p) for p in pids)
 
 
-def _helper(code: str) -> tuple[subprocess.Popen[str], list[int]]:
-    """A python process running `code`, which prints the pids it guards on one line, then waits."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={k: v for k, v in os.environ.items()
-                                                                   if k != "PREFECT_API_URL"})
+def _helper(code: str, log: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """A python process running `code`, which prints pids on one line, then waits (its stderr
+    goes to `log`: a pipe nobody reads could fill and block it)."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=err,
+                                text=True, env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"})
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.strip():
         proc.kill()
-        raise AssertionError(f"the helper printed no pids: {proc.communicate()[1][-3000:]}")
+        proc.wait()
+        raise AssertionError(f"the helper printed no pids: {log.read_text()[-3000:]}")
     return proc, [int(x) for x in line.split()]
 
 
-def test_a_killed_process_takes_the_group_it_guards_down() -> None:
+def test_a_killed_process_takes_the_group_it_guards_down(tmp_path: Path) -> None:
+    """A forked child of the killed process (a pool worker) lives on; the group still stops."""
     proc, pids = _helper("""
-        import subprocess, sys, time
+        import os, subprocess, sys, time
         from pipelines.reaper import reap_with_this_process
         group = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE, text=True,
                                  start_new_session=True)
         child = int(group.stdout.readline())
-        assert reap_with_this_process(group.pid) and not reap_with_this_process(group.pid)  # once a pid
-        print(group.pid, child, flush=True)
+        assert reap_with_this_process(group.pid) and not reap_with_this_process(group.pid)  # once a process
+        worker = os.fork()
+        if worker == 0:
+            time.sleep(300)
+            os._exit(0)
+        print(group.pid, child, worker, flush=True)
         time.sleep(300)
-    """)
+    """, tmp_path / "helper.log")
+    *guarded, worker = pids
     try:
         assert all(_running(p) for p in pids)
         time.sleep(0.5)
-        assert all(_running(p) for p in pids), "the guard stopped the group while its process lived"
+        assert all(_running(p) for p in guarded), "the guard stopped the group while its process lived"
         proc.send_signal(signal.SIGKILL)  # no atexit, no finally
         proc.wait()
-        assert _gone_within(pids, 15), "the group outlived the process that guarded it"
+        assert _gone_within(guarded, 15), "the group outlived the process that guarded it"
+        assert _running(worker)
     finally:
         for p in pids:
             if _running(p):
@@ -89,7 +98,7 @@ def test_prefects_temporary_server_stops_when_the_run_is_killed(tmp_path: Path) 
         flows.synth_flow(cfg.model_dump(mode="json"), {str(tmp_path / "out")!r})
         print(*[s.server_process.pid for s in SubprocessASGIServer._instances.values()], flush=True)
         time.sleep(300)
-    """)
+    """, tmp_path / "helper.log")
     try:
         assert pids and all(_running(p) for p in pids)
         proc.send_signal(signal.SIGKILL)

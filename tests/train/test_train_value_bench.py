@@ -67,8 +67,9 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
               "trained": {"model": str(model), "weights": model_weights(str(model))}}
     kept = model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json"
     # the same settings once judged other tasks (e.g. before a cap took each world in turn)
-    kept.write_text(json.dumps({**result, "task_ids": result["task_ids"][::-1]}))
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    for other in ({"task_ids": ["other"]}, {"dialogue_ids": ["other"]}, {"task_ids": None}):  # None: kept before ids
+        kept.write_text(json.dumps({**result, **other}))
+        assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     kept.unlink()
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
