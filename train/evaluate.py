@@ -100,6 +100,16 @@ def _lineage_datasets(path: Path, depth: int = 3) -> list[Path]:
     return out
 
 
+# Tokens a turn may take when judging: held-out reference turns run to ~120 tokens, so a
+# budget of 128 could cut a right answer short.
+EVAL_MAX_TOKENS = 256
+
+
+def greedy() -> Sampling:
+    """The sampling episodes are judged with: greedy, `EVAL_MAX_TOKENS` a turn."""
+    return Sampling(temperature=0.0, max_tokens=EVAL_MAX_TOKENS, seed=0)
+
+
 def judge(task: Task, trajectory: Trajectory, verifiers: list[str]) -> Verdict:
     return get_verifier(primary_verifier(task, verifiers)).verify(task, trajectory)
 
@@ -124,7 +134,7 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
     cfg = RolloutConfig(
         model=ModelConfig(kind="embedded", options={
             "path": str(Path(model_path).expanduser()) if model_path else None, "max_batch": max_batch}),
-        trials=trials, sampling=sampling or Sampling(temperature=0.0, max_tokens=128, seed=0),
+        trials=trials, sampling=sampling or greedy(),
         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
     trajectories = _rollouts(tasks, cfg)
@@ -253,7 +263,7 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
     if not tasks:
         raise ValueError(f"{benchmark}: the {split!r} split has no tasks")
     cfg = RolloutConfig(model=model, trials=trials, concurrency=concurrency, user=user,
-                        sampling=sampling or Sampling(temperature=0.0, max_tokens=256, seed=0),
+                        sampling=sampling or greedy(),
                         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
     trajectories = _rollouts(tasks, cfg) if user_model is None else _tau2_user_rollouts(tasks, cfg, user_model)

@@ -183,9 +183,13 @@ def held_out_selection(release: Path | str, split: str, max_tasks: int | None,
 
 def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max_tasks: int | None = None,
                   max_dialogues: int | None = None, episodes: bool = True, next_action: bool = True) -> dict[str, Any]:
-    """`evaluate_pair`'s settings (its defaults), as its result records them."""
+    """`evaluate_pair`'s settings (its defaults), as its result records them, with the tokens
+    an episode's turn may take (`train.evaluate.EVAL_MAX_TOKENS`)."""
+    from train.evaluate import EVAL_MAX_TOKENS
+
     return {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
-            "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action}
+            "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action,
+            "max_tokens": EVAL_MAX_TOKENS}
 
 
 def model_weights(folder: str) -> str:

@@ -67,7 +67,8 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
               "trained": {"model": str(model), "weights": model_weights(str(model))}}
     kept = model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json"
     # the same settings once judged other tasks (e.g. before a cap took each world in turn)
-    for other in ({"task_ids": ["other"]}, {"dialogue_ids": ["other"]}, {"task_ids": None}):  # None: kept before ids
+    older = {k: v for k, v in settings.items() if k != "max_tokens"}  # judged before the turn budget was recorded
+    for other in ({"task_ids": ["other"]}, {"dialogue_ids": ["other"]}, {"task_ids": None}, {"settings": older}):
         kept.write_text(json.dumps({**result, **other}))
         assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
     kept.unlink()
