@@ -224,6 +224,7 @@ class TeachConfig(BaseModel):
     eval_max_turns: int = Field(12, ge=1)
     eval_max_tasks: int | None = Field(None, ge=1)  # held-out tasks played as episodes (None: all)
     eval_max_dialogues: int | None = Field(None, ge=1)  # reference dialogues scored (None: those tasks')
+    eval_max_tokens: int = Field(256, ge=1)  # tokens an episode turn may take (greedy)
     episodes: bool = True  # episode pass rate (scripted user, composite verdict)
     next_action: bool = True  # teacher-forced next-action accuracy on the reference dialogues
     # Benchmarks whose own test tasks each model also plays against the base, e.g.

@@ -76,7 +76,7 @@ def _eval_settings(cfg: RunConfig) -> dict[str, Any]:
 
     t = cfg.teach
     return eval_settings(t.eval_split, t.eval_trials, t.eval_max_turns, t.eval_max_tasks, t.eval_max_dialogues,
-                         t.episodes, t.next_action)
+                         t.episodes, t.next_action, t.eval_max_tokens)
 
 
 @task(name="evaluate", task_run_name="evaluate-{label}", cache_policy=NO_CACHE)

@@ -105,9 +105,9 @@ def _lineage_datasets(path: Path, depth: int = 3) -> list[Path]:
 EVAL_MAX_TOKENS = 256
 
 
-def greedy() -> Sampling:
-    """The sampling episodes are judged with: greedy, `EVAL_MAX_TOKENS` a turn."""
-    return Sampling(temperature=0.0, max_tokens=EVAL_MAX_TOKENS, seed=0)
+def greedy(max_tokens: int = EVAL_MAX_TOKENS) -> Sampling:
+    """The sampling episodes are judged with: greedy, `max_tokens` a turn."""
+    return Sampling(temperature=0.0, max_tokens=max_tokens, seed=0)
 
 
 def judge(task: Task, trajectory: Trajectory, verifiers: list[str]) -> Verdict:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from data import store
+from train.evaluate import EVAL_MAX_TOKENS
 from train.next_action import Dialogue, next_action_accuracy
 
 BOOTSTRAP_SAMPLES = 2000
@@ -119,14 +120,15 @@ def turn_rates(result: dict[str, Any]) -> dict[str, float]:
 def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split: str = "test",
                   trials: int = 1, max_turns: int = 12, max_tasks: int | None = None, episodes: bool = True,
                   next_action: bool = True, base_result: dict[str, Any] | None = None,
-                  max_dialogues: int | None = None) -> dict[str, Any]:
+                  max_dialogues: int | None = None, max_tokens: int = EVAL_MAX_TOKENS) -> dict[str, Any]:
     """`base` and `model` (folders; "embedded": the prepared base model) on the held-out
     tasks of `release`'s `split`: next-action accuracy and episode pass rate, each with its
     interval and the paired difference. `max_tasks` caps the tasks played as episodes,
-    `max_dialogues` the reference dialogues scored (default: the same tasks). `base_result`
+    `max_dialogues` the reference dialogues scored (default: the same tasks), `max_tokens`
+    an episode turn's tokens (greedy). `base_result`
     (an earlier result with the same settings) saves evaluating the base again. Written
     beside the run that made `model`, when it is one."""
-    from train.evaluate import evaluate_model
+    from train.evaluate import evaluate_model, greedy
     from train.lineage import keep_beside_run
 
     if not (episodes or next_action):
@@ -142,7 +144,8 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
             na.pop("turn_results")
             out["next_action"] = {**na, "interval": with_interval(turn_rates(na))}
         if episodes:
-            ep = evaluate_model(tasks, None if folder == "embedded" else folder, trials=trials, max_turns=max_turns)
+            ep = evaluate_model(tasks, None if folder == "embedded" else folder, trials=trials, max_turns=max_turns,
+                                sampling=greedy(max_tokens))
             out["episodes"] = {**ep, "interval": with_interval(episode_rates(ep))}
         return out
 
@@ -157,7 +160,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     result = {
         "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
         "split": split, "tasks": len(tasks), "dialogues": len(dialogues), "trials": trials, "max_turns": max_turns,
-        "settings": eval_settings(split, trials, max_turns, max_tasks, max_dialogues, episodes, next_action),
+        "settings": eval_settings(split, trials, max_turns, max_tasks, max_dialogues, episodes, next_action, max_tokens),
         "task_ids": [t.id for t in tasks], "dialogue_ids": [t.id for t in scored],
         "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
         "code_version": store.code_version(),
@@ -182,14 +185,12 @@ def held_out_selection(release: Path | str, split: str, max_tasks: int | None,
 
 
 def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max_tasks: int | None = None,
-                  max_dialogues: int | None = None, episodes: bool = True, next_action: bool = True) -> dict[str, Any]:
-    """`evaluate_pair`'s settings (its defaults), as its result records them, with the tokens
-    an episode's turn may take (`train.evaluate.EVAL_MAX_TOKENS`)."""
-    from train.evaluate import EVAL_MAX_TOKENS
-
+                  max_dialogues: int | None = None, episodes: bool = True, next_action: bool = True,
+                  max_tokens: int = EVAL_MAX_TOKENS) -> dict[str, Any]:
+    """`evaluate_pair`'s settings (its defaults), as its result records them."""
     return {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
             "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action,
-            "max_tokens": EVAL_MAX_TOKENS}
+            "max_tokens": max_tokens}
 
 
 def model_weights(folder: str) -> str:
