@@ -13,44 +13,14 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
-
-_REAPER = r"""
-import os, signal, sys, time
-fd, pid, started, grace = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
-while os.read(fd, 1):
-    pass  # end of file: the process that started the server is gone
-
-def alive():
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z" and fields[19] == started  # not a zombie, nor a reused pid
-
-def send(sig):
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except OSError:
-        pass
-
-if alive():
-    send(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive():
-        send(signal.SIGKILL)
-"""
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -73,13 +43,45 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), which
     tells it from a later process given the same pid; None when it is gone (or no /proc)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = _stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def _reap(fd: int, pid: int, started: str, grace_s: float) -> None:
+    """The reaper: wait for the end of file on `fd` (the process that started the server is
+    gone), then stop `pid` if it is still that process (not a zombie, not a reused pid)."""
+    while os.read(fd, 1):
+        pass
+
+    def alive() -> bool:
+        fields = _stat(pid)
+        return bool(fields) and fields[0] != "Z" and start_time(pid) == started
+
+    def send(sig: int) -> None:
+        with suppress(OSError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+
+    if alive():
+        send(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if alive():
+            send(signal.SIGKILL)
 
 
 def reap_with_this_process(pid: int, grace_s: float = 5.0) -> bool:
@@ -92,7 +94,7 @@ def reap_with_this_process(pid: int, grace_s: float = 5.0) -> bool:
         read_end, write_end = os.pipe()  # both non-inheritable: a child that execs holds neither
         try:
             _reapers.append(subprocess.Popen(
-                [sys.executable, "-c", _REAPER, str(read_end), str(pid), started, str(grace_s)],
+                [sys.executable, "-m", "pipelines.reaper", str(read_end), str(pid), started, str(grace_s)],
                 pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         except BaseException:
@@ -133,3 +135,7 @@ def on_running_hooks() -> list[Any]:
     """A flow's `on_running` hooks (a new list a flow: Prefect keeps and extends it): by the
     time a flow runs, the temporary server has started."""
     return [_reap_servers_hook]
+
+
+if __name__ == "__main__":  # the reaper process: FD PID START_TIME GRACE_S
+    _reap(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
