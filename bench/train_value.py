@@ -33,8 +33,10 @@ tasks.
 
 A rerun with the same `--out` resumes: the run flow's stages come from its cache, and an
 arm's SFT model and its evaluation are reused when their inputs (the arm's rows, the stage
-config, the evaluation settings) are the same, so `--grpo-steps N` after a full run only
-adds the GRPO phase.
+config, the evaluation settings and held-out ids) are the same, so `--grpo-steps N` after
+a full run only adds the GRPO phase. The release's config includes the training defaults,
+so a rerun after they change publishes the same rows as a new version; the arms and their
+evaluations still count as the same (their rows and held-out ids are).
 
 The last line printed is one JSON object: the arms' figures, the best arm's gains over the
 base with intervals, topology − outcome, and the wall time of each phase.

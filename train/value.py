@@ -202,21 +202,31 @@ def model_weights(folder: str) -> str:
 
 
 def evaluation_before(release: Path | str, model: str, base: str, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """An `evaluate_pair` result kept beside `model`'s run for `release` with the same
-    settings (`eval_settings`), held-out tasks, base and model, the model's weights unchanged since (a model
-    trained again in the same folder is judged again), or None: a rerun reads it back."""
-    path = Path(model).expanduser().parent / f"eval-{store.read_manifest(release, verify=False).version}.json"
-    if not path.is_file():
-        return None
-    kept = json.loads(path.read_text())
-    same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
-            and kept.get("trained", {}).get("model") == model
-            and kept.get("trained", {}).get("weights") == model_weights(model))
-    if not same:
-        return None
-    tasks, scored = held_out_selection(release, settings["split"], settings["max_tasks"], settings["max_dialogues"])
-    same_tasks = kept.get("task_ids") == [t.id for t in tasks] and kept.get("dialogue_ids") == [t.id for t in scored]
-    return kept if same_tasks else None
+    """An `evaluate_pair` result kept beside `model`'s run with the same settings
+    (`eval_settings`), held-out tasks and dialogues (their ids: content hashes), base and
+    model, the model's weights unchanged since (a model trained again in the same folder is
+    judged again), or None: a rerun reads it back. The one kept for `release`'s version is
+    looked at first; one kept for another version of the same held-out rows (a rerun whose
+    config changed publishes the same rows as a new version) is as good."""
+    run_dir = Path(model).expanduser().parent
+    own = run_dir / f"eval-{store.read_manifest(release, verify=False).version}.json"
+    candidates = [own] + sorted((p for p in run_dir.glob("eval-*.json") if p != own), reverse=True)
+    tasks = scored = None
+    for path in candidates:
+        if not path.is_file():
+            continue
+        kept = json.loads(path.read_text())
+        same = (kept.get("settings") == settings and kept.get("base", {}).get("model") == base
+                and kept.get("trained", {}).get("model") == model
+                and kept.get("trained", {}).get("weights") == model_weights(model))
+        if not same:
+            continue
+        if tasks is None:
+            tasks, scored = held_out_selection(release, settings["split"], settings["max_tasks"],
+                                               settings["max_dialogues"])
+        if kept.get("task_ids") == [t.id for t in tasks] and kept.get("dialogue_ids") == [t.id for t in scored]:
+            return kept
+    return None
 
 
 def benchmark_rates(result: dict[str, Any]) -> dict[str, float]:

@@ -78,6 +78,14 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
     assert evaluation_before(releases["sft"], str(model), "embedded", eval_settings(max_turns=12, max_tasks=40,
                                                                                      max_dialogues=40)) is None
     assert evaluation_before(releases["sft"], str(model), str(tmp_path / "other-base"), settings) is None
+    # kept for another version of the same held-out rows (a rerun whose config changed
+    # republished them): as good; for other held-out tasks: not
+    (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").rename(
+        model.parent / "eval-20000101T000000000000Z.json")
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
+    (model.parent / "eval-20000101T000000000000Z.json").write_text(json.dumps({**result, "task_ids": ["other"]}))
+    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    (model.parent / "eval-20000101T000000000000Z.json").write_text(json.dumps(result))
     (model / "model.safetensors").write_bytes(b"trained again")  # the same folder, other weights
     assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
 
