@@ -23,6 +23,8 @@ user is trajforge's (scripted, or an LLM user) or, with ``tau2_user``, τ²'s ow
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -122,10 +124,34 @@ def _rollouts(tasks: list[Task], cfg: RolloutConfig) -> list[Trajectory]:
         close_shared_models()
 
 
+def keep_episodes(path: Path, trajectories: list[Trajectory], verdicts: list[Verdict]) -> None:
+    """Write the judged episodes to `path` as JSON lines, one `{"verdict", "trajectory"}` an
+    episode (read them back with `read_episodes`): what a pass rate was computed from, so a
+    reader can see why an episode failed. Atomic: a killed write leaves no partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        for traj, verdict in zip(trajectories, verdicts, strict=True):
+            fh.write(json.dumps({"verdict": verdict.model_dump(mode="json"),
+                                 "trajectory": traj.model_dump(mode="json")}) + "\n")
+    os.replace(tmp, path)
+
+
+def read_episodes(path: Path | str) -> list[tuple[Trajectory, Verdict]]:
+    """The episodes `keep_episodes` wrote, as records."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        row = json.loads(line)
+        out.append((Trajectory.model_validate(row["trajectory"]), Verdict.model_validate(row["verdict"])))
+    return out
+
+
 def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, sampling: Sampling | None = None,
-                   max_turns: int = 12, verifiers: list[str] | None = None, max_batch: int = 8) -> dict[str, Any]:
+                   max_turns: int = 12, verifiers: list[str] | None = None, max_batch: int = 8,
+                   keep: Path | None = None) -> dict[str, Any]:
     """Roll out `tasks` with the embedded backend on `model_path` (None: the prepared base
-    model) and judge each trajectory; returns pass rate, mean score and per-task results."""
+    model) and judge each trajectory; returns pass rate, mean score and per-task results.
+    With `keep`, the trajectories and their verdicts are also written there (`keep_episodes`)."""
     if not tasks:
         raise ValueError("no tasks to evaluate")
     names = list(verifiers or DEFAULT_VERIFIERS)
@@ -140,6 +166,8 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
     trajectories = _rollouts(tasks, cfg)
     by_id = {t.id: t for t in tasks}
     verdicts = [judge(by_id[t.task_id], t, names) for t in trajectories]
+    if keep is not None:
+        keep_episodes(keep, trajectories, verdicts)
     per_task: dict[str, dict[str, Any]] = {}
     for traj, v in zip(trajectories, verdicts, strict=True):
         row = per_task.setdefault(traj.task_id, {"task_id": traj.task_id, "world": by_id[traj.task_id].world,
@@ -158,6 +186,7 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
         "tool_errors": dict(sum((Counter(t.error_counts) for t in trajectories), Counter())),
         "wall_s": round(time.monotonic() - started, 2),
         "per_task": list(per_task.values()),
+        **({"episodes_file": str(keep)} if keep is not None else {}),
     }
 
 
@@ -179,8 +208,14 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
     if not tasks:
         raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
     kwargs: dict[str, Any] = {"trials": trials, "sampling": sampling, "max_turns": max_turns, "verifiers": verifiers}
-    before = evaluate_model(tasks, None if base == "embedded" else base, **kwargs)
-    after = evaluate_model(tasks, model, **kwargs)
+    run_dir = Path(model).expanduser().parent
+    beside = (run_dir / "run.json").is_file()  # a run's model: its episodes are kept beside it
+
+    def keep(side: str) -> Path | None:
+        return run_dir / f"episodes-{manifest.version}-{side}.jsonl" if beside else None
+
+    before = evaluate_model(tasks, None if base == "embedded" else base, keep=keep("base"), **kwargs)
+    after = evaluate_model(tasks, model, keep=keep("trained"), **kwargs)
     result = {
         "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
         "split": split, "tasks": len(tasks), "trials": trials,
@@ -189,8 +224,7 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
                   "mean_score": round(after["mean_score"] - before["mean_score"], 4)},
         "code_version": store.code_version(),
     }
-    run_dir = Path(model).expanduser().parent
-    if (run_dir / "run.json").is_file():  # the card of the release the model was trained on shows it
+    if beside:  # the card of the release the model was trained on shows it
         result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
 

@@ -127,7 +127,9 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     `max_dialogues` the reference dialogues scored (default: the same tasks), `max_tokens`
     an episode turn's tokens (greedy). `base_result`
     (an earlier result with the same settings) saves evaluating the base again. Written
-    beside the run that made `model`, when it is one."""
+    beside the run that made `model`, when it is one (`eval-<release version>.json`), with
+    each side's judged episodes (`episodes-<release version>-<base|trained>.jsonl`,
+    `train.evaluate.read_episodes`)."""
     from train.evaluate import evaluate_model, greedy
     from train.lineage import keep_beside_run
 
@@ -137,21 +139,25 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     tasks, scored = held_out_selection(release, split, max_tasks, max_dialogues)
     dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []
 
-    def judged(folder: str) -> dict[str, Any]:
+    run_dir = Path(model).expanduser().parent
+    beside = (run_dir / "run.json").is_file()  # a run's model: the result and the episodes are kept beside it
+
+    def judged(folder: str, side: str) -> dict[str, Any]:
         out: dict[str, Any] = {"model": folder, "weights": model_weights(folder)}
         if next_action and dialogues:
             na = next_action_accuracy(None if folder == "embedded" else folder, dialogues)
             na.pop("turn_results")
             out["next_action"] = {**na, "interval": with_interval(turn_rates(na))}
         if episodes:
+            keep = run_dir / f"episodes-{manifest.version}-{side}.jsonl" if beside else None
             ep = evaluate_model(tasks, None if folder == "embedded" else folder, trials=trials, max_turns=max_turns,
-                                sampling=greedy(max_tokens))
+                                sampling=greedy(max_tokens), keep=keep)
             out["episodes"] = {**ep, "interval": with_interval(episode_rates(ep))}
         return out
 
     started = time.monotonic()
-    before = base_result if base_result is not None else judged(base)
-    after = judged(model)
+    before = base_result if base_result is not None else judged(base, "base")
+    after = judged(model, "trained")
     delta: dict[str, Any] = {}
     if "next_action" in after and "next_action" in before:
         delta["next_action"] = paired_difference(turn_rates(before["next_action"]), turn_rates(after["next_action"]))
@@ -165,8 +171,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
         "base": before, "trained": after, "delta": delta, "wall_s": round(time.monotonic() - started, 2),
         "code_version": store.code_version(),
     }
-    run_dir = Path(model).expanduser().parent
-    if (run_dir / "run.json").is_file():
+    if beside:
         result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
     return result
 

@@ -134,3 +134,24 @@ def test_a_cap_on_held_out_tasks_takes_each_world_in_turn() -> None:
     assert [t.id for t in spread_over_worlds(tasks, None)] == [t.id for t in tasks]  # type: ignore[arg-type]
     assert [t.id for t in spread_over_worlds(tasks, 7)] == [t.id for t in tasks]  # type: ignore[arg-type]
     assert [t.id for t in spread_over_worlds(tasks, 0)] == []  # type: ignore[arg-type]
+
+
+def test_judged_episodes_are_kept_with_their_verdicts(releases: dict[str, Path], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`evaluate_model(keep=...)` writes each episode it judged beside the figures, and the
+    file agrees with them: a reader can open the episodes a pass rate was computed from."""
+    from data.records import Trajectory
+    from train import evaluate
+
+    tasks = evaluate.release_tasks(releases["rl"], "test")[:2]
+    said = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "I cannot help with that."}]
+    monkeypatch.setattr(evaluate, "_rollouts", lambda ts, cfg: [
+        Trajectory(task_id=t.id, trial=0, model="m", messages=said, termination="agent_stop") for t in ts])
+    monkeypatch.setattr(evaluate.Path, "is_dir", lambda self: True)
+    path = tmp_path / "episodes.jsonl"
+    r = evaluate.evaluate_model(tasks, "some/model", keep=path)
+    kept = evaluate.read_episodes(r["episodes_file"])
+    assert [t.task_id for t, _ in kept] == [t.id for t in tasks] == [row["task_id"] for row in r["per_task"]]
+    assert [int(v.passed) for _, v in kept] == [row["passed"] for row in r["per_task"]]
+    assert all(v.task_id == t.task_id and t.messages == said for t, v in kept)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]  # no partial file left

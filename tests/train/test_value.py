@@ -95,6 +95,11 @@ def test_evaluate_pair_judges_both_models_and_writes_beside_the_run(releases: di
     assert result["delta"]["next_action"]["mean"] == 0.0 and result["delta"]["pass_rate"]["mean"] == 0.0
     written = json.loads(Path(result["written_to"]).read_text())
     assert written["settings"]["max_tasks"] == 1 and written["tasks"] == 1
+    from train.evaluate import read_episodes
+
+    for side in ("base", "trained"):  # the episodes each pass rate was computed from, beside the run
+        kept = read_episodes(run / f"episodes-{store.read_manifest(release).version}-{side}.jsonl")
+        assert [t.task_id for t, _ in kept] == written["task_ids"]
     card = (release / "README.md").read_text()
     assert "sft-x" in card
 
