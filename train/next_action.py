@@ -7,8 +7,9 @@ forward pass gives, at every position of every assistant turn, the token the mod
 pick greedily after the reference prefix. Greedy decoding after the reference prefix
 writes the reference turn exactly when every one of the turn's tokens (its end-of-turn
 token included) is that pick, so no generation is needed for the common case. Dialogues of one world open with the same
-system prompt and tool schemas: their cache is computed once and reused by the next
-dialogue (`Scorer._shared_head`).
+system prompt and tool schemas: their cache is computed once and reused by every later
+dialogue of that world (`Scorer._shared_head`), however the worlds' dialogues alternate
+(the held-out selection takes each world in turn).
 
 A turn is **right**:
 - a reference tool-call turn: when the model's greedy turn makes the same calls (names and
@@ -35,7 +36,8 @@ from data.jsonish import maybe_json
 from data.records import ToolCall
 from rollout.parsing import parse_model_output
 
-MIN_SHARED = 64  # leading tokens worth reusing from the last dialogue's cache
+MIN_SHARED = 64  # leading tokens worth reusing from a kept head's cache
+MAX_HEADS = 4  # heads kept (one a world's system prompt and tool schemas), least recently used dropped
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class Scorer:
         self.name = model_path or "embedded"
         self._torch = torch
         self.call_open = self.tokenizer.encode("<tool_call>", add_special_tokens=False)
-        self._prefix: tuple[list[int], Any] | None = None  # the last dialogue's head and its cache
+        self._heads: list[tuple[list[int], Any]] = []  # kept heads and their caches, most recently used last
         self.forwarded = 0  # tokens run through the model's forward pass, for the figures
 
     def _encode(self, d: Dialogue) -> tuple[list[int], list[int]]:
@@ -126,9 +128,9 @@ class Scorer:
         return out[0, len(prefix):].tolist()
 
     def _shared_head(self, ids: list[int], first: int) -> tuple[int, Any]:
-        """How many leading tokens of `ids` the kept head (the last dialogue's tokens before its
+        """How many leading tokens of `ids` the best kept head (a dialogue's tokens before its
         first assistant turn: system prompt, tool schemas) already holds, and a copy of its
-        cache cut to them; (0, None) when under `MIN_SHARED` tokens are shared. At least the
+        cache cut to them; (0, None) when no head shares `MIN_SHARED` tokens. At least the
         token before `first` (the first scored position) is left to the forward pass."""
         import copy
 
@@ -136,28 +138,33 @@ class Scorer:
 
         from rollout.kv_cache import common_prefix
 
-        if self._prefix is None:
+        want = np.asarray(ids[:first - 1])
+        best, n = None, 0
+        for i, (head, _) in enumerate(self._heads):
+            shared = common_prefix(want, np.asarray(head))
+            if shared > n:
+                best, n = i, shared
+        if best is None or n < MIN_SHARED:
             return 0, None
-        head, cache = self._prefix
-        n = common_prefix(np.asarray(ids[:first - 1]), np.asarray(head))
-        if n < MIN_SHARED:
-            return 0, None
-        past = copy.deepcopy(cache)
+        self._heads.append(self._heads.pop(best))  # most recently used last
+        past = copy.deepcopy(self._heads[-1][1])
         past.crop(n - past.get_seq_length())  # a negative count: tokens to drop
         return n, past
 
     def _keep_head(self, ids: list[int], first: int, cache: Any) -> None:
         """Keep this dialogue's tokens before its first assistant turn and their cache for the
-        next dialogue (dialogues of one world share their system prompt and tool schemas)."""
+        later dialogues of its world (they share its system prompt and tool schemas); at most
+        `MAX_HEADS`, the least recently used dropped."""
         import copy
 
         if cache is None:  # a stand-in model without a cache
             return
-        if self._prefix is not None and self._prefix[0] == ids[:first - 1]:
+        head = ids[:first - 1]
+        if any(kept == head for kept, _ in self._heads):
             return  # the head already kept: no second copy of the same cache
-        head = copy.deepcopy(cache)
-        head.crop(first - 1 - head.get_seq_length())
-        self._prefix = (ids[:first - 1], head)
+        past = copy.deepcopy(cache)
+        past.crop(first - 1 - past.get_seq_length())
+        self._heads = [*self._heads, (head, past)][-MAX_HEADS:]
 
     def _turn_text(self, tokens: list[int]) -> str:
         text = self.tokenizer.decode(tokens, skip_special_tokens=False)

@@ -64,7 +64,7 @@ def scorer_with(model: Any) -> Scorer:
     scorer.tokenizer, scorer.template, scorer.model = embedded_tokenizer(), chat_template(), model
     scorer.max_new_tokens, scorer.name = 64, "stand-in"
     scorer.call_open = scorer.tokenizer.encode("<tool_call>", add_special_tokens=False)
-    scorer._prefix, scorer.forwarded = None, 0
+    scorer._heads, scorer.forwarded = [], 0
     import torch
 
     scorer._torch = torch
@@ -126,7 +126,7 @@ def test_the_greedy_rest_from_the_dialogues_cache_equals_a_fresh_generation(tiny
     assert cache.get_seq_length() == len(ids)  # the dialogue's cache is left whole for the next turn
 
 
-def test_the_next_dialogue_reuses_the_shared_head_and_picks_as_a_fresh_forward(
+def test_a_later_dialogue_reuses_its_worlds_head_and_picks_as_a_fresh_forward(
         releases: dict[str, Path], tiny_model: Path) -> None:
     from train.value import heldout_dialogues
 
@@ -134,6 +134,14 @@ def test_the_next_dialogue_reuses_the_shared_head_and_picks_as_a_fresh_forward(
     first, second = heldout_dialogues(releases["sft"], ids, split="train")[:2]
     reusing, fresh = Scorer(str(tiny_model)), Scorer(str(tiny_model))
     reusing.score(first)
+    # a dialogue of another world in between (the held-out selection alternates worlds): its
+    # head shares nothing worth reusing, and the first world's head is still there after it
+    other = Dialogue("other", [{"role": "system", "content": "You sort parcels at a depot. " * 40},
+                               *[m for m in first.messages if m["role"] != "system"]], tools=[])
+    start = reusing.forwarded
+    reusing.score(other)
+    assert reusing.forwarded - start == len(fresh._encode(other)[0])  # forwarded whole
+    assert len(reusing._heads) == 2
     before = reusing.forwarded
     tokens, mask = fresh._encode(second)
     positions = [t for s, e in assistant_spans(mask) for t in range(s, e)]
