@@ -251,7 +251,8 @@ def check_max_length(dataset_path: Path | str, cfg: SFTStageConfig, tokenizer: A
                    else f"the model's {context} positions (sft.max_length unset fits the longest row)")
             log.warning("%s: %s cuts %d of %d %s rows (longest %d tokens); a cut row loses its last turns. "
                         "%s", dataset_path, why, cut, len(pairs), name, max(total),
-                        f"Set sft.max_length to {max(total)} to keep every row whole." if cfg.max_length else "")
+                        f"Set sft.max_length to {max(total)} to keep every row whole." if cfg.max_length
+                        else "Only a model with more positions keeps them whole.")
     return out
 
 

@@ -79,6 +79,7 @@ def test_an_unset_max_length_fits_the_longest_row_and_a_cut_is_warned(releases: 
         capped = check_max_length(releases["sft"], SFTStageConfig(), tok, splits, None, longest - 1)
     assert capped["max_length"] == longest - 1 and capped["train"]["rows_truncated"] >= 1
     assert "the model's" in caplog.text and "loses its last turns" in caplog.text
+    assert "Only a model with more positions keeps them whole." in caplog.text
     caplog.clear()
     # a set max_length is kept, and a cut names the length that keeps every row whole
     with caplog.at_level("WARNING", logger="train.sft"):
