@@ -16,7 +16,8 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 TASK_SCHEMA_VERSION = 3  # 2: the `verification` block (was metadata keys); 3: `user.reactions`
-TRAJECTORY_SCHEMA_VERSION = 3  # 2: turn_tokens (token ids and logprobs per turn); 3: `reference`
+# 2: turn_tokens (token ids and logprobs per turn); 3: `reference`; 4: termination `context_exhausted`
+TRAJECTORY_SCHEMA_VERSION = 4
 VERDICT_SCHEMA_VERSION = 1
 
 
@@ -266,6 +267,7 @@ TerminationReason = Literal[
     "out_of_scope",
     "agent_stop",  # the agent answered and the user had nothing left to say
     "max_turns",
+    "context_exhausted",  # the conversation outgrew the model's context (the agent's doing, like max_turns)
     "model_error",  # the model backend failed after its retries
     "env_error",  # the environment itself failed (a bug, not an agent mistake)
     "user_error",  # the user simulator failed (its model erred or answered with garbage)

@@ -224,6 +224,19 @@ class Episode:
         self.metadata: dict[str, Any] = runtime_contract(cfg)
         self.turn = 0
 
+    def _model_failed(self, exc: BaseException) -> None:
+        """End the episode on a model call that failed: `context_exhausted` when the
+        conversation no longer fits the model's context (the episode's own length, like
+        `max_turns`: judged, and deterministic, so retrying would fail again), else
+        `model_error` (infrastructure: never data)."""
+        record_model_error(self.metadata, exc)
+        if getattr(exc, "reason", None) == "context_length":
+            self.errors["context_exhausted"] += 1
+            self.termination = "context_exhausted"
+        else:
+            self.errors["model_error"] += 1
+            self.termination = "model_error"
+
     async def run(self) -> None:
         """Model turns until the episode ends."""
         while self.termination is None:
@@ -235,9 +248,7 @@ class Episode:
             try:
                 resp = await self.model.chat(self.messages, self.tools, self.sampling)
             except Exception as exc:  # ModelError, or a backend bug
-                self.errors["model_error"] += 1
-                record_model_error(self.metadata, exc)
-                self.termination = "model_error"
+                self._model_failed(exc)
                 break
             latency = time.perf_counter() - t0
             self.usage.model_calls += 1
@@ -319,9 +330,7 @@ class Episode:
         try:
             resp = await self.model.chat(prompt, [], strategy_sampling(self.sampling, scfg))
         except Exception as exc:
-            self.errors["model_error"] += 1
-            record_model_error(self.metadata, exc)
-            self.termination = "model_error"
+            self._model_failed(exc)
             self.metadata["strategy"] = ""
             self.metadata["strategy_info"] = info
             return

@@ -129,7 +129,8 @@ class _Engine:
                 results.append(
                     ModelError(
                         f"prompt of {len(ids)} tokens plus max_tokens={r.sampling.max_tokens} "
-                        f"exceeds the model's {self.max_positions} positions"
+                        f"exceeds the model's {self.max_positions} positions",
+                        reason="context_length",
                     )
                 )
                 continue

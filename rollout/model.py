@@ -49,6 +49,7 @@ MODEL_ERROR_REASONS = (
     "client_error",  # HTTP 4xx other than 429: the request itself is wrong
     "bad_response",  # a 200 that is not a chat completion
     "circuit_open",  # every endpoint's circuit breaker is open
+    "context_length",  # the conversation no longer fits the model's context: the episode's doing, not infrastructure
     "backend",  # anything else (model load failure, generation failure)
 )
 

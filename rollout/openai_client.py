@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,11 @@ from rollout.openai_wire import prompt_logprobs as _prompt_logprobs
 from rollout.openai_wire import retry_after as _retry_after
 from rollout.openai_wire import to_openai_messages
 from rollout.parsing import parse_model_output, tool_names_of
+
+# A 400 that says the request does not fit the model's context (vLLM: "This model's maximum
+# context length is N tokens ..."; OpenAI: code `context_length_exceeded`): not retried, and
+# the episode ends on its own length (`context_exhausted`), not on infrastructure.
+CONTEXT_LENGTH = re.compile(r"maximum context length|context_length_exceeded|context length exceeded", re.I)
 
 
 class CircuitBreaker:
@@ -401,7 +407,8 @@ class OpenAICompatibleModel:
                     unhealthy=False,
                 )
             return data
-        message = f"HTTP {status}: {_clip(_error_message(response.body))}"
+        detail = _error_message(response.body)
+        message = f"HTTP {status}: {_clip(detail)}"
         retry_after = _retry_after(headers)
         if status == 429:
             failure = _Failure("rate_limited", message, True, retry_after, unhealthy=False)
@@ -411,6 +418,8 @@ class OpenAICompatibleModel:
             failure = _Failure("server_error", message, True, retry_after)
         elif status == 409:
             failure = _Failure("server_error", message, True, retry_after, unhealthy=False)
+        elif status == 400 and CONTEXT_LENGTH.search(detail):
+            failure = _Failure("context_length", message, False, unhealthy=False)
         else:
             failure = _Failure("client_error", message, False, unhealthy=False)
         if should_retry == "false":

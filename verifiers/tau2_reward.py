@@ -36,7 +36,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # trajforge terminations -> τ²'s (τ² scores only agent_stop and user_stop; the rest is 0)
 TERMINATIONS = {
     "agent_stop": "agent_stop", "user_stop": "user_stop", "transfer": "user_stop",
-    "out_of_scope": "agent_stop", "max_turns": "max_steps", "model_error": "agent_error",
+    "out_of_scope": "agent_stop", "max_turns": "max_steps", "context_exhausted": "max_steps",
+    "model_error": "agent_error",
     "env_error": "too_many_errors", "user_error": "user_error",
 }
 

@@ -44,7 +44,7 @@ def _traj(i: int, tokens: bool) -> Trajectory:
 
 def test_turn_tokens_roundtrip(tmp_path: Path) -> None:
     trajs = [_traj(0, True), _traj(1, False)]
-    assert trajs[0].schema_version == TRAJECTORY_SCHEMA_VERSION == 3
+    assert trajs[0].schema_version == TRAJECTORY_SCHEMA_VERSION == 4
     path = store.write_records(tmp_path, "trajectories", "trajectories", trajs, LIN)
     back = store.read_records(path, "trajectories")
     assert [t.model_dump() for t in back] == [t.model_dump() for t in trajs]

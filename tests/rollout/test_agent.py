@@ -94,6 +94,11 @@ def test_rule_violation_is_counted(airline: World, tasks: list[Task]) -> None:
 def test_model_error_and_max_turns_end_the_episode(airline: World, tasks: list[Task]) -> None:
     t = episode(tasks[0], airline, Replay([ModelError("server died")]))
     assert t.termination == "model_error" and "server died" in t.metadata["model_error"]
+    assert t.infra_failed
+    # a conversation that outgrew the model's context ended on its own length, not on infrastructure
+    t = episode(tasks[0], airline, Replay([ModelError("prompt of 8100 tokens plus max_tokens=256 exceeds the "
+                                                      "model's 8192 positions", reason="context_length")]))
+    assert (t.termination, t.error_counts, t.infra_failed) == ("context_exhausted", {"context_exhausted": 1}, False)
     looping = Replay([ChatResponse(tool_calls=[ToolCall(name="calculate", arguments={"expression": "1+1"})])] * 10)
     t = episode(tasks[0], airline, looping, max_turns=3)
     assert t.termination == "max_turns" and t.usage.model_calls == 3

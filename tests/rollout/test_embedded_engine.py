@@ -69,6 +69,7 @@ def test_requests_that_cannot_run_get_their_error_without_generating() -> None:
     assert all(isinstance(r, ModelError) for r in results) and engine.last_generate_calls == 0
     assert "could not render the prompt: KeyError" in str(results[0])
     assert "prompt of 90 tokens plus max_tokens=10 exceeds the model's 99 positions" in str(results[1])
+    assert [r.reason for r in results] == ["backend", "context_length"]  # type: ignore[union-attr]
 
 
 def test_settle_resolves_the_callers_future_from_another_thread() -> None:

@@ -248,6 +248,14 @@ async def test_retry_after_longer_than_we_wait_fails_at_once() -> None:
     ("replies", "reason", "attempts"),
     [
         ([error_reply(400)], "client_error", 1),
+        # the request no longer fits the context (vLLM's words, then OpenAI's): not retried
+        ([error_reply(400, body={"error": {
+            "message": "'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum context "
+                       "length is 8192 tokens and your request has 8100 input tokens (256 > 8192 - 8100).",
+            "type": "BadRequestError", "param": None, "code": 400}})], "context_length", 1),
+        ([error_reply(400, body={"error": {"message": "This model's maximum context length is 128000 tokens.",
+                                           "type": "invalid_request_error", "code": "context_length_exceeded"}})],
+         "context_length", 1),
         ([error_reply(503)] * 3, "server_error", 3),
         ([error_reply(429)] * 3, "rate_limited", 3),
     ],
