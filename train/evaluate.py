@@ -116,12 +116,30 @@ def judge(task: Task, trajectory: Trajectory, verifiers: list[str]) -> Verdict:
     return get_verifier(primary_verifier(task, verifiers)).verify(task, trajectory)
 
 
+class EvaluationFailed(RuntimeError):
+    """Episodes ended on infrastructure (`Trajectory.infra_failed`): the evaluation judged
+    nothing and keeps nothing, since a pass rate over the rest would be a different figure."""
+
+
 def _rollouts(tasks: list[Task], cfg: RolloutConfig) -> list[Trajectory]:
     """The tasks' trajectories under `cfg`, the process-wide models stopped afterwards."""
     try:
         return collect(tasks, cfg)
     finally:
         close_shared_models()
+
+
+def check_no_infra_failure(trajectories: list[Trajectory], what: str) -> None:
+    """Raise `EvaluationFailed` when any episode ended on infrastructure (the model backend
+    or the user's model failed for good), naming how many and the first reason."""
+    failed = [t for t in trajectories if t.infra_failed]
+    if failed:
+        first = failed[0].metadata
+        reason = first.get("model_error_reason") or first.get("user_error_reason") or failed[0].termination
+        detail = first.get("model_error") or first.get("user_error") or ""
+        raise EvaluationFailed(
+            f"{what}: {len(failed)} of {len(trajectories)} episodes ended on infrastructure ({reason}: "
+            f"{str(detail)[:200]}); nothing was judged or kept, run it again once the backend works")
 
 
 def keep_episodes(path: Path, trajectories: list[Trajectory], verdicts: list[Verdict]) -> None:
@@ -164,6 +182,7 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
         agent=AgentConfig(max_turns=max_turns))
     started = time.monotonic()
     trajectories = _rollouts(tasks, cfg)
+    check_no_infra_failure(trajectories, f"evaluating {model_path or 'embedded'}")
     by_id = {t.id: t for t in tasks}
     verdicts = [judge(by_id[t.task_id], t, names) for t in trajectories]
     if keep is not None:
@@ -302,6 +321,7 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
     started = time.monotonic()
     trajectories = _rollouts(tasks, cfg) if user_model is None else _tau2_user_rollouts(tasks, cfg, user_model)
     rolled = time.monotonic() - started
+    check_no_infra_failure(trajectories, f"{benchmark} with {model.name or model.kind}")
     by_id = {t.id: t for t in tasks}
     per_task: dict[str, dict[str, Any]] = {}
     rewards: list[float] = []
@@ -332,7 +352,6 @@ def evaluate_benchmark(benchmark: str, model: ModelConfig, split: str = "test", 
         "mean_reward": round(sum(rewards) / n, 4),
         "trajforge_pass_rate": round(ours / n, 4),
         "terminations": dict(Counter(t.termination for t in trajectories)),
-        "infra_failed": sum(t.infra_failed for t in trajectories),
         "usage": {"model_calls": sum(t.usage.model_calls for t in trajectories),
                   "prompt_tokens": sum(t.usage.prompt_tokens for t in trajectories),
                   "completion_tokens": sum(t.usage.completion_tokens for t in trajectories)},

@@ -4,6 +4,7 @@ lineage for an sft release), and both models judged on them (slow)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_the_tau2_benchmark_runs_end_to_end_on_the_embedded_model() -> None:
     from train.evaluate import evaluate_benchmark
 
     r = evaluate_benchmark("tau2:airline", ModelConfig(), trials=1, max_tasks=1, max_turns=4)
-    assert r["tasks"] == 1 and r["trajectories"] == 1 and r["infra_failed"] == 0
+    assert r["tasks"] == 1 and r["trajectories"] == 1
     assert set(r["pass_hat_k"]) == {"1"} and r["usage"]["model_calls"] >= 1
 
 
@@ -155,3 +156,30 @@ def test_judged_episodes_are_kept_with_their_verdicts(releases: dict[str, Path],
     assert [int(v.passed) for _, v in kept] == [row["passed"] for row in r["per_task"]]
     assert all(v.task_id == t.task_id and t.messages == said for t, v in kept)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]  # no partial file left
+
+
+def test_an_episode_that_ended_on_infrastructure_fails_the_evaluation(releases: dict[str, Path], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that failed for good is no verdict on the model: the evaluation says so and
+    keeps nothing; a conversation that outgrew the context is the model's doing and is judged."""
+    from data.records import Trajectory
+    from train import evaluate
+
+    tasks = evaluate.release_tasks(releases["rl"], "test")[:2]
+    endings = iter([("model_error", {"model_error": "embedded model worker crashed: OOM",
+                                     "model_error_reason": "backend"}), ("context_exhausted", {})] * 2)
+
+    def rollouts(ts: list[Any], cfg: Any) -> list[Trajectory]:
+        return [Trajectory(task_id=t.id, trial=0, model="m", termination=end, metadata=meta)
+                for t, (end, meta) in zip(ts, endings, strict=False)]
+
+    monkeypatch.setattr(evaluate, "_rollouts", rollouts)
+    monkeypatch.setattr(evaluate.Path, "is_dir", lambda self: True)
+    with pytest.raises(evaluate.EvaluationFailed, match=r"1 of 2 episodes ended on infrastructure \(backend: "
+                                                         r"embedded model worker crashed"):
+        evaluate.evaluate_model(tasks, "some/model", keep=tmp_path / "episodes.jsonl")
+    assert not list(tmp_path.iterdir())  # nothing kept
+    monkeypatch.setattr(evaluate, "_rollouts", lambda ts, cfg: [
+        Trajectory(task_id=t.id, trial=0, model="m", termination="context_exhausted") for t in ts])
+    r = evaluate.evaluate_model(tasks, "some/model")
+    assert r["terminations"] == {"context_exhausted": 2} and r["pass_rate"] == 0.0
