@@ -373,11 +373,18 @@ def _term_concepts(term: str) -> list[set[str]]:
     return need
 
 
-def states_rule(text: str, terms: list[str] | tuple[str, ...], share: float = 0.5) -> bool:
+def states_rule(text: str, terms: list[str] | tuple[str, ...], share: float = 0.5, context: str = "") -> bool:
     """Whether `text` states a rule given by its policy phrases `terms`: one of them word for
     word, or in other words: every number of a phrase said, and at least `share` of its
-    other content words said or said by a synonym."""
+    other content words said or said by a synonym.
+
+    `context` is what the conversation already says anyway (the user's own words): a content
+    word of the phrase found there is no evidence that the rule was stated, since any reply
+    about the request repeats it ("I can't return the item from order #W1" names the
+    request, not the rule "only from `delivered` orders"). The share is taken of the phrase's
+    other words; when the context holds all of them, every one must be said."""
     said = _concepts(text)
+    known = _concepts(context) if context else frozenset()
     normalized = " ".join((text or "").lower().split())
     for term in terms:
         if term.lower().strip("`") in normalized:
@@ -388,7 +395,12 @@ def states_rule(text: str, terms: list[str] | tuple[str, ...], share: float = 0.
         numbers = [n for n in need if any(x.isdigit() for x in n if not x.startswith("#"))]
         if any(not (n & said) for n in numbers):
             continue
-        got = sum(1 for n in need if n & said)
-        if got >= max(1, round(share * len(need))):
+        telling = [n for n in need if not (n & known)]
+        if not telling:
+            if all(n & said for n in need):
+                return True
+            continue
+        got = sum(1 for n in telling if n & said)
+        if got >= max(1, round(share * len(telling))):
             return True
     return False

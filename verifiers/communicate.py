@@ -109,7 +109,8 @@ class CommunicateVerifier(OutcomeVerifier):
         write_tools = _write_tools(task.world)
         replies = (agent_messages_to_user(trajectory) if v.outcome in ("refusal", "answer", "transfer")
                    else replies_after_first_write(trajectory, write_tools))
-        found = [any(states_rule(r, f.any_of) for r in replies) if f.kind == "rule"
+        context = " ".join(message_text(m) for m in trajectory.messages if m.get("role") == "user")
+        found = [any(states_rule(r, f.any_of, context=context) for r in replies) if f.kind == "rule"
                  else any(mentions_value(r, x) for x in f.any_of for r in replies) for f in facts]
         reasons = [f"never told the user the {f.label} ({f.any_of[0]!r})" for f, ok in zip(facts, found, strict=True)
                    if not ok]

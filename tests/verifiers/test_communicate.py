@@ -27,3 +27,27 @@ def test_communicate(tasks: list[Task]) -> None:
     report = audit([task], ["communicate", "composite"])  # composite adds COMMUNICATE for this task
     for a in report.verifiers.values():
         assert a.mutants["drop_communication"].killed == 1
+
+
+def test_a_model_written_refusal_that_names_the_request_but_not_the_rule_fails() -> None:
+    """A held-out episode a trained model played (`model_written/`, kept as it was): the order
+    was not delivered, and the model refused with "I can't return ... from order #W…" and
+    no reason. Words the user said anyway ("from", "order") do not state the rule
+    "only from `delivered` orders"; the composite passed it before they were discounted."""
+    import json
+    from pathlib import Path
+
+    from data.records import Trajectory
+    from envs.dialogue_acts import states_rule
+
+    case = json.loads((Path(__file__).parent / "model_written" / "refusal_without_the_rule.json").read_text())
+    task, traj = Task.model_validate(case["task"]), Trajectory.model_validate(case["trajectory"])
+    verdict = get_verifier("composite").verify(task, traj)
+    parts = {name: c["passed"] for name, c in verdict.details["components"].items()}
+    assert not verdict.passed and parts == {"DB": True, "COMMUNICATE": False, "POLICY": True}
+    assert any("R06_DELIVERED_ONLY" in r for r in verdict.reasons)
+    rule = ["only from `delivered` orders", "delivered"]
+    user = " ".join(m["content"] for m in traj.messages if m["role"] == "user")
+    # the rule in other words still counts, the user's words discounted or not
+    assert states_rule("Returns are only accepted once an order has been delivered.", rule, context=user)
+    assert not states_rule("I'm sorry, but I can't return it from order #W2443761.", rule, context=user)
