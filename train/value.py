@@ -192,10 +192,14 @@ def held_out_selection(release: Path | str, split: str, max_tasks: int | None,
 def eval_settings(split: str = "test", trials: int = 1, max_turns: int = 12, max_tasks: int | None = None,
                   max_dialogues: int | None = None, episodes: bool = True, next_action: bool = True,
                   max_tokens: int = EVAL_MAX_TOKENS) -> dict[str, Any]:
-    """`evaluate_pair`'s settings (its defaults), as its result records them."""
+    """`evaluate_pair`'s settings (its defaults), as its result records them, with the
+    verifiers' versions when episodes are judged (`verifiers.base.verdict_versions`: an
+    evaluation judged by other checks is not read back)."""
+    from verifiers.base import verdict_versions
+
     return {"split": split, "trials": trials, "max_turns": max_turns, "max_tasks": max_tasks,
             "max_dialogues": max_dialogues, "episodes": episodes, "next_action": next_action,
-            "max_tokens": max_tokens}
+            "max_tokens": max_tokens, **({"verdicts": verdict_versions()} if episodes else {})}
 
 
 def model_weights(folder: str) -> str:

@@ -281,6 +281,12 @@ def register(name: str, options: type[BaseModel] | None = None, **attrs: Any) ->
     return deco
 
 
+def verdict_versions() -> dict[str, str]:
+    """Every registered verifier's version: what a kept judgement (an evaluation's settings)
+    records, so one judged by other checks is judged again rather than read back."""
+    return {name: str(getattr(VERIFIERS.get(name), "version", "")) for name in VERIFIERS.names()}
+
+
 def get_verifier(name: str, options: Mapping[str, Any] | BaseModel | None = None, model: Any = None) -> Verifier:
     """The verifier `name` built with its options and, when it takes one, a model: as
     ``cls(options_object, model=...)``, or with the options as keywords for a verifier whose

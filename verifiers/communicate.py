@@ -93,7 +93,9 @@ class CommunicateVerifier(OutcomeVerifier):
     """The facts the user must hear were said; a refusal was said, and no success was claimed."""
 
     name = "communicate"
-    version = "3.0.0"  # 3.0: claims in any wording, claims with nothing written, rules in own words
+    # 3.0: claims in any wording, claims with nothing written, rules in own words;
+    # 3.1: a rule's words the user said anyway are no evidence that it was stated
+    version = "3.1.0"
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
 
