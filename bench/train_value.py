@@ -50,10 +50,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-# --quick fits 15 minutes on 2 quiet cores (an SFT step of 2 rows ~50 s, a dialogue's forward
-# ~4 s once the world's shared head is cached, an episode ~30 s); the full run (120 tasks, at
-# least 40 held out) is sized for 90 minutes.
-QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 4, "max_turns": 4, "tau2_tasks": 0}
+# Measured on 2 quiet cores (stop 46): an SFT step of 2 whole rows ~40-55 s; a held-out
+# dialogue's next-action ~15 s once its world's head is cached (the first of a world ~35 s);
+# an episode of 12 turns ~50 s for a trained model and ~110 s for the base (it writes every
+# turn to the 256-token limit), 8 in flight. --quick with 4 dialogues and 4-turn episodes
+# took 1,156 s (data 29, train 284, eval 843); one dialogue per world and 3-turn episodes cut
+# the evaluation, the bulk of it. The full run's 40 episodes a model are most of its time:
+# about 3 hours of episodes for the base and three arms, 4-5 hours in all on this CPU.
+QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0}
 # max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
 FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
 
