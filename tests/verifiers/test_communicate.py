@@ -30,7 +30,7 @@ def test_communicate(tasks: list[Task]) -> None:
 
 
 def test_a_model_written_refusal_that_names_the_request_but_not_the_rule_fails() -> None:
-    """A held-out episode a trained model played (`model_written/`, kept as it was): the order
+    """A held-out episode a trained model played (`tests/fixtures/model_written/`, kept as it was): the order
     was not delivered, and the model refused with "I can't return ... from order #W…" and
     no reason. Words the user said anyway ("from", "order") do not state the rule
     "only from `delivered` orders"; the composite passed it before they were discounted."""
@@ -40,7 +40,7 @@ def test_a_model_written_refusal_that_names_the_request_but_not_the_rule_fails()
     from data.records import Trajectory
     from envs.dialogue_acts import states_rule
 
-    case = json.loads((Path(__file__).parent / "model_written" / "refusal_without_the_rule.json").read_text())
+    case = json.loads((Path(__file__).parents[1] / "fixtures" / "model_written" / "refusal_without_the_rule.json").read_text())
     task, traj = Task.model_validate(case["task"]), Trajectory.model_validate(case["trajectory"])
     verdict = get_verifier("composite").verify(task, traj)
     parts = {name: c["passed"] for name, c in verdict.details["components"].items()}
