@@ -54,12 +54,16 @@ from typing import Any
 # dialogue's next-action ~15 s once its world's head is cached (the first of a world ~35 s);
 # an episode of 12 turns ~50 s for a trained model and ~110 s for the base (it writes every
 # turn to the 256-token limit), 8 in flight. --quick with 4 dialogues and 4-turn episodes
-# took 1,156 s (data 29, train 284, eval 843); one dialogue per world and 3-turn episodes cut
-# the evaluation, the bulk of it. The full run's 40 episodes a model are most of its time:
-# about 3 hours of episodes for the base and three arms, 4-5 hours in all on this CPU.
-QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0}
+# took 1,156 s (data 29, train 284, eval 843); with one dialogue per world and 3-turn
+# episodes, 902 s (eval 603, of it 49-147 s for two episodes: turns written to the 256-token
+# limit), so --quick also gives an episode turn 128 tokens. The full run's 40 episodes a
+# model are most of its time: about 3 hours of episodes for the base and three arms, 4-5
+# hours in all on this CPU.
+QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0,
+         "max_tokens": 128}
 # max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
-FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
+FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10,
+        "max_tokens": 256}  # train.evaluate.EVAL_MAX_TOKENS
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -174,6 +178,7 @@ def main() -> None:
     ap.add_argument("--eval-tasks", type=int, help="held-out tasks played as episodes")
     ap.add_argument("--dialogues", type=int, help="held-out reference dialogues scored for next-action accuracy")
     ap.add_argument("--max-turns", type=int, help="model calls per evaluated episode")
+    ap.add_argument("--max-tokens", type=int, help="tokens an evaluated episode turn may take (greedy)")
     ap.add_argument("--lr", type=float, default=1e-4, help="SFT learning rate of every arm")
     ap.add_argument("--grpo-steps", type=int, default=0,
                     help="then GRPO from the best arm's model on the rl release for N steps, judged again (0: none)")
@@ -183,7 +188,7 @@ def main() -> None:
     ap.add_argument("--grpo-lr", type=float, default=1e-5, help="GRPO learning rate")
     args = ap.parse_args()
     size = dict(QUICK if args.quick else FULL)
-    for key in ("n_tasks", "steps", "eval_tasks", "dialogues", "max_turns", "tau2_tasks"):
+    for key in ("n_tasks", "steps", "eval_tasks", "dialogues", "max_turns", "tau2_tasks", "max_tokens"):
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)
 
@@ -241,7 +246,8 @@ def main() -> None:
     phases["train_s"] = round(time.monotonic() - t, 1)
 
     t = time.monotonic()
-    settings = {"max_tasks": size["eval_tasks"], "max_turns": size["max_turns"], "max_dialogues": size["dialogues"]}
+    settings = {"max_tasks": size["eval_tasks"], "max_turns": size["max_turns"], "max_dialogues": size["dialogues"],
+                "max_tokens": size["max_tokens"]}
     base_result = None
     results = {}
     for name, model in models.items():
@@ -256,9 +262,9 @@ def main() -> None:
         t = time.monotonic()
         best_arm = max(results, key=lambda k: (results[k]["trained"]["next_action"]["accuracy"],
                                                results[k]["trained"]["episodes"]["pass_rate"]))
-        name, settings = f"tau2:{args.tau2}", {"max_tasks": size["tau2_tasks"], "max_turns": size["max_turns"]}
-        pair = (pair_before(name, models[best_arm], "embedded", "test", **settings)
-                or benchmark_pair(name, models[best_arm], **settings))
+        name, tau2_settings = f"tau2:{args.tau2}", {"max_tasks": size["tau2_tasks"], "max_turns": size["max_turns"]}
+        pair = (pair_before(name, models[best_arm], "embedded", "test", **tau2_settings)
+                or benchmark_pair(name, models[best_arm], **tau2_settings))
         tau2 = {"benchmark": pair["benchmark"], "arm": best_arm, "tasks": pair["tasks"],
                 "base_pass_rate": pair["base"]["pass_rate"], "base_ci95": pair["base"]["interval"]["ci95"],
                 "trained_pass_rate": pair["trained"]["pass_rate"], "trained_ci95": pair["trained"]["interval"]["ci95"],
