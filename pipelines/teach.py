@@ -87,7 +87,8 @@ def evaluate_task(cfg: RunConfig, release: str, model: str, base: str, label: st
 
     settings = _eval_settings(cfg)
     return (evaluation_before(release, model, base, settings)
-            or evaluate_pair(release, model, base=base, **settings))
+            or evaluate_pair(release, model, base=base,  # the verifiers' versions are recorded, not chosen
+                             **{k: v for k, v in settings.items() if k != "verdicts"}))
 
 
 @task(name="benchmark", task_run_name="benchmark-{label}-{benchmark}", cache_policy=NO_CACHE)
