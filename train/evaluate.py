@@ -24,7 +24,6 @@ user is trajforge's (scripted, or an LLM user) or, with ``tau2_user``, τ²'s ow
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from data import store
+from data.atomic import atomic_open
 from data.records import Sampling, Task, Trajectory, Verdict
 from data.report import pass_hat_k
 from rollout.agent import AgentConfig
@@ -147,12 +147,15 @@ def keep_episodes(path: Path, trajectories: list[Trajectory], verdicts: list[Ver
     episode (read them back with `read_episodes`): what a pass rate was computed from, so a
     reader can see why an episode failed. Atomic: a killed write leaves no partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
+    with atomic_open(path) as fh:
         for traj, verdict in zip(trajectories, verdicts, strict=True):
             fh.write(json.dumps({"verdict": verdict.model_dump(mode="json"),
                                  "trajectory": traj.model_dump(mode="json")}) + "\n")
-    os.replace(tmp, path)
+
+
+def episodes_file(run_dir: Path, release_version: str, side: str) -> Path:
+    """Where an evaluation beside a run keeps one side's judged episodes (`keep_episodes`)."""
+    return run_dir / f"episodes-{release_version}-{side}.jsonl"
 
 
 def read_episodes(path: Path | str) -> list[tuple[Trajectory, Verdict]]:
@@ -231,7 +234,7 @@ def compare(release: Path | str, model: str, base: str = "embedded", split: str 
     beside = (run_dir / "run.json").is_file()  # a run's model: its episodes are kept beside it
 
     def keep(side: str) -> Path | None:
-        return run_dir / f"episodes-{manifest.version}-{side}.jsonl" if beside else None
+        return episodes_file(run_dir, manifest.version, side) if beside else None
 
     before = evaluate_model(tasks, None if base == "embedded" else base, keep=keep("base"), **kwargs)
     after = evaluate_model(tasks, model, keep=keep("trained"), **kwargs)

@@ -130,7 +130,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     beside the run that made `model`, when it is one (`eval-<release version>.json`), with
     each side's judged episodes (`episodes-<release version>-<base|trained>.jsonl`,
     `train.evaluate.read_episodes`)."""
-    from train.evaluate import evaluate_model, greedy
+    from train.evaluate import episodes_file, evaluate_model, greedy
     from train.lineage import keep_beside_run
 
     if not (episodes or next_action):
@@ -149,7 +149,7 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
             na.pop("turn_results")
             out["next_action"] = {**na, "interval": with_interval(turn_rates(na))}
         if episodes:
-            keep = run_dir / f"episodes-{manifest.version}-{side}.jsonl" if beside else None
+            keep = episodes_file(run_dir, manifest.version, side) if beside else None
             ep = evaluate_model(tasks, None if folder == "embedded" else folder, trials=trials, max_turns=max_turns,
                                 sampling=greedy(max_tokens), keep=keep)
             out["episodes"] = {**ep, "interval": with_interval(episode_rates(ep))}
