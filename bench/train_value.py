@@ -199,7 +199,6 @@ def main() -> None:
         arm_dataset,
         benchmark_pair,
         episode_rates,
-        eval_settings,
         evaluate_pair,
         evaluation_before,
         pair_before,
@@ -251,7 +250,7 @@ def main() -> None:
     base_result = None
     results = {}
     for name, model in models.items():
-        r = (evaluation_before(releases["outcome"], model, "embedded", eval_settings(**settings))
+        r = (evaluation_before(releases["outcome"], model, "embedded", settings)
              or evaluate_pair(releases["outcome"], model, base_result=base_result, **settings))
         base_result = r["base"]
         results[name] = r

@@ -71,12 +71,12 @@ def grpo_task(cfg: RunConfig, release: str, model: str, out: Path) -> str:
     return str(run_dir / "final")
 
 
-def _eval_settings(cfg: RunConfig) -> dict[str, Any]:
-    from train.value import eval_settings
-
+def _eval_args(cfg: RunConfig) -> dict[str, Any]:
+    """`evaluate_pair`'s arguments from `teach:` (also what `evaluation_before` matches on)."""
     t = cfg.teach
-    return eval_settings(t.eval_split, t.eval_trials, t.eval_max_turns, t.eval_max_tasks, t.eval_max_dialogues,
-                         t.episodes, t.next_action, t.eval_max_tokens)
+    return {"split": t.eval_split, "trials": t.eval_trials, "max_turns": t.eval_max_turns,
+            "max_tasks": t.eval_max_tasks, "max_dialogues": t.eval_max_dialogues, "episodes": t.episodes,
+            "next_action": t.next_action, "max_tokens": t.eval_max_tokens}
 
 
 @task(name="evaluate", task_run_name="evaluate-{label}", cache_policy=NO_CACHE)
@@ -85,10 +85,8 @@ def evaluate_task(cfg: RunConfig, release: str, model: str, base: str, label: st
     evaluation with the same settings already written beside the model is read back."""
     from train.value import evaluate_pair, evaluation_before
 
-    settings = _eval_settings(cfg)
-    return (evaluation_before(release, model, base, settings)
-            or evaluate_pair(release, model, base=base,  # the verifiers' versions are recorded, not chosen
-                             **{k: v for k, v in settings.items() if k != "verdicts"}))
+    args = _eval_args(cfg)
+    return evaluation_before(release, model, base, args) or evaluate_pair(release, model, base=base, **args)
 
 
 @task(name="benchmark", task_run_name="benchmark-{label}-{benchmark}", cache_policy=NO_CACHE)

@@ -210,13 +210,15 @@ def model_weights(folder: str) -> str:
     return "embedded" if folder == "embedded" else weights_digest(Path(folder).expanduser())
 
 
-def evaluation_before(release: Path | str, model: str, base: str, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """An `evaluate_pair` result kept beside `model`'s run with the same settings
-    (`eval_settings`), held-out tasks and dialogues (their ids: content hashes), base and
+def evaluation_before(release: Path | str, model: str, base: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """An `evaluate_pair` result kept beside `model`'s run whose recorded settings are those of
+    `evaluate_pair(release, model, base=base, **args)` (`eval_settings(**args)`, the verifiers'
+    versions included), the same held-out tasks and dialogues (their ids: content hashes), base and
     model, the model's weights unchanged since (a model trained again in the same folder is
     judged again), or None: a rerun reads it back. The one kept for `release`'s version is
     looked at first; one kept for another version of the same held-out rows (a rerun whose
     config changed publishes the same rows as a new version) is as good."""
+    settings = eval_settings(**args)
     run_dir = Path(model).expanduser().parent
     own = run_dir / f"eval-{store.read_manifest(release, verify=False).version}.json"
     candidates = [own] + sorted((p for p in run_dir.glob("eval-*.json") if p != own), reverse=True)

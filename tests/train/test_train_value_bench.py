@@ -60,7 +60,8 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
     model = tmp_path / "train" / "sft-a" / "final"
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"weights")
-    settings = eval_settings(max_turns=8, max_tasks=40, max_dialogues=40)
+    args = {"max_turns": 8, "max_tasks": 40, "max_dialogues": 40}  # evaluate_pair's arguments
+    settings = eval_settings(**args)  # as its result records them
     tasks, scored = held_out_selection(releases["sft"], "test", 40, 40)
     result = {"settings": settings, "base": {"model": "embedded"}, "task_ids": [t.id for t in tasks],
               "dialogue_ids": [t.id for t in scored],
@@ -70,24 +71,23 @@ def test_an_evaluation_is_reused_only_for_the_same_settings_and_weights(releases
     older = {k: v for k, v in settings.items() if k != "max_tokens"}  # judged before the turn budget was recorded
     for other in ({"task_ids": ["other"]}, {"dialogue_ids": ["other"]}, {"task_ids": None}, {"settings": older}):
         kept.write_text(json.dumps({**result, **other}))
-        assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+        assert evaluation_before(releases["sft"], str(model), "embedded", args) is None
     kept.unlink()
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    assert evaluation_before(releases["sft"], str(model), "embedded", args) is None
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").write_text(json.dumps(result))
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
-    assert evaluation_before(releases["sft"], str(model), "embedded", eval_settings(max_turns=12, max_tasks=40,
-                                                                                     max_dialogues=40)) is None
-    assert evaluation_before(releases["sft"], str(model), str(tmp_path / "other-base"), settings) is None
+    assert evaluation_before(releases["sft"], str(model), "embedded", args) == result
+    assert evaluation_before(releases["sft"], str(model), "embedded", {**args, "max_turns": 12}) is None
+    assert evaluation_before(releases["sft"], str(model), str(tmp_path / "other-base"), args) is None
     # kept for another version of the same held-out rows (a rerun whose config changed
     # republished them): as good; for other held-out tasks: not
     (model.parent / f"eval-{store.read_manifest(releases['sft']).version}.json").rename(
         model.parent / "eval-20000101T000000000000Z.json")
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) == result
+    assert evaluation_before(releases["sft"], str(model), "embedded", args) == result
     (model.parent / "eval-20000101T000000000000Z.json").write_text(json.dumps({**result, "task_ids": ["other"]}))
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    assert evaluation_before(releases["sft"], str(model), "embedded", args) is None
     (model.parent / "eval-20000101T000000000000Z.json").write_text(json.dumps(result))
     (model / "model.safetensors").write_bytes(b"trained again")  # the same folder, other weights
-    assert evaluation_before(releases["sft"], str(model), "embedded", settings) is None
+    assert evaluation_before(releases["sft"], str(model), "embedded", args) is None
 
 
 @pytest.mark.slow  # four tiny runs through the real flow
