@@ -62,8 +62,8 @@ from typing import Any
 QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0,
          "max_tokens": 128}
 # max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
-FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10,
-        "max_tokens": 256}  # train.evaluate.EVAL_MAX_TOKENS
+# max_tokens unset: train.evaluate.EVAL_MAX_TOKENS (256), what every other evaluation uses.
+FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
@@ -193,7 +193,7 @@ def main() -> None:
             size[key] = getattr(args, key)
 
     from pipelines.config import RunConfig
-    from train.evaluate import release_tasks
+    from train.evaluate import EVAL_MAX_TOKENS, release_tasks
     from train.sft import fitted_max_length, model_context, resolve_model, run_sft
     from train.value import (
         arm_dataset,
@@ -205,6 +205,7 @@ def main() -> None:
         paired_difference,
         turn_rates,
     )
+    size.setdefault("max_tokens", EVAL_MAX_TOKENS)
 
     out = args.out
     phases: dict[str, float] = {}
