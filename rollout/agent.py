@@ -228,12 +228,14 @@ class Episode:
         """End the episode on a model call that failed: `context_exhausted` when the
         conversation no longer fits the model's context (the episode's own length, like
         `max_turns`: judged, and deterministic, so retrying would fail again), else
-        `model_error` (infrastructure: never data)."""
-        record_model_error(self.metadata, exc)
+        `model_error` (infrastructure: never data). The first is recorded as
+        `metadata["context_exhausted"]` (what overflowed), the second with `record_model_error`."""
         if getattr(exc, "reason", None) == "context_length":
+            self.metadata["context_exhausted"] = str(exc)[:500]
             self.errors["context_exhausted"] += 1
             self.termination = "context_exhausted"
         else:
+            record_model_error(self.metadata, exc)
             self.errors["model_error"] += 1
             self.termination = "model_error"
 

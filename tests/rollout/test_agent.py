@@ -99,6 +99,9 @@ def test_model_error_and_max_turns_end_the_episode(airline: World, tasks: list[T
     t = episode(tasks[0], airline, Replay([ModelError("prompt of 8100 tokens plus max_tokens=256 exceeds the "
                                                       "model's 8192 positions", reason="context_length")]))
     assert (t.termination, t.error_counts, t.infra_failed) == ("context_exhausted", {"context_exhausted": 1}, False)
+    # recorded as what overflowed, not as a model error (readers count those as infrastructure)
+    assert "8192 positions" in t.metadata["context_exhausted"]
+    assert not {k for k in t.metadata if k.startswith("model_error")}
     looping = Replay([ChatResponse(tool_calls=[ToolCall(name="calculate", arguments={"expression": "1+1"})])] * 10)
     t = episode(tasks[0], airline, looping, max_turns=3)
     assert t.termination == "max_turns" and t.usage.model_calls == 3
