@@ -22,6 +22,7 @@ from data.records import Sampling, Task
 from rollout.agent import AgentConfig
 from rollout.collector import ModelConfig, RolloutConfig, collect
 from rollout.model import MODEL_ERROR_REASONS
+from rollout.prepare import decode_threads
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -65,6 +66,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
+        # the embedded engine's rule (cores less the machine's load): beside a busy test worker
+        # the server's default two OpenMP threads made this test 123 s against 28 s with one
+        "OMP_NUM_THREADS": str(decode_threads()),
     }
     proc = subprocess.Popen(
         [
