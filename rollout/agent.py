@@ -315,6 +315,14 @@ class Episode:
         self.termination = termination_for(reply)
 
     def user_failed(self, exc: UserError) -> None:
+        """End the episode on a user simulator that failed for good: `user_error`
+        (infrastructure), except a conversation that outgrew the user's model after the agent
+        spoke, which ends on its own length like the agent's (`context_exhausted`, judged)."""
+        if exc.reason == "context_length" and self.turn > 0:
+            self.metadata["context_exhausted"] = f"the user's model: {exc}"[:500]
+            self.errors["context_exhausted"] += 1
+            self.termination = "context_exhausted"
+            return
         self.errors["user_error"] += 1
         self.metadata["user_error"] = str(exc)[:500]
         self.metadata["user_error_reason"] = exc.reason

@@ -40,6 +40,7 @@ class UserError(RuntimeError):
 
 USER_ERROR_REASONS = (
     "model_error",  # the user's model backend failed
+    "context_length",  # the conversation outgrew the user's model (mid-episode: context_exhausted)
     "empty",  # no text and no marker
     "tool_call",  # the user's model tried to call a tool
     "echo",  # the user repeated the agent's message
@@ -358,7 +359,8 @@ class LLMUser:
                 resp = await self.model.chat(request, [], sampling)
             except ModelError as exc:
                 self.end = "error"
-                raise UserError(f"the user's model failed: {exc}", "model_error") from exc
+                reason = "context_length" if exc.reason == "context_length" else "model_error"
+                raise UserError(f"the user's model failed: {exc}", reason) from exc
             except Exception as exc:  # a backend bug ends the episode, recorded, like the agent's
                 self.end = "error"
                 raise UserError(f"the user's model failed: {type(exc).__name__}: {exc}", "model_error") from exc

@@ -207,6 +207,7 @@ def test_no_marker_hits_the_turn_cap(airline: World, tasks: list[Task]) -> None:
 
 @pytest.mark.parametrize(("script", "reason"), [
     ([ModelError("user backend down", reason="timeout")], "model_error"),
+    ([ModelError("scenario of 9000 tokens", reason="context_length")], "context_length"),
     ([RuntimeError("bug")], "model_error"),
     (["", "   "], "empty"),
     ([ChatResponse(tool_calls=[ToolCall(name="get_user_details")])] * 2, "tool_call"),
@@ -243,6 +244,18 @@ def test_garbage_reply_mid_episode_is_retried_then_recorded(airline: World, task
     assert t.termination == "user_error" and t.metadata["user_error_reason"] == "echo"
     assert t.messages[-1]["role"] == "assistant" and t.messages[-1]["content"] == first
     assert t.usage.model_calls == 1
+
+
+def test_a_conversation_that_outgrows_the_users_model_ends_on_its_own_length(
+        airline: World, tasks: list[Task]) -> None:
+    task = tasks[0]
+    overflow = ModelError("prompt of 8100 tokens exceeds the model's 8192 positions", reason="context_length")
+    user = LLMUser(task, RuleUser(script=["I need help with a booking.", overflow]), retries=1)
+    t = run(task, airline, Say(["What is your user id?"], default="Done."), user)
+    # after the agent spoke it is the conversation's length, judged like max_turns, not infrastructure
+    assert (t.termination, t.error_counts, t.infra_failed) == ("context_exhausted", {"context_exhausted": 1}, False)
+    assert "user's model" in t.metadata["context_exhausted"] and "user_error" not in t.metadata
+    assert t.messages[-1]["role"] == "assistant"
 
 
 def test_ids_from_the_conversation_are_not_invented(tasks: list[Task]) -> None:
