@@ -395,12 +395,13 @@ def train_flow(kind: str, dataset: str, config: dict[str, Any], out: str, max_st
 
 @flow(name="eval", on_running=on_running_hooks())
 def eval_flow(dataset: str, model: str, base: str = "embedded", split: str = "test", trials: int = 1,
-              max_turns: int = 12, max_tasks: int | None = None) -> dict[str, Any]:
-    """Base vs trained model on a release's held-out tasks (`train.evaluate.compare`)."""
-    from train.evaluate import compare
+              max_turns: int = 12, max_tasks: int | None = None, next_action: bool = True) -> dict[str, Any]:
+    """Base vs trained model on a release's held-out tasks: episode pass rate and (unless
+    `next_action` is off) next-action accuracy, with intervals (`train.value.evaluate_pair`)."""
+    from train.value import evaluate_pair
 
-    return compare(Path(dataset), model, base=base, split=split, trials=trials, max_turns=max_turns,
-                   max_tasks=max_tasks)
+    return evaluate_pair(Path(dataset), model, base=base, split=split, trials=trials, max_turns=max_turns,
+                         max_tasks=max_tasks, next_action=next_action)
 
 
 # -- end to end ---------------------------------------------------------------------------

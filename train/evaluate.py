@@ -212,45 +212,6 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
     }
 
 
-def compare(release: Path | str, model: str, base: str = "embedded", split: str = "test", trials: int = 1,
-            sampling: Sampling | None = None, max_turns: int = 12, verifiers: list[str] | None = None,
-            max_tasks: int | None = None) -> dict[str, Any]:
-    """Evaluate `base` (`"embedded"` or a folder) and `model` (a folder) on the same tasks.
-
-    When `model` is a run's `final/` folder, the result is also written to the run folder
-    as `eval-<release version>.json` (lineage: which release the model was judged on), and
-    the card of the release the run trained on lists it (`train.lineage`).
-    """
-    for folder in (model, base):
-        if folder != "embedded" and not Path(folder).expanduser().is_dir():
-            raise FileNotFoundError(f"model folder {folder} does not exist")
-    manifest = store.read_manifest(release)
-    tasks = release_tasks(release, split)
-    tasks = spread_over_worlds(tasks, max_tasks)
-    if not tasks:
-        raise store.DatasetError(f"{release}: the {split!r} split has no tasks")
-    kwargs: dict[str, Any] = {"trials": trials, "sampling": sampling, "max_turns": max_turns, "verifiers": verifiers}
-    run_dir = Path(model).expanduser().parent
-    beside = (run_dir / "run.json").is_file()  # a run's model: its episodes are kept beside it
-
-    def keep(side: str) -> Path | None:
-        return episodes_file(run_dir, manifest.version, side) if beside else None
-
-    before = evaluate_model(tasks, None if base == "embedded" else base, keep=keep("base"), **kwargs)
-    after = evaluate_model(tasks, model, keep=keep("trained"), **kwargs)
-    result = {
-        "release": {"path": str(release), "name": manifest.name, "kind": manifest.kind, "version": manifest.version},
-        "split": split, "tasks": len(tasks), "trials": trials,
-        "base": before, "trained": after,
-        "delta": {"pass_rate": round(after["pass_rate"] - before["pass_rate"], 4),
-                  "mean_score": round(after["mean_score"] - before["mean_score"], 4)},
-        "code_version": store.code_version(),
-    }
-    if beside:  # the card of the release the model was trained on shows it
-        result = keep_beside_run(result, run_dir, f"eval-{manifest.version}.json")
-    return result
-
-
 # -- benchmarks ------------------------------------------------------------------------------------
 
 BENCHMARKS = ("tau2",)

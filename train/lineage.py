@@ -89,7 +89,7 @@ def runs_on_release(release: Path | str,
                     train_dir: Path | str | list[Path | str] | None = None) -> list[dict[str, Any]]:
     """The run records (oldest first) of every run under `train_dir` (one folder or several;
     default `<out>/train`) trained on `release`, each with its newest evaluation (`eval`,
-    from the run's `eval-*.json`, see `train.evaluate.compare`) when it has one.
+    from the run's `eval-*.json`, see `train.value.evaluate_pair`) when it has one.
 
     A run matches when its release name and version equal the release's manifest and its
     recorded checksums equal the release's files (a re-published folder does not match).
@@ -165,7 +165,7 @@ def _eval_cells(result: dict[str, Any] | None) -> list[str]:
         return ["-", "-"]
     base, trained, delta = result.get("base", {}), result.get("trained", {}), result.get("delta", {})
     where = f" on {result.get('tasks')} {result.get('split', '')} tasks"
-    if "episodes" not in trained and "next_action" not in trained:  # `train.evaluate.compare`
+    if "episodes" not in trained and "next_action" not in trained:  # written before evaluate_pair (pass rates only)
         release = result.get("release", {})
         return ["-", f"{base.get('pass_rate')} → {trained.get('pass_rate')}{where} of {release.get('name', '')} "
                      f"{release.get('version', '')}"]

@@ -135,6 +135,9 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
 
     if not (episodes or next_action):
         raise ValueError("nothing to evaluate: enable episodes or next_action")
+    for folder in (model, base):
+        if folder != "embedded" and not Path(folder).expanduser().is_dir():
+            raise FileNotFoundError(f"model folder {folder} does not exist")
     manifest = store.read_manifest(release)
     tasks, scored = held_out_selection(release, split, max_tasks, max_dialogues)
     dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []

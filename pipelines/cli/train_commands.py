@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -49,6 +49,32 @@ def train(
     print(json.dumps(result, default=str))
 
 
+def _figure(side: dict[str, Any], part: str, key: str) -> str:
+    if part not in side:
+        return "-"
+    lo, hi = side[part]["interval"]["ci95"]
+    return f"{side[part][key]:.3f} ({lo:.3f} … {hi:.3f})"
+
+
+def _pair_table(result: dict[str, Any]) -> Table:
+    """`train.value.evaluate_pair`'s result: each model's figures with their 95% intervals,
+    and the paired difference; the models are named in the caption."""
+    table = Table(title=f"eval on {result['release']['name']} {result['release']['version']} ({result['split']}): "
+                        f"{result['tasks']} tasks, {result['dialogues']} reference dialogues",
+                  caption=f"base: {result['base']['model']}\ntrained: {result['trained']['model']}")
+    for col in ("", "next-action accuracy (95% CI)", "episode pass rate (95% CI)"):
+        table.add_column(col)
+    for label in ("base", "trained"):
+        r = result[label]
+        table.add_row(label, _figure(r, "next_action", "accuracy"), _figure(r, "episodes", "pass_rate"))
+    cells = []
+    for key in ("next_action", "pass_rate"):
+        d = result["delta"].get(key)
+        cells.append("-" if d is None else f"{d['mean']:+.3f} ({d['ci95'][0]:+.3f} … {d['ci95'][1]:+.3f})")
+    table.add_row("trained − base", *cells)
+    return table
+
+
 @cli.app.command("eval")
 def eval_(
     dataset: Annotated[Path | None, typer.Option(
@@ -67,6 +93,9 @@ def eval_(
         "Evaluate on a benchmark instead of a release: tau2:<domain> (τ²-bench's own tasks, judged by "
         "τ²'s evaluator; needs the tau2 extra)."))] = None,
     quick: Annotated[bool, typer.Option(help="With --benchmark: the first few tasks, one trial each.")] = False,
+    next_action: Annotated[bool, typer.Option(help=(
+        "With --dataset: also score next-action accuracy, teacher-forced on the tasks' reference "
+        "dialogues."))] = True,
     tau2_user: Annotated[bool, typer.Option(help=(
         "With --benchmark tau2:<domain>: τ²'s own user simulator plays the user, served by --config's "
         "rollout.user.model (else rollout.model), an OpenAI-compatible endpoint (kind: openai)."))] = False,
@@ -94,17 +123,11 @@ def eval_(
         raise cli.UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
 
     try:
-        result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12, max_tasks)
+        result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12, max_tasks,
+                                        next_action)
     except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
         cli._fail(exc)
-    table = Table(title=f"eval on {result['release']['name']} {result['release']['version']} ({split})")
-    for col in ("model", "tasks", "episodes", "pass rate", "mean score"):
-        table.add_column(col)
-    for label in ("base", "trained"):
-        r = result[label]
-        table.add_row(f"{label}: {r['model']}", str(r["tasks"]), str(r["trajectories"]),
-                      f"{r['pass_rate']:.3f}", f"{r['mean_score']:.3f}")
-    Console().print(table)
+    Console().print(_pair_table(result))
     print(json.dumps(result, default=str))
 
 

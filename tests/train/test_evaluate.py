@@ -3,6 +3,7 @@ lineage for an sft release), and both models judged on them (slow)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,34 @@ def test_release_tasks_for_evaluation(releases: dict[str, Path]) -> None:
 
 
 @pytest.mark.slow
-def test_before_after_evaluation_runs_both_models(releases: dict[str, Path], tiny_model: Path) -> None:
-    from train.evaluate import compare
+def test_trajforge_eval_on_a_release_judges_both_models_with_intervals(releases: dict[str, Path],
+                                                                       tiny_model: Path) -> None:
+    """`trajforge eval --dataset`: the eval flow (`train.value.evaluate_pair`) through Prefect,
+    next-action accuracy and pass rate with intervals, in the printed table and the JSON line."""
+    from typer.testing import CliRunner
 
-    r = compare(releases["sft"], str(tiny_model), base=str(tiny_model), max_turns=1, max_tasks=1,
-                sampling=None)
+    from pipelines import cli
+
+    args = ["eval", "--dataset", str(releases["sft"]), "--model", str(tiny_model), "--base", str(tiny_model),
+            "--max-turns", "1", "--max-tasks", "1"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["tasks"] == out["dialogues"] == 1 and out["settings"]["next_action"] is True
     for side in ("base", "trained"):
-        assert r[side]["tasks"] == 1 and r[side]["trajectories"] == 1
-        assert 0.0 <= r[side]["pass_rate"] <= 1.0 and r[side]["per_task"][0]["verifier"] == "composite"
-    assert r["delta"]["pass_rate"] == 0.0  # the same model on both sides, greedy
-    with pytest.raises(FileNotFoundError):
-        compare(releases["sft"], "/nonexistent/model", max_tasks=1)
+        assert out[side]["episodes"]["trajectories"] == 1 and out[side]["next_action"]["turns"] > 0
+        assert out[side]["episodes"]["per_task"][0]["verifier"] == "composite"
+    # the same weights on both sides, greedy: no difference
+    assert out["delta"]["pass_rate"]["mean"] == out["delta"]["next_action"]["mean"] == 0.0
+    assert "next-action accuracy" in result.stdout and "trained − base" in result.stdout
+    skip = CliRunner().invoke(cli.app, [*args, "--no-next-action"])
+    assert skip.exit_code == 0, (skip.output, skip.exception)
+    out = json.loads(skip.stdout.strip().splitlines()[-1])
+    assert "next_action" not in out["trained"] and out["dialogues"] == 0
+    from train.value import evaluate_pair
+
+    with pytest.raises(FileNotFoundError, match="does not exist"):  # before anything is judged
+        evaluate_pair(releases["sft"], str(tiny_model), base="/nonexistent/model")
 
 
 def test_release_tasks_of_an_sft_recovery_release(releases: dict[str, Path]) -> None:
