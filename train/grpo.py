@@ -130,7 +130,8 @@ def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str
         raise
     rewards = summary["rewards"]
     write_run_record(out, "grpo", dataset_path, manifest, cfg.model_dump(), status="done", steps=summary["steps"],
-                     final_reward=rewards[-1]["reward"] if rewards else None, final_model=summary["final_model"])
+                     final_reward=rewards[-1]["reward"] if rewards else None, final_model=summary["final_model"],
+                     wall_s=summary["wall_s"])
     return summary
 
 

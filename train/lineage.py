@@ -41,7 +41,10 @@ def _is_main_process() -> bool:
 
 def write_run_record(out: Path | str, stage: str, dataset_path: Path | str, manifest: store.Manifest,
                      config: dict[str, Any], status: str = "running", **fields: Any) -> dict[str, Any]:
-    """Write (or rewrite) `out/run.json`; keeps `started_at` from an earlier write."""
+    """Write (or rewrite) `out/run.json`. The first write of a training (`status` "running")
+    starts it; the closing write ("done", "failed") keeps that `started_at`. Training does not
+    resume, so a folder trained into again (a bench arm retrained on a new release version)
+    starts afresh: keeping its first start made the card's wall time span both trainings."""
     out = Path(out)
     if not _is_main_process():
         return {}
@@ -52,7 +55,7 @@ def write_run_record(out: Path | str, stage: str, dataset_path: Path | str, mani
     record = {
         "stage": stage, "status": status, "run_dir": str(out.resolve()),
         "release": release_ref(dataset_path, manifest), "config": config,
-        "code_version": store.code_version(), "started_at": previous.get("started_at", now),
+        "code_version": store.code_version(), "started_at": now if status == "running" else previous.get("started_at", now),
         **({"finished_at": now} if status != "running" else {}), **fields,
     }
     write_json_atomic(path, record, indent=2)
@@ -179,8 +182,12 @@ def _eval_cells(result: dict[str, Any] | None) -> list[str]:
 
 
 def _wall(run: dict[str, Any]) -> str:
+    """The training's own measured wall time (`wall_s`, the train summary's), else the span
+    of the run record's timestamps (a run recorded before `wall_s`, or one that failed)."""
     import datetime
 
+    if isinstance(run.get("wall_s"), int | float):
+        return f"{round(run['wall_s'])} s"
     try:
         start, end = (datetime.datetime.strptime(run[k], "%Y-%m-%dT%H:%M:%SZ") for k in ("started_at", "finished_at"))
     except (KeyError, ValueError):

@@ -550,7 +550,8 @@ def run_sft(dataset_path: Path | str, cfg: SFTStageConfig, out_dir: Path | str,
         raise
     write_run_record(out, "sft", dataset_path, manifest, cfg.model_dump(), status="done",
                      steps=summary["steps"], final_loss=summary["final_loss"],
-                     eval_loss=summary["eval"].get("eval_loss"), final_model=summary["final_model"])
+                     eval_loss=summary["eval"].get("eval_loss"), final_model=summary["final_model"],
+                     wall_s=summary["wall_s"])
     return summary
 
 

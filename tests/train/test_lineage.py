@@ -48,6 +48,22 @@ def test_runs_on_release_lists_the_runs_trained_on_it(tmp_path: Path) -> None:
         read_run(tmp_path)
 
 
+def test_a_run_folder_trained_into_again_starts_afresh_and_the_card_shows_the_measured_wall_time(
+        tmp_path: Path) -> None:
+    from train.lineage import read_run, runs_on_release, runs_table, write_run_record
+
+    old, new = _release(tmp_path, 1), _release(tmp_path, 2)
+    run = tmp_path / "train" / "sft-arm"
+    write_run_record(run, "sft", old, store.read_manifest(old), {}, status="done", steps=3)
+    stale = {**read_run(run), "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T06:00:00Z"}
+    (run / "run.json").write_text(json.dumps(stale))  # the first training, hours ago
+    write_run_record(run, "sft", new, store.read_manifest(new), {})
+    assert read_run(run)["started_at"] > stale["finished_at"]  # the second training's own start
+    write_run_record(run, "sft", new, store.read_manifest(new), {}, status="done", steps=3, wall_s=41.6)
+    (record,) = runs_on_release(new)
+    assert record["wall_s"] == 41.6 and "| done | 3 | 42 s |" in runs_table([record])
+
+
 def test_release_card_lists_the_runs_trained_on_it(tmp_path: Path) -> None:
     from train.lineage import RUNS_SECTION, write_run_record
 
