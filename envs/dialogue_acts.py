@@ -249,14 +249,43 @@ def _uncontract(text: str) -> str:
     return re.sub(r"\b(it|that|this|what|there|here|everything)'s\b", r"\1 is", text, flags=re.I)
 
 
-def claims_change(text: str, strict: bool = True) -> bool:
+# A sentence that speaks to or of someone in the conversation (a claim is about their request).
+_PERSON = _words(r"i", r"we", r"you", r"your", r"yours", r"my", r"our", r"me", r"us")
+POLICY_RUN = 6  # words in a row shared with the policy that make a sentence a statement of it
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower().replace("\u2019", "'"))
+
+
+@lru_cache(maxsize=16)
+def _policy_runs(policy: str) -> frozenset[tuple[str, ...]]:
+    words = _tokens(policy)
+    return frozenset(tuple(words[i:i + POLICY_RUN]) for i in range(len(words) - POLICY_RUN + 1))
+
+
+def states_policy(sentence: str, policy: str) -> bool:
+    """Whether a sentence restates the policy rather than reports on the user's request: it
+    shares a run of `POLICY_RUN` words with the policy text and speaks of no one in the
+    conversation ("The total is refunded to the order's original payment method" is the
+    policy; "Your total is refunded to your card" is a claim)."""
+    if not policy or _PERSON.search(sentence.replace("\u2019", "'")):
+        return False
+    words, runs = _tokens(sentence), _policy_runs(policy)
+    return any(tuple(words[i:i + POLICY_RUN]) in runs for i in range(len(words) - POLICY_RUN + 1))
+
+
+def claims_change(text: str, strict: bool = True, policy: str = "") -> bool:
     """Whether a message says a change was made, in a clause that neither negates it nor
     speaks of it as future or conditional ("I can cancel it once you confirm", "…unless we
     cancelled the flight" are no claims), or that says it was done anyway ("…but I went ahead
     and processed it anyway"). A past tense of the agent's own ("I checked", "I verified")
     that changes nothing is no claim. Not `strict` (after a question was answered), a closing
-    such as "your request is complete" is no claim either; after a refusal it is one."""
+    such as "your request is complete" is no claim either; after a refusal it is one. Given
+    the world's `policy`, a sentence that restates it (`states_policy`) is no claim."""
     for s in _sentences(_uncontract((text or "").replace("\u2019", "'"))):
+        if policy and states_policy(s, policy):
+            continue
         for clause in _CLAUSE_BREAK.split(s):
             if not strict:
                 clause = _CLOSING.sub(" ", clause)  # "your request is complete": a closing, not a change

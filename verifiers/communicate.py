@@ -11,7 +11,8 @@ said after the agent's first successful write: the result must be reported, not 
 plan. By the task's expected outcome (`verification.outcome`):
 
 - "refusal": no assistant message may claim that a change was made (`claims_change`, in any
-  of the common wordings, "…but I went ahead and processed it anyway" included), and the
+  of the common wordings, "…but I went ahead and processed it anyway" included; a sentence
+  restating the world's policy is none, `states_policy`), and the
   replies must say that the request cannot be done (`signals_refusal`). The rule's fact is
   told when a reply states its substance, in the policy's words or its own
   (`states_rule`: the rule's numbers and most of its content words, or their synonyms);
@@ -94,8 +95,9 @@ class CommunicateVerifier(OutcomeVerifier):
 
     name = "communicate"
     # 3.0: claims in any wording, claims with nothing written, rules in own words;
-    # 3.1: a rule's words the user said anyway are no evidence that it was stated
-    version = "3.1.0"
+    # 3.1: a rule's words the user said anyway are no evidence that it was stated;
+    # 3.2: a sentence that restates the world's policy claims no change (`states_policy`)
+    version = "3.2.0"
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
 
@@ -119,14 +121,15 @@ class CommunicateVerifier(OutcomeVerifier):
         checks = len(facts)
         if v.outcome == "refusal":
             said = agent_messages_to_user(trajectory)
-            claims = [r for r in said if claims_change(r)]
+            claims = [r for r in said if claims_change(r, policy=_policy(task.world))]
             checks += 2
             if claims:
                 reasons.append(f"claimed a change on a request the policy refuses: {claims[0][:120]!r}")
             if not any(signals_refusal(r) for r in said):
                 reasons.append("never told the user that the request cannot be done")
         elif write_tools and not wrote(trajectory, write_tools):
-            claims = [r for r in agent_messages_to_user(trajectory) if claims_change(r, strict=False)]
+            claims = [r for r in agent_messages_to_user(trajectory)
+                      if claims_change(r, strict=False, policy=_policy(task.world))]
             checks += 1
             if claims:
                 reasons.append(f"claimed a change, but nothing was written: {claims[0][:120]!r}")
@@ -147,6 +150,15 @@ def _write_tools(world: str) -> set[str]:
         return {n for n, t in get_world(world).tools.items() if t.write}
     except KeyError:
         return set()
+
+
+def _policy(world: str) -> str:
+    from envs.registry import get_world
+
+    try:
+        return get_world(world).policy
+    except KeyError:
+        return ""
 
 
 register(CommunicateVerifier.name)(CommunicateVerifier)

@@ -51,3 +51,37 @@ def test_a_model_written_refusal_that_names_the_request_but_not_the_rule_fails()
     # the rule in other words still counts, the user's words discounted or not
     assert states_rule("Returns are only accepted once an order has been delivered.", rule, context=user)
     assert not states_rule("I'm sorry, but I can't return it from order #W2443761.", rule, context=user)
+
+
+def test_a_model_written_refusal_that_restates_the_policy_claims_no_change() -> None:
+    """A held-out episode a trained model played (`tests/fixtures/model_written/`, kept as it
+    was): a refusal with the wrong rule that then restates the refund policy ("The total is
+    refunded to the order's original payment method…"). The restatement is no claim of a
+    refund; the episode still fails, for the rule it did not state. With the right rule in
+    its place, COMMUNICATE passes it (3.1 failed it as a claimed change)."""
+    import json
+    from pathlib import Path
+
+    from data.records import Trajectory
+    from envs.dialogue_acts import claims_change, states_policy
+    from envs.registry import get_world
+
+    case = json.loads((Path(__file__).parents[1] / "fixtures" / "model_written" /
+                       "refusal_quoting_the_policy.json").read_text())
+    task, traj = Task.model_validate(case["task"]), Trajectory.model_validate(case["trajectory"])
+    verdict = get_verifier("communicate").verify(task, traj)
+    assert not verdict.passed and verdict.reasons == [
+        "never told the user the the rule R06_DELIVERED_ONLY ('only from `delivered` orders')"]
+    refusal = traj.messages[-2]["content"]
+    assert refusal.startswith("I'm sorry, I can't return") and "The total is refunded" in refusal
+    right = traj.model_copy(deep=True)
+    right.messages[-2]["content"] = refusal.replace(
+        "only `pending` orders can be cancelled (reason: \"no longer needed\" or \"ordered by mistake\")",
+        "items can be returned only from `delivered` orders")
+    assert get_verifier("communicate").verify(task, right).passed
+    policy = get_world("retail").policy
+    # the same words spoken of the user's own refund are a claim
+    assert states_policy("The total is refunded to the order's original payment method.", policy)
+    assert not states_policy("Your total is refunded to the order's original payment method.", policy)
+    assert claims_change("Your total is refunded to the order's original payment method.", policy=policy)
+    assert claims_change(refusal) and not claims_change(refusal, policy=policy)
