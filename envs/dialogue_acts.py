@@ -254,8 +254,11 @@ _PERSON = _words(r"i", r"we", r"you", r"your", r"yours", r"my", r"our", r"me", r
 POLICY_RUN = 6  # words in a row shared with the policy that make a sentence a statement of it
 
 
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
 def _tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower().replace("\u2019", "'"))
+    return _TOKEN.findall(text.lower().replace("\u2019", "'"))
 
 
 @lru_cache(maxsize=16)
@@ -264,15 +267,31 @@ def _policy_runs(policy: str) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(words[i:i + POLICY_RUN]) for i in range(len(words) - POLICY_RUN + 1))
 
 
-def states_policy(sentence: str, policy: str) -> bool:
-    """Whether a sentence restates the policy rather than reports on the user's request: it
-    shares a run of `POLICY_RUN` words with the policy text and speaks of no one in the
-    conversation ("The total is refunded to the order's original payment method" is the
-    policy; "Your total is refunded to your card" is a claim)."""
+def without_policy(sentence: str, policy: str) -> str:
+    """`sentence` with the words it shares with the policy (runs of `POLICY_RUN` or more)
+    blanked out, when it speaks of no one in the conversation: what is left is what the agent
+    says beyond restating the policy. "The total is refunded to the order's original payment
+    method" leaves nothing; "The order is cancelled, and the total is refunded to the order's
+    original payment method" leaves "The order is cancelled, and"; "Your total is refunded
+    to …" (someone's own refund) is left whole."""
     if not policy or _PERSON.search(sentence.replace("\u2019", "'")):
-        return False
-    words, runs = _tokens(sentence), _policy_runs(policy)
-    return any(tuple(words[i:i + POLICY_RUN]) in runs for i in range(len(words) - POLICY_RUN + 1))
+        return sentence
+    spans = [m.span() for m in _TOKEN.finditer(sentence.lower().replace("\u2019", "'"))]
+    words = _tokens(sentence)
+    runs = _policy_runs(policy)
+    covered = [False] * len(words)
+    for i in range(len(words) - POLICY_RUN + 1):
+        if tuple(words[i:i + POLICY_RUN]) in runs:
+            covered[i:i + POLICY_RUN] = [True] * POLICY_RUN
+    if not any(covered):
+        return sentence
+    out, last = [], 0
+    for (start, end), gone in zip(spans, covered, strict=True):
+        if gone:
+            out.append(sentence[last:start])
+            last = end
+    out.append(sentence[last:])
+    return " ".join("".join(out).split())
 
 
 def claims_change(text: str, strict: bool = True, policy: str = "") -> bool:
@@ -282,10 +301,9 @@ def claims_change(text: str, strict: bool = True, policy: str = "") -> bool:
     and processed it anyway"). A past tense of the agent's own ("I checked", "I verified")
     that changes nothing is no claim. Not `strict` (after a question was answered), a closing
     such as "your request is complete" is no claim either; after a refusal it is one. Given
-    the world's `policy`, a sentence that restates it (`states_policy`) is no claim."""
+    the world's `policy`, what a sentence only restates of it is no claim (`without_policy`)."""
     for s in _sentences(_uncontract((text or "").replace("\u2019", "'"))):
-        if policy and states_policy(s, policy):
-            continue
+        s = without_policy(s, policy) if policy else s
         for clause in _CLAUSE_BREAK.split(s):
             if not strict:
                 clause = _CLOSING.sub(" ", clause)  # "your request is complete": a closing, not a change

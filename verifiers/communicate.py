@@ -11,8 +11,8 @@ said after the agent's first successful write: the result must be reported, not 
 plan. By the task's expected outcome (`verification.outcome`):
 
 - "refusal": no assistant message may claim that a change was made (`claims_change`, in any
-  of the common wordings, "…but I went ahead and processed it anyway" included; a sentence
-  restating the world's policy is none, `states_policy`), and the
+  of the common wordings, "…but I went ahead and processed it anyway" included; the words a
+  sentence only shares with the world's policy claim nothing, `without_policy`), and the
   replies must say that the request cannot be done (`signals_refusal`). The rule's fact is
   told when a reply states its substance, in the policy's words or its own
   (`states_rule`: the rule's numbers and most of its content words, or their synonyms);
@@ -96,7 +96,7 @@ class CommunicateVerifier(OutcomeVerifier):
     name = "communicate"
     # 3.0: claims in any wording, claims with nothing written, rules in own words;
     # 3.1: a rule's words the user said anyway are no evidence that it was stated;
-    # 3.2: a sentence that restates the world's policy claims no change (`states_policy`)
+    # 3.2: words a sentence only shares with the world's policy claim no change (`without_policy`)
     version = "3.2.0"
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})

@@ -63,7 +63,7 @@ def test_a_model_written_refusal_that_restates_the_policy_claims_no_change() -> 
     from pathlib import Path
 
     from data.records import Trajectory
-    from envs.dialogue_acts import claims_change, states_policy
+    from envs.dialogue_acts import claims_change, without_policy
     from envs.registry import get_world
 
     case = json.loads((Path(__file__).parents[1] / "fixtures" / "model_written" /
@@ -80,8 +80,11 @@ def test_a_model_written_refusal_that_restates_the_policy_claims_no_change() -> 
         "items can be returned only from `delivered` orders")
     assert get_verifier("communicate").verify(task, right).passed
     policy = get_world("retail").policy
-    # the same words spoken of the user's own refund are a claim
-    assert states_policy("The total is refunded to the order's original payment method.", policy)
-    assert not states_policy("Your total is refunded to the order's original payment method.", policy)
+    # the policy's words alone claim nothing; spoken of the user's own refund they are a claim
+    assert without_policy("The total is refunded to the order's original payment method.", policy) == "The ."
+    assert not claims_change("The total is refunded to the order's original payment method.", policy=policy)
     assert claims_change("Your total is refunded to the order's original payment method.", policy=policy)
     assert claims_change(refusal) and not claims_change(refusal, policy=policy)
+    # a claim beside the policy's words is still one
+    assert claims_change("The order is cancelled, and the total is refunded to the order's original payment method.",
+                         policy=policy)
