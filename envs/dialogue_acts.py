@@ -251,14 +251,12 @@ def _uncontract(text: str) -> str:
 
 # A sentence that speaks to or of someone in the conversation (a claim is about their request).
 _PERSON = _words(r"i", r"we", r"you", r"your", r"yours", r"my", r"our", r"me", r"us")
-POLICY_RUN = 6  # words in a row shared with the policy that make a sentence a statement of it
-
-
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+POLICY_RUN = 6  # words in a row shared with the policy that count as restating it
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?", re.I)
 
 
 def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower().replace("\u2019", "'"))
+    return [w.lower() for w in _TOKEN.findall(text.replace("\u2019", "'"))]
 
 
 @lru_cache(maxsize=16)
@@ -276,8 +274,8 @@ def without_policy(sentence: str, policy: str) -> str:
     to …" (someone's own refund) is left whole."""
     if not policy or _PERSON.search(sentence.replace("\u2019", "'")):
         return sentence
-    spans = [m.span() for m in _TOKEN.finditer(sentence.lower().replace("\u2019", "'"))]
-    words = _tokens(sentence)
+    found = list(_TOKEN.finditer(sentence.replace("\u2019", "'")))  # same length: spans fit `sentence`
+    words, spans = [m.group().lower() for m in found], [m.span() for m in found]
     runs = _policy_runs(policy)
     covered = [False] * len(words)
     for i in range(len(words) - POLICY_RUN + 1):
