@@ -110,7 +110,7 @@ class CommunicateVerifier(OutcomeVerifier):
     def verify(self, task: Task, trajectory: Trajectory) -> Verdict:
         v = task.verification
         facts = v.communicate
-        write_tools = _write_tools(task.world)
+        write_tools, policy = _world_terms(task.world)
         replies = (agent_messages_to_user(trajectory) if v.outcome in ("refusal", "answer", "transfer")
                    else replies_after_first_write(trajectory, write_tools))
         context = " ".join(message_text(m) for m in trajectory.messages if m.get("role") == "user")
@@ -121,15 +121,14 @@ class CommunicateVerifier(OutcomeVerifier):
         checks = len(facts)
         if v.outcome == "refusal":
             said = agent_messages_to_user(trajectory)
-            claims = [r for r in said if claims_change(r, policy=_policy(task.world))]
+            claims = [r for r in said if claims_change(r, policy=policy)]
             checks += 2
             if claims:
                 reasons.append(f"claimed a change on a request the policy refuses: {claims[0][:120]!r}")
             if not any(signals_refusal(r) for r in said):
                 reasons.append("never told the user that the request cannot be done")
         elif write_tools and not wrote(trajectory, write_tools):
-            claims = [r for r in agent_messages_to_user(trajectory)
-                      if claims_change(r, strict=False, policy=_policy(task.world))]
+            claims = [r for r in agent_messages_to_user(trajectory) if claims_change(r, strict=False, policy=policy)]
             checks += 1
             if claims:
                 reasons.append(f"claimed a change, but nothing was written: {claims[0][:120]!r}")
@@ -143,22 +142,15 @@ class CommunicateVerifier(OutcomeVerifier):
                              "assistant_messages": len(replies)})
 
 
-def _write_tools(world: str) -> set[str]:
+def _world_terms(world: str) -> tuple[set[str], str]:
+    """The world's write tools and its policy text (none and "" for a world not registered)."""
     from envs.registry import get_world
 
     try:
-        return {n for n, t in get_world(world).tools.items() if t.write}
+        found = get_world(world)
     except KeyError:
-        return set()
-
-
-def _policy(world: str) -> str:
-    from envs.registry import get_world
-
-    try:
-        return get_world(world).policy
-    except KeyError:
-        return ""
+        return set(), ""
+    return {n for n, t in found.tools.items() if t.write}, found.policy
 
 
 register(CommunicateVerifier.name)(CommunicateVerifier)
