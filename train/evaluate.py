@@ -167,6 +167,12 @@ def read_episodes(path: Path | str) -> list[tuple[Trajectory, Verdict]]:
     return out
 
 
+def check_model_folder(folder: str | None) -> None:
+    """A model folder to evaluate exists (None and "embedded" name the prepared base model)."""
+    if folder not in (None, "embedded") and not Path(folder).expanduser().is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
+
+
 def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, sampling: Sampling | None = None,
                    max_turns: int = 12, verifiers: list[str] | None = None, max_batch: int = 8,
                    keep: Path | None = None) -> dict[str, Any]:
@@ -176,8 +182,7 @@ def evaluate_model(tasks: list[Task], model_path: str | None, trials: int = 1, s
     if not tasks:
         raise ValueError("no tasks to evaluate")
     names = list(verifiers or DEFAULT_VERIFIERS)
-    if model_path is not None and not Path(model_path).expanduser().is_dir():
-        raise FileNotFoundError(f"model folder {model_path} does not exist")
+    check_model_folder(model_path)
     cfg = RolloutConfig(
         model=ModelConfig(kind="embedded", options={
             "path": str(Path(model_path).expanduser()) if model_path else None, "max_batch": max_batch}),

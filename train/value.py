@@ -130,14 +130,13 @@ def evaluate_pair(release: Path | str, model: str, base: str = "embedded", split
     beside the run that made `model`, when it is one (`eval-<release version>.json`), with
     each side's judged episodes (`episodes-<release version>-<base|trained>.jsonl`,
     `train.evaluate.read_episodes`)."""
-    from train.evaluate import episodes_file, evaluate_model, greedy
+    from train.evaluate import check_model_folder, episodes_file, evaluate_model, greedy
     from train.lineage import keep_beside_run
 
     if not (episodes or next_action):
         raise ValueError("nothing to evaluate: enable episodes or next_action")
     for folder in (model, base):
-        if folder != "embedded" and not Path(folder).expanduser().is_dir():
-            raise FileNotFoundError(f"model folder {folder} does not exist")
+        check_model_folder(folder)
     manifest = store.read_manifest(release)
     tasks, scored = held_out_selection(release, split, max_tasks, max_dialogues)
     dialogues = heldout_dialogues(release, [t.id for t in scored], split) if next_action else []
