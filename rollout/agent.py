@@ -231,13 +231,17 @@ class Episode:
         `model_error` (infrastructure: never data). The first is recorded as
         `metadata["context_exhausted"]` (what overflowed), the second with `record_model_error`."""
         if getattr(exc, "reason", None) == "context_length":
-            self.metadata["context_exhausted"] = str(exc)[:500]
-            self.errors["context_exhausted"] += 1
-            self.termination = "context_exhausted"
+            self._context_exhausted(str(exc))
         else:
             record_model_error(self.metadata, exc)
             self.errors["model_error"] += 1
             self.termination = "model_error"
+
+    def _context_exhausted(self, what: str) -> None:
+        """End the episode on its own length: the conversation outgrew a model (`what`)."""
+        self.metadata["context_exhausted"] = what[:500]
+        self.errors["context_exhausted"] += 1
+        self.termination = "context_exhausted"
 
     async def run(self) -> None:
         """Model turns until the episode ends."""
@@ -319,9 +323,7 @@ class Episode:
         (infrastructure), except a conversation that outgrew the user's model after the agent
         spoke, which ends on its own length like the agent's (`context_exhausted`, judged)."""
         if exc.reason == "context_length" and self.turn > 0:
-            self.metadata["context_exhausted"] = f"the user's model: {exc}"[:500]
-            self.errors["context_exhausted"] += 1
-            self.termination = "context_exhausted"
+            self._context_exhausted(f"the user's model: {exc}")
             return
         self.errors["user_error"] += 1
         self.metadata["user_error"] = str(exc)[:500]
