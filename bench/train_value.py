@@ -56,10 +56,10 @@ from typing import Any
 # turn to the 256-token limit), 8 in flight. --quick with 4 dialogues and 4-turn episodes
 # took 1,156 s (data 29, train 284, eval 843); with one dialogue per world and 3-turn
 # episodes, 902 s (eval 603, of it 49-147 s for two episodes: turns written to the 256-token
-# limit), so --quick also gives an episode turn 128 tokens: 865 s (stop 47, beside short tests: data 29, train
-# 376, eval 457; 14 min 25 s wall). The full run's 40 episodes a
-# model are most of its time: about 3 hours of episodes for the base and three arms, 4-5
-# hours in all on this CPU.
+# limit), so --quick also gives an episode turn 128 tokens: 865 s (stop 47, beside short
+# tests: data 29, train 376, eval 457; 14 min 25 s wall). The full run's 40 episodes a model
+# are most of its time: about 3 hours of episodes for the base and three arms, 4-5 hours in
+# all on this CPU.
 QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0,
          "max_tokens": 128}
 # max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
