@@ -177,14 +177,14 @@ def env_now(env: Any) -> str:
     return now() if callable(now) else world_now(env.conn)
 
 
-def _assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text or ""}
     if calls:
         msg["tool_calls"] = calls
     return msg
 
 
-def _wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+def wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
@@ -271,10 +271,10 @@ class Episode:
         dropped = len(resp.tool_calls) - len(calls) + len(resp.malformed) - len(malformed)
         if dropped:
             self.errors["too_many_calls"] += dropped
-        wire = [_wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
+        wire = [wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
         bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(malformed)]
-        wire += [_wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
-        self.messages.append(_assistant_message(resp.text, wire))
+        wire += [wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
+        self.messages.append(assistant_message(resp.text, wire))
         tokens = _turn_tokens(resp, turn, len(self.messages) - 1)
         if tokens is not None:
             self.turn_tokens.append(tokens)

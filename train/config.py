@@ -150,7 +150,9 @@ class GRPOStageConfig(TrainerStageConfig):
     num_generations: int = 2
     # Multi-turn: the budget covers the model's tokens *and* the tool results between them.
     # Too small a budget cuts every episode mid tool loop, which the verifier scores 0.
-    max_completion_length: int = 1024  # holds a reference path with its lookups and tool results
+    # holds a reference conversation: its turns, tool results and user replies (seed-7 tasks:
+    # p50 1,150-1,365 tokens, the longest 2,128, airline and retail)
+    max_completion_length: int = 2560
     learning_rate: float = 1e-6
     temperature: float = 1.0
     beta: float = 0.0
@@ -161,6 +163,14 @@ class GRPOStageConfig(TrainerStageConfig):
     # world; the model calls the world's tools; the reward is the task's verifier.
     # False: single-turn, text completions scored by `train.rewards.state_reward`.
     multi_turn: bool = True
+    # How the model reaches the user in a multi-turn episode. "text" (train.conversation): as
+    # in the agent loop and every trajforge row, a turn without a tool call goes to the user,
+    # whose reply opens the next turn, for up to `max_turns` model turns of `turn_tokens`.
+    # "tool": TRL's own loop, where a plain answer ends the episode and the user is reached
+    # through a `send_message_to_user` tool, for `max_tool_calling_iterations` rounds.
+    user_channel: Literal["text", "tool"] = "text"
+    max_turns: int = Field(12, ge=1)
+    turn_tokens: int = Field(256, ge=1)
     max_tool_calling_iterations: int = 6
     verifiers: list[str] = Field(default_factory=lambda: ["composite"])  # the reward: the composite's dense score
     objective: ObjectiveOptions = Field(default_factory=ObjectiveOptions)  # methods.md §5 options

@@ -54,7 +54,7 @@ from data.records import Step, Task, ToolCall, Trajectory, Verdict
 from envs.registry import get_world
 from rollout.agent import TRANSFER_TOOL
 from rollout.control_tokens import escape_control_tokens
-from rollout.user import MARKERS, ScriptedUser, UserSimulator
+from rollout.user import MARKERS, ScriptedUser, UserSimulator, termination_for
 from verifiers.base import applies, get_verifier, primary_verifier
 
 DEFAULT_VERIFIERS = ("composite",)
@@ -148,6 +148,7 @@ class WorldEnvironment:
         self.verdict: Verdict | None = None
         self.resets = 0
         self.row_verifier: str | None = None
+        self.closing: str | None = None  # how the episode ended, when its driver decided (train.conversation)
 
     def reset(self, **row: Any) -> str | None:
         """Start a fresh episode of `row["task"]`: a new copy of its initial state.
@@ -172,6 +173,7 @@ class WorldEnvironment:
         self.user = factory(task) if factory is not None else ScriptedUser(task)
         self.messages = [{"role": "user", "content": self.user.first_message()}]
         self.ended = False
+        self.closing = None
         self.resets += 1
         return None
 
@@ -181,29 +183,42 @@ class WorldEnvironment:
         Args:
             message: What to tell or ask the user, in plain words.
         """
+        reply = self._hear(str(message))
+        if termination_for(reply):
+            for marker in MARKERS:
+                reply = reply.replace(marker, "")
+            reply = reply.strip() + " (The user has ended the conversation.)"
+        return escape_control_tokens(reply)
+
+    def _hear(self, message: str) -> str:
+        """Record the agent's `message` to the user and the user's reply, as the agent loop
+        records them (the reply as the user wrote it, an end marker included); an ended
+        conversation gets a fixed notice instead of a reply."""
         if self.user is None:
             raise RuntimeError("reset() must be called before talking to the user")
-        self.messages.append({"role": "assistant", "content": str(message)})
+        self.messages.append({"role": "assistant", "content": message})
         if self.ended:
             reply = "(The user has left the conversation.)"
         else:
             reply = str(_run(self.user.respond(list(self.messages))))
-            for marker in MARKERS:
-                if marker in reply:
-                    self.ended = True
-                    reply = reply.replace(marker, "").strip() + " (The user has ended the conversation.)"
+            self.ended = termination_for(reply) is not None
         self.messages.append({"role": "user", "content": reply})
-        return escape_control_tokens(reply)
+        return reply
 
-    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+    def _execute(self, call: ToolCall) -> Any:
+        """Run one tool call in the world and record its step (and error); its observation."""
         if self.env is None:
             raise RuntimeError("reset() must be called before a tool")
-        call = ToolCall(name=name, arguments=dict(arguments))
         obs = self.env.call(call)
         if obs.error:
             self.errors[obs.error] += 1
         self.steps.append(Step(index=len(self.steps), turn=len(self.steps) + 1, action=call,
                                observation=obs.content, error=obs.error, error_detail=obs.detail))
+        return obs
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        call = ToolCall(name=name, arguments=dict(arguments))
+        obs = self._execute(call)
         call_id = f"call_{len(self.steps)}"
         self.messages.append({"role": "assistant", "content": "", "tool_calls": [
             {"id": call_id, "type": "function",
@@ -214,8 +229,11 @@ class WorldEnvironment:
     # Every public method is a tool to TRL, so the helpers below are private.
 
     def _termination(self, answer: str | None) -> str:
-        """How the episode ended, as the agent loop names it: "transfer" once a hand-off to a
-        human agent succeeded, "agent_stop" on a final answer, else "max_turns"."""
+        """How the episode ended, as the agent loop names it: what the driver of the episode
+        set in `closing` (`train.conversation`), else "transfer" once a hand-off to a human
+        agent succeeded, "agent_stop" on a final answer, else "max_turns"."""
+        if self.closing is not None:
+            return self.closing
         if any(s.action is not None and s.action.name == TRANSFER_TOOL and s.error is None for s in self.steps):
             return "transfer"
         return "agent_stop" if answer is not None else "max_turns"
@@ -357,13 +375,16 @@ def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvi
     when TRL passes `log_metric`.
     """
     if environments is None:
-        raise ValueError("verifier_reward needs TRL's `environments` (GRPOTrainer(environment_factory=...))")
+        environments = kwargs.get("episode")  # train.conversation's rollout hands them over in this column
+    if environments is None:
+        raise ValueError("verifier_reward needs TRL's `environments` (GRPOTrainer(environment_factory=...)) "
+                         "or the `episode` column of train.conversation.ConversationRollout")
     if len(environments) != len(completions):
         raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
     rewards: list[float] = []
     passed = calls = errors = talks = 0
     for completion, env in zip(completions, environments, strict=True):
-        answer = final_answer(completion)
+        answer = final_answer(completion) if env.closing is None else None  # a closed one holds its last words
         verdict = env._judge(env._termination(answer), answer=answer)
         rewards.append(float(verdict.score))
         passed += verdict.passed

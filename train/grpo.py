@@ -1,15 +1,19 @@
 """GRPO on an `rl` release with TRL's `GRPOTrainer`: multi-turn in the task's world (default)
 or single-turn on text completions.
 
-**Multi-turn** (`multi_turn: true`, TRL's `environment_factory`, see `train.environments`):
-each row's `environment` column picks its world's environment class; for every rollout TRL
-calls `reset(**row)`, which builds a fresh copy of the task's initial state; the model
-calls the world's tools (TRL renders their schemas from the environment's methods, parses
-`<tool_call>` blocks with the tokenizer's `response_template`, runs them, appends the
-results) until it answers in plain text, `max_tool_calling_iterations` is reached or the
-completion budget runs out; `train.environments.verifier_reward` then scores the episode
-with the task's primary verifier (dense state reward, or the constraint score for tasks
-with a constraint set). Tool-result tokens are masked out of the loss by TRL (`tool_mask`).
+**Multi-turn** (`multi_turn: true`): each row resets a fresh copy of its task's world; the
+model calls the world's tools and talks with the task's user; the reward is
+`train.environments.verifier_reward`, the verdict of the task's verifier on the conversation
+(the composite's dense score by default). How the model reaches the user (`user_channel`):
+
+- `text` (default, `train.conversation.ConversationRollout` as TRL's `rollout_func`): as in
+  the agent loop and every trajforge row, a turn without a tool call goes to the user and
+  their reply opens the next turn, until the user ends the conversation, `max_turns` model
+  turns or the completion budget. Tool results and user turns carry no loss (`env_mask`).
+- `tool` (TRL's `environment_factory`, `train.environments`): TRL's loop runs the tool
+  calls until the model answers in plain text, which ends the episode; the user is reached
+  through a `send_message_to_user` tool. A model SFT-ed on trajforge's rows does not use
+  that tool, so it gets no reward signal here (docs/training.md).
 
 **Single-turn** (`multi_turn: false`): each prompt is rendered to text with the row's tool
 schemas (`train.data.to_trl_prompts`), and `train.rewards.state_reward` replays the
@@ -61,7 +65,7 @@ def grpo_args(cfg: GRPOStageConfig, out: Path) -> dict[str, Any]:
         "epsilon_high": cfg.epsilon_high,
         "num_iterations": cfg.num_iterations,
     }
-    if cfg.multi_turn:
+    if cfg.multi_turn and cfg.user_channel == "tool":
         args["max_tool_calling_iterations"] = cfg.max_tool_calling_iterations
     if cfg.use_vllm:
         args.update({"use_vllm": True, "vllm_mode": cfg.vllm_mode,
@@ -79,11 +83,14 @@ def grpo_steps(
     out_dir: Path | str,
     environment_factory: Any = None,
     callbacks: list[Any] | None = None,
+    rollout_func: Any = None,
 ) -> tuple[Any, Any, Any, Path, str]:
     """Run `cfg.max_steps` GRPO steps of `cfg.model` and save it to `out_dir/final`.
 
     `build_dataset(tokenizer)` returns a `datasets.Dataset` with a `prompt` column (and any
-    columns the reward functions or environments read). Returns (trainer, train result,
+    columns the reward functions or environments read). A `rollout_func`
+    (`train.conversation.ConversationRollout`) plays the episodes instead of TRL's
+    generation; it sees the batch's rows through `exposing_rows`. Returns (trainer, train result,
     dataset, final model folder, model path). Shared by `run_grpo` and the self-play loop.
     """
     out = Path(out_dir)
@@ -97,10 +104,15 @@ def grpo_steps(
         if len(train_ds) == 0:
             raise store.DatasetError("GRPO needs at least one prompt; the dataset is empty")
         args = GRPOConfig(**grpo_args(cfg, out))
-        trainer = trainer_class(cfg.objective)(
+        cls = trainer_class(cfg.objective)
+        extra: dict[str, Any] = {"environment_factory": environment_factory}
+        if rollout_func is not None:
+            from train.conversation import exposing_rows
+
+            cls, extra = exposing_rows(cls), {**extra, "rollout_func": rollout_func}
+        trainer = cls(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tokenizer,
-            callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])],
-            environment_factory=environment_factory)
+            callbacks=[metrics_callback(out / METRICS_FILE), *(callbacks or [])], **extra)
         result = trainer.train()
         final = save_final(trainer, tokenizer, out, lora=False)
     return trainer, result, train_ds, final, model_path
@@ -138,14 +150,20 @@ def run_grpo(dataset_path: Path | str, cfg: GRPOStageConfig, out_dir: Path | str
 def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOStageConfig, out: Path,
                 started: float, callbacks: list[Any] | None) -> dict[str, Any]:
     prompt_tokens: list[int] = []
-    factory = None
+    factory = rollout = None
     if cfg.multi_turn:
         from train.environments import environment_factories, verifier_reward
 
         ds = to_trl_env_prompts(load_release(dataset_path, "train"))
         if len(ds) == 0:
             raise store.DatasetError(f"{dataset_path}: the train split has no rows")
-        factory = environment_factories(sorted(set(ds["environment"])), cfg.verifiers)
+        worlds = sorted(set(ds["environment"]))
+        if cfg.user_channel == "text":
+            from train.conversation import ConversationRollout
+
+            rollout = ConversationRollout(worlds, cfg.verifiers, cfg.max_turns, cfg.turn_tokens)
+        else:
+            factory = environment_factories(worlds, cfg.verifiers)
         reward_funcs: list[Callable[..., list[float]]] = [verifier_reward]
 
         def build(tokenizer: Any) -> Any:
@@ -160,7 +178,7 @@ def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOSta
             prompt_tokens.extend(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in rows["prompt"])
             return rows
 
-    trainer, result, train_ds, final, model_path = grpo_steps(build, reward_funcs, cfg, out, factory, callbacks)
+    trainer, result, train_ds, final, model_path = grpo_steps(build, reward_funcs, cfg, out, factory, callbacks, rollout)
     history = trainer.state.log_history
     curves = write_curves(out, CURVE_KEYS, f"GRPO ({'multi-turn' if cfg.multi_turn else 'single-turn'})")
     dataset: dict[str, Any] = {"path": str(dataset_path), "name": manifest.name, "version": manifest.version,
@@ -173,6 +191,7 @@ def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOSta
     return write_summary(out, {
         "stage": "grpo",
         "multi_turn": cfg.multi_turn,
+        "user_channel": cfg.user_channel if cfg.multi_turn else None,
         "steps": trainer.state.global_step,
         "rewards": step_logs(history, "reward"),
         "reward_std": step_logs(history, "reward_std"),

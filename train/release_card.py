@@ -577,6 +577,18 @@ reward_funcs = [verifier_reward]
 '''
 
 
+CONVERSATION_SNIPPET = f'''from datasets import load_dataset
+from trl import GRPOTrainer
+from train.conversation import ConversationRollout, exposing_rows
+from train.environments import verifier_reward
+
+rows = load_dataset("{FOLDER}", split="train")
+rollout_func = ConversationRollout(rows.unique("environment"))
+Trainer = exposing_rows(GRPOTrainer)
+reward_funcs = [verifier_reward]
+'''
+
+
 def _rl_text(figures: dict[str, Any], code_version: str) -> list[str]:
     from train.portable import card_code
 
@@ -588,14 +600,25 @@ def _rl_text(figures: dict[str, Any], code_version: str) -> list[str]:
         "### Multi-turn GRPO with trajforge installed", "",
         f"Install trajforge at the code version that made this release (`{code_version or 'see Lineage'}`; "
         "`pip install -e '<trajforge checkout>[train]'`): an environment refuses a row whose world or verifier "
-        "version differs from the installed one. Then, with plain TRL:", "",
+        "version differs from the installed one. Then, with TRL, one of two ways.", "",
+        "**The user in plain text, as in the sft rows** (what `trajforge train grpo` does):", "",
+        "```python", CONVERSATION_SNIPPET.rstrip(), "```", "",
+        "and `Trainer(model=..., processing_class=..., args=GRPOConfig(max_completion_length=1024), "
+        "train_dataset=rows, reward_funcs=reward_funcs, rollout_func=rollout_func)`. Each episode gets a fresh "
+        "copy of its task's world; the prompt is rendered with the world's tools; the model's calls run there, "
+        "and a turn without a call goes to the task's scripted user, whose reply opens the next turn, until the "
+        "user ends the conversation (as trajforge's agent loop plays it). Tool results and the user's turns carry "
+        "no loss.", "",
+        "**TRL's environment loop**, with plain TRL:", "",
         "```python", ENV_SNIPPET.rstrip(), "```", "",
         "and `GRPOTrainer(model=..., processing_class=..., args=GRPOConfig(max_completion_length=768, "
         "max_tool_calling_iterations=6), train_dataset=rows, reward_funcs=reward_funcs, "
         "environment_factory=environment_factory)`. GRPOTrainer renders the environment's tools into each "
         "prompt (one method per world tool with the same schemas, and `send_message_to_user`, through which "
-        "the task's scripted user answers: the `tools` column lists the same), runs the model's calls in a "
-        "fresh copy of the task's world (`reset(**row)`), and `verifier_reward` scores the conversation with "
+        "the task's scripted user answers: the `tools` column lists the same) and runs the model's calls in a "
+        "fresh copy of the task's world (`reset(**row)`). A plain-text answer ends the episode here, so a model "
+        "that speaks to the user in plain text, as the sft rows teach, ends it before any write.", "",
+        "Either way `verifier_reward` scores the conversation with "
         "the row's verifier: the composite verdict's dense score (outcome, what the user was told, and the "
         "policy's process: identity, a clear yes before each write, nothing invented).", "",
         "### Without trajforge: the portable reward", "",

@@ -214,6 +214,31 @@ def test_plain_trl_grpo_step_with_the_cards_environment_lines(released: dict[str
                             for e in episodes)
 
 
+@pytest.mark.slow  # trains (a few seconds: 8-token episodes on a tiny model)
+def test_plain_trl_grpo_step_with_the_cards_plain_text_lines(released: dict[str, Path], tmp_path: Path) -> None:
+    """The card's other way: the user in plain text through `rollout_func`; each episode's
+    verdict is the row's verifier's, on a conversation with the scripted user in it."""
+    from trl import GRPOConfig
+
+    code = _code_block(released["rl"], "ConversationRollout")
+    namespace: dict[str, Any] = {}
+    exec(code.replace(FOLDER, str(released["rl"])), namespace)  # exactly the card's lines
+    rows, rollout, trainer_cls = namespace["rows"], namespace["rollout_func"], namespace["Trainer"]
+    model, tok = tiny_qwen_with_qwen_template()
+    trainer = trainer_cls(model=model, processing_class=tok, train_dataset=rows, reward_funcs=namespace["reward_funcs"],
+                          rollout_func=rollout, args=GRPOConfig(
+                              output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2,
+                              num_generations=2, max_completion_length=8, use_cpu=True, bf16=False,
+                              report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True,
+                              gradient_checkpointing=False))
+    trainer.train()
+    [log] = [h for h in trainer.state.log_history if "reward" in h]
+    assert trainer.state.global_step == 1 and 0.0 <= log["reward"] <= 1.0 and "verifier/passed" in log
+    assert len(rollout.last) == 2 and all(e.env.verdict is not None and e.env.verdict.verifier == "composite"
+                                          and e.env.closing is not None and len(e.completion_ids) <= 8
+                                          for e in rollout.last)
+
+
 def test_sft_rows_end_at_the_agents_reply_and_say_what_they_are(released: dict[str, Path]) -> None:
     """No end marker of the user simulator in a released row; every row ends with the
     agent's reply; each task keeps its reference dialogue unless a row as clean replaced

@@ -3,14 +3,13 @@ and the shipped CPU config's GRPO episode budget."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from data.records import Task, canonical_json
+from data.records import Task
+from envs.registry import get_world
 from tests.paths import ROOT
 from train.config import GRPOStageConfig, SFTStageConfig
-from train.environments import environment_factories
+from train.release_card import embedded_tokenizer
 
 
 def test_extra_keys_are_checked_against_trls_configs_when_the_config_loads() -> None:
@@ -43,23 +42,28 @@ def test_extra_keys_are_not_checked_without_trl(monkeypatch: pytest.MonkeyPatch)
         trl_config_fields.cache_clear()
 
 
-def test_cpu_config_validates_and_its_episode_budget_fits_a_tool_loop(tasks: list[Task]) -> None:
+def test_cpu_config_validates_and_its_episode_budget_holds_a_reference_conversation(tasks: list[Task]) -> None:
     from pipelines.config import load_config
+    from tests.train.test_conversation import _agent_turns, _opening, _row, _scripted
     from train.config import GRPOStageConfig
+    from train.conversation import ConversationRollout
 
     cfg = load_config(ROOT / "configs" / "train-cpu.yaml")
     assert cfg.sft.model == cfg.grpo.model == "embedded" and cfg.sft.use_cpu and cfg.grpo.use_cpu
     assert cfg.grpo.multi_turn and cfg.grpo.per_device_train_batch_size % cfg.grpo.num_generations == 0
+    assert cfg.grpo.user_channel == "text"
     assert GRPOStageConfig().max_completion_length == cfg.grpo.max_completion_length
-    # The episode budget counts tool results too: it must hold a task's whole reference path
-    # (calls and results, ~4 characters a token) with room to answer. 48 tokens, the old
-    # default, cut every episode mid tool loop, so every GRPO group scored 0.
-    task = max(tasks, key=lambda t: len(t.reference_solution))
-    env = environment_factories(["airline"])["airline"]()
-    env.reset(task=canonical_json(task.model_dump()))
-    chars = sum(len(json.dumps({"name": c.name, "arguments": c.arguments})) + len(getattr(env, c.name)(**c.arguments))
-                for c in task.reference_solution)
-    assert 48 < chars / 4 + 64 < cfg.grpo.max_completion_length
+    # The episode budget counts tool results and the user's replies too: it must hold each
+    # task's whole reference conversation, played in plain text. 48 tokens, an old default,
+    # cut every episode mid tool loop, so every GRPO group scored 0.
+    tok = embedded_tokenizer()
+    world = get_world("airline")
+    rows = [_row(t, world) for t in tasks]
+    generate, _ = _scripted(tok, {_opening(r): _agent_turns(t) for r, t in zip(rows, tasks, strict=True)})
+    played = ConversationRollout(["airline"], max_turns=cfg.grpo.max_turns, turn_tokens=cfg.grpo.turn_tokens).play(
+        rows, tok, generate, [tok.eos_token_id], cfg.grpo.max_completion_length)
+    assert all(e.env.closing == "user_stop" for e in played)
+    assert max(len(e.completion_ids) for e in played) > 1000  # the longest holds several lookups and a write
 
 
 def test_sft_defaults_are_the_measured_cpu_settings() -> None:

@@ -117,3 +117,45 @@ def test_trl_tool_loop_drives_the_world_and_the_verifier_scores_it(tiny_model: P
     assert [c.name for c in by_outcome[1]._calls()] == [c.name for c in next(
         t for t in tasks if t.id == by_outcome[1].task.id).reference_solution]
     assert (final / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_plain_text_episodes_through_grpo_trainer(tiny_model: Path, tasks: list[Task], airline: World,
+                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default channel (`user_channel: text`) through TRL's `rollout_func`: the trainer
+    hands its rows to `ConversationRollout`, the scripted user answers the model's plain
+    text, the reward is the verdict, and a step trains. Only the model's words are scripted:
+    in each group, one episode plays the reference's agent side in plain text and the other
+    refuses, so every group has reward variance."""
+    import train.conversation as conversation
+    from tests.train.test_conversation import _agent_turns, _opening, _row, _scripted
+    from train.grpo import grpo_steps
+
+    rows = [_row(tasks[0], airline), _row(tasks[1], airline)]
+    scripts = {_opening(r): _agent_turns(t) for r, t in zip(rows, tasks, strict=False)}
+    calls: list[int] = []
+
+    def scripted_generate(trainer: Any) -> Any:
+        generate, asked = _scripted(trainer.processing_class, scripts, odd_opening="I cannot help with that.")
+
+        def counted(batch: list[list[int]], max_new: int) -> list[list[int]]:
+            calls.append(len(batch))
+            return generate(batch, max_new)
+
+        return counted
+
+    monkeypatch.setattr(conversation, "trainer_generate", scripted_generate)
+    from datasets import Dataset
+
+    ds = Dataset.from_list(rows)
+    rollout = conversation.ConversationRollout(["airline"])
+    cfg = GRPOStageConfig(model=str(tiny_model), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                          max_completion_length=3000, bf16=False, gradient_checkpointing=False)
+    trainer, _, _, final, _ = grpo_steps(lambda tok: ds, [verifier_reward], cfg, tmp_path, rollout_func=rollout)
+    [log] = [h for h in trainer.state.log_history if "reward" in h]
+    assert log["reward"] == 0.5 and log["verifier/passed"] == 0.5 and log["frac_reward_zero_std"] == 0.0
+    assert sorted(round(e.env.verdict.score, 3) for e in rollout.last) == [0.0, 0.0, 1.0, 1.0]
+    longest = max(len(_agent_turns(t)) for t in tasks[:2])
+    assert calls[:2] == [4, 2] and len(calls) == longest  # the open episodes' turns, batched
+    assert log["grad_norm"] > 0  # the model's own tokens carry the advantage
+    assert trainer.rollout_rows is None and (final / "model.safetensors").is_file()
