@@ -184,6 +184,13 @@ def assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     return msg
 
 
+def unusable_call_result(m: Any) -> tuple[str, str]:
+    """(clipped detail, tool result) for a call the model wrote that cannot be run (a
+    `MalformedCall`): the agent is told what was wrong and the call is not run."""
+    detail = clip(m.detail, MESSAGE_CHARS)
+    return detail, json.dumps({"error": m.error, "message": f"could not parse the tool call: {detail}"})
+
+
 def wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
@@ -301,8 +308,7 @@ class Episode:
                 self.termination = "transfer"
         for cid, m in bad:
             self.errors[m.error] += 1
-            detail = clip(m.detail, MESSAGE_CHARS)
-            content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {detail}"})
+            detail, content = unusable_call_result(m)
             self.steps.append(Step(index=len(self.steps), turn=turn, observation=content, error=m.error,
                                    error_detail=detail, latency_s=latency))
             self.messages.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call",

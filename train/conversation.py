@@ -30,15 +30,19 @@ to it in the `episode` column): the verdict's dense score of the conversation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from data.records import Step, ToolCall
 from envs.registry import get_world
-from envs.tools import MESSAGE_CHARS, clip
-from rollout.agent import TRANSFER_TOOL, AgentConfig, assistant_message, wire_call
+from rollout.agent import (
+    TRANSFER_TOOL,
+    AgentConfig,
+    assistant_message,
+    unusable_call_result,
+    wire_call,
+)
 from rollout.control_tokens import control_tokens, escape_messages
 from rollout.parsing import parse_tool_calls
 from rollout.user import termination_for
@@ -193,8 +197,7 @@ class ConversationRollout:
                     env.closing = "transfer"
             for cid, m in bad:
                 env.errors[m.error] += 1
-                detail = clip(m.detail, MESSAGE_CHARS)
-                content = json.dumps({"error": m.error, "message": f"could not parse the tool call: {detail}"})
+                detail, content = unusable_call_result(m)
                 env.steps.append(Step(index=len(env.steps), turn=e.turns, observation=content, error=m.error,
                                       error_detail=detail))
                 follow.append({"role": "tool", "tool_call_id": cid, "name": "invalid_tool_call", "content": content})
