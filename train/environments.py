@@ -29,7 +29,9 @@ answers a question) and the tool's result is the user's reply, from the scripted
 the task (`rollout.user.ScriptedUser`, the same one rollouts use; another simulator may be
 given with `user_factory`). The opening prompt is the user's first message as in any
 rollout, with no shortcut ("you have my go-ahead") the other tasks' prompts lack. The
-model's final plain-text answer is its last message to the user (the report).
+model's final plain-text answer is its last message to the user (the report). No trajforge
+row calls that tool: `train.conversation` drives the same environments from a `rollout_func`
+in which plain text goes to the user, as in the agent loop (GRPO's default channel).
 
 **The reward is the verdict.** `verifier_reward` rebuilds the conversation (the user's
 turns, the agent's messages, its tool calls and their results, the final answer) and judges
