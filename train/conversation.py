@@ -30,8 +30,10 @@ to it in the `episode` column): the verdict's dense score of the conversation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from data.records import Step, ToolCall
@@ -104,7 +106,7 @@ class ConversationRollout:
 
     def __init__(self, worlds: Sequence[str], verifiers: Sequence[str] = DEFAULT_VERIFIERS,
                  max_turns: int = AgentConfig().max_turns, turn_tokens: int = 256,
-                 user_factory: UserFactory | None = None) -> None:
+                 user_factory: UserFactory | None = None, record: Path | str | None = None) -> None:
         if not worlds:
             raise ValueError("no worlds to play episodes in")
         if max_turns < 1 or turn_tokens < 1:
@@ -113,6 +115,7 @@ class ConversationRollout:
         self.max_turns = max_turns
         self.turn_tokens = turn_tokens
         self.last: list[Episode] = []
+        self.record = Path(record) if record is not None else None  # judged episodes, one JSON line each
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         rows = getattr(trainer, "rollout_rows", None)
@@ -125,6 +128,23 @@ class ConversationRollout:
                 "completion_ids": [e.completion_ids for e in episodes],
                 "logprobs": None, "env_mask": [e.mask for e in episodes],
                 EPISODE_COLUMN: [e.env for e in episodes]}
+
+    def keep(self, step: int) -> int:
+        """Append the last batch's judged episodes to `record` (when set): the step, task,
+        how it ended, the verdict and the conversation. Returns how many were written."""
+        if self.record is None:
+            return 0
+        lines = []
+        for e in self.last:
+            v, task = e.env.verdict, e.env.task
+            lines.append(json.dumps({
+                "step": step, "task_id": task.id if task else None, "closing": e.env.closing, "turns": e.turns,
+                "generated_tokens": sum(e.mask), "score": v.score if v else None, "passed": v.passed if v else None,
+                "reasons": v.reasons if v else [], "messages": e.env.messages}, ensure_ascii=False, default=str))
+        self.record.parent.mkdir(parents=True, exist_ok=True)
+        with self.record.open("a", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        return len(lines)
 
     def start(self, row: dict[str, Any], tokenizer: Any, escape: Sequence[str]) -> Episode:
         """A fresh episode of `row` (an rl row: `task`, `prompt`): its world reset, its prompt
@@ -218,7 +238,8 @@ class ConversationRollout:
 def exposing_rows(base: type) -> type:
     """`base` (a `GRPOTrainer` class) whose instances hold the batch being generated for in
     `rollout_rows`: TRL hands a `rollout_func` only the prompts, and an episode needs its
-    row's task."""
+    row's task. Once a batch is judged, a `ConversationRollout` keeps its episodes
+    (`ConversationRollout.keep`)."""
 
     class RowsExposingTrainer(base):  # type: ignore[misc,valid-type]
         rollout_rows: list[dict[str, Any]] | None = None
@@ -226,9 +247,12 @@ def exposing_rows(base: type) -> type:
         def _generate_and_score_completions(self, inputs: Any) -> Any:
             self.rollout_rows = inputs
             try:
-                return super()._generate_and_score_completions(inputs)
+                out = super()._generate_and_score_completions(inputs)
             finally:
                 self.rollout_rows = None
+            if isinstance(self.rollout_func, ConversationRollout):
+                self.rollout_func.keep(self.state.global_step + 1)
+            return out
 
     return RowsExposingTrainer
 

@@ -21,7 +21,8 @@ completion's parsed tool calls.
 
 The methods.md §5 options (`objective:`) are applied by `train.objectives.trainer_class`.
 A run writes `metrics.jsonl`, `train_summary.json`, `run.json` (lineage), `curves.csv` /
-`curves.png`, `final/` and, with `save_steps`, `checkpoints/checkpoint-N/`.
+`curves.png`, `final/`, with `save_steps` `checkpoints/checkpoint-N/`, and with the text
+channel `episodes.jsonl` (every judged episode: step, task, how it ended, verdict, conversation).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from train.sft import (
     write_summary,
 )
 
+EPISODES_FILE = "episodes.jsonl"  # text channel: each judged episode (train.conversation.ConversationRollout.keep)
 CURVE_KEYS = ["reward", "reward_std", "verifier/passed", "state/exact", "loss", "entropy",
               "frac_reward_zero_std", "tools/call_frequency", "completions/mean_length"]
 
@@ -161,7 +163,8 @@ def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOSta
         if cfg.user_channel == "text":
             from train.conversation import ConversationRollout
 
-            rollout = ConversationRollout(worlds, cfg.verifiers, cfg.max_turns, cfg.turn_tokens)
+            rollout = ConversationRollout(worlds, cfg.verifiers, cfg.max_turns, cfg.turn_tokens,
+                                          record=out / EPISODES_FILE)
         else:
             factory = environment_factories(worlds, cfg.verifiers)
         reward_funcs: list[Callable[..., list[float]]] = [verifier_reward]

@@ -148,7 +148,7 @@ def test_plain_text_episodes_through_grpo_trainer(tiny_model: Path, tasks: list[
     from datasets import Dataset
 
     ds = Dataset.from_list(rows)
-    rollout = conversation.ConversationRollout(["airline"])
+    rollout = conversation.ConversationRollout(["airline"], record=tmp_path / "episodes.jsonl")
     cfg = GRPOStageConfig(model=str(tiny_model), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                           max_completion_length=3000, bf16=False, gradient_checkpointing=False)
     trainer, _, _, final, _ = grpo_steps(lambda tok: ds, [verifier_reward], cfg, tmp_path, rollout_func=rollout)
@@ -158,4 +158,7 @@ def test_plain_text_episodes_through_grpo_trainer(tiny_model: Path, tasks: list[
     longest = max(len(_agent_turns(t)) for t in tasks[:2])
     assert calls[:2] == [4, 2] and len(calls) == longest  # the open episodes' turns, batched
     assert log["grad_norm"] > 0  # the model's own tokens carry the advantage
+    kept = [json.loads(x) for x in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert [k["step"] for k in kept] == [1] * 4 and sorted(k["score"] for k in kept) == [0.0, 0.0, 1.0, 1.0]
+    assert all(k["messages"][0]["role"] == "user" and k["closing"] == "user_stop" for k in kept)
     assert trainer.rollout_rows is None and (final / "model.safetensors").is_file()
