@@ -172,3 +172,17 @@ def test_with_vllm_the_turns_come_from_trls_generation() -> None:
     t = Trainer()
     assert trainer_generate(t)([[1, 2], [3]], 3) == [[5, 6, 7], [5, 6, 7]]
     assert t.seen == [([[1, 2], [3]], None, {}, 1)]
+
+
+def test_judged_episodes_are_kept_one_line_each(tok: Any, tasks: list[Task], airline: World, tmp_path: Any) -> None:
+    rows = [_row(tasks[0], airline), _row(tasks[1], airline)]
+    generate, _ = _scripted(tok, {_opening(rows[0]): _agent_turns(tasks[0]), _opening(rows[1]): ["No."]})
+    rollout = ConversationRollout(["airline"], record=tmp_path / "runs" / "episodes.jsonl")
+    played = rollout.play(rows, tok, generate, [tok.eos_token_id], 3000)
+    verifier_reward([None, None], episode=[e.env for e in played])
+    assert rollout.keep(3) == 2 and rollout.keep(4) == 2
+    kept = [json.loads(x) for x in (tmp_path / "runs" / "episodes.jsonl").read_text().splitlines()]
+    assert [k["step"] for k in kept] == [3, 3, 4, 4] and [k["score"] for k in kept[:2]] == [1.0, 0.0]
+    assert kept[0]["task_id"] == tasks[0].id and kept[0]["messages"] == played[0].env.messages
+    assert kept[1]["reasons"] and kept[0]["generated_tokens"] == sum(played[0].mask)
+    assert ConversationRollout(["airline"]).keep(1) == 0  # nowhere to keep them
