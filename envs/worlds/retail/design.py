@@ -439,12 +439,15 @@ def candidate_calls(conn: sqlite3.Connection, focus: dict[str, Any]) -> list[Too
         order = kit.rows(conn, "SELECT * FROM orders WHERE order_id = ?", oid)
         if not order:
             continue
-        if "cancel" in actions:
-            calls.append(ToolCall(name="cancel_pending_order",
-                                  arguments={"order_id": oid, "reason": "no longer needed"}))
-        if "address" in actions:
-            calls.append(ToolCall(name="modify_order_address",
-                                  arguments={"order_id": oid, "address": focus["new_address"]}))
+        # in the focus's order: the first is what the user asks for, and a refusal task
+        # refuses the first candidate a rule stops (synthesis.logic_driven.refused_request)
+        for action in focus.get("actions", []):
+            if action == "cancel":
+                calls.append(ToolCall(name="cancel_pending_order",
+                                      arguments={"order_id": oid, "reason": "no longer needed"}))
+            elif action == "address":
+                calls.append(ToolCall(name="modify_order_address",
+                                      arguments={"order_id": oid, "address": focus["new_address"]}))
         lines = kit.rows(conn, "SELECT * FROM order_items WHERE order_id = ? ORDER BY variant_id", oid)
         wanted = focus.get("line_variant_ids")
         for line in lines:

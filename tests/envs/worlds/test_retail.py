@@ -351,3 +351,22 @@ def test_boundary_state_makes_a_naive_return_hit_the_window(retail: World) -> No
         assert env.call(ret(oid, line[0], 1, pay)).code == "R05_RETURN_WINDOW"
         return
     raise AssertionError("no return_day_31 variant designed")
+
+
+ASKED = {"address": "modify_order_address", "cancel": "cancel_pending_order", "return": "return_item",
+         "exchange": "exchange_item"}
+
+
+@pytest.mark.parametrize("kind", sorted(k for k in get_world("retail").design.REJECTED if k.split("_")[0] in ASKED))
+def test_a_refusal_task_refuses_what_its_user_asks_for(retail: World, kind: str) -> None:
+    """The refused request is the one the user's wish names: a user who wants a cancelled or
+    shipped order sent elsewhere is refused the address change, not a cancellation they never
+    asked for (the cancel call, also a candidate there, hits the same rule first otherwise)."""
+    from synthesis.logic_driven import refused_request
+
+    base = retail.build_state(2, 30)
+    variant = retail.design._MAKERS[kind](kind, base, random.Random(7))
+    base.close()
+    refused, rule = refused_request(retail, retail.state_ref(2, 30, variant.patches), variant)
+    assert refused is not None and rule == retail.design.RULE_OF[kind]
+    assert refused.name == ASKED[kind.split("_")[0]], (kind, refused)
