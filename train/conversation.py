@@ -91,7 +91,8 @@ def suffix_ids(tokenizer: Any, after: dict[str, Any], messages: list[dict[str, A
     full = tokenizer.apply_chat_template(head + tail, tokenize=False, add_generation_prompt=True)
     prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
     full_ids = tokenizer(full, add_special_tokens=False)["input_ids"]
-    ends = [i for i, t in enumerate(prefix_ids) if t in set(eos_ids)]
+    stops = set(eos_ids)
+    ends = [i for i, t in enumerate(prefix_ids) if t in stops]
     if ends:
         prefix_ids = prefix_ids[: ends[-1] + 1]
     if full_ids[: len(prefix_ids)] != prefix_ids:
@@ -112,6 +113,7 @@ class ConversationRollout:
         if max_turns < 1 or turn_tokens < 1:
             raise ValueError("max_turns and turn_tokens must be at least 1")
         self.classes = {w: environment_class(w, verifiers, user_factory) for w in sorted(set(worlds))}
+        self.tools = {w: get_world(w).tool_schemas() for w in self.classes}  # what the agent loop renders
         self.max_turns = max_turns
         self.turn_tokens = turn_tokens
         self.last: list[Episode] = []
@@ -154,7 +156,7 @@ class ConversationRollout:
             raise ValueError(f"task {task.id} is in world {task.world!r}, not one of {sorted(self.classes)}")
         env = self.classes[task.world]()
         env.reset(**{k: v for k, v in row.items() if k not in ("prompt", "environment")})
-        tools = get_world(task.world).tool_schemas()
+        tools = self.tools[task.world]
         prompt = [{"role": m["role"], "content": m.get("content") or ""} for m in row["prompt"]]
         if prompt[-1]["role"] == "user":  # the user of this episode opens it, as in the agent loop
             prompt[-1]["content"] = env.messages[0]["content"]
@@ -181,21 +183,22 @@ class ConversationRollout:
         """Apply one generated turn to `e`: record its tokens, run its calls or hand its text
         to the user, and append what follows it (or close the episode)."""
         e.turns += 1
-        end = next((i + 1 for i, t in enumerate(new) if t in set(eos_ids)), None)
+        stops = set(eos_ids)
+        end = next((i + 1 for i, t in enumerate(new) if t in stops), None)
         tokens = new if end is None else new[:end]
         e.completion_ids += tokens
         e.mask += [1] * len(tokens)
         cut = end is None
-        raw = tokenizer.decode(tokens, skip_special_tokens=True)
-        text, calls, malformed = parse_tool_calls(raw, "length" if cut else None, [t["function"]["name"]
-                                                                                    for t in e.tools])
-        calls, malformed = calls[:MAX_CALLS_PER_TURN], malformed[: max(0, MAX_CALLS_PER_TURN - len(calls))]
         if cut and len(e.completion_ids) >= budget:
             e.env.closing = "max_turns"  # the budget ran out inside this turn
             return
         if cut:  # a turn cut at turn_tokens: close it as the template would
             e.completion_ids.append(int(eos_ids[0]))
             e.mask.append(0)
+        raw = tokenizer.decode(tokens, skip_special_tokens=True)
+        text, calls, malformed = parse_tool_calls(raw, "length" if cut else None, [t["function"]["name"]
+                                                                                    for t in e.tools])
+        calls, malformed = calls[:MAX_CALLS_PER_TURN], malformed[: max(0, MAX_CALLS_PER_TURN - len(calls))]
         env = e.env
         wire = [wire_call(f"call_{e.turns}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
         bad = [(f"call_{e.turns}_bad{i}", m) for i, m in enumerate(malformed)]
