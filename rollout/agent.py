@@ -191,6 +191,20 @@ def unusable_call_result(m: Any) -> tuple[str, str]:
     return detail, json.dumps({"error": m.error, "message": f"could not parse the tool call: {detail}"})
 
 
+def turn_calls(turn: int, calls: list[Any], malformed: list[Any], cap: int
+               ) -> tuple[list[Any], list[tuple[str, Any]], list[dict[str, Any]], int]:
+    """One turn's calls as the agent loop takes them: at most `cap` (parsed ones first), the
+    unusable ones with their ids, the wire form of both (an unusable one as
+    `invalid_tool_call`), and how many were dropped over the cap."""
+    kept = calls[:cap]
+    bad_ones = malformed[: max(0, cap - len(kept))]
+    dropped = len(calls) - len(kept) + len(malformed) - len(bad_ones)
+    wire = [wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(kept)]
+    bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(bad_ones)]
+    wire += [wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
+    return kept, bad, wire, dropped
+
+
 def wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
@@ -271,16 +285,10 @@ class Episode:
 
     async def act(self, resp: ChatResponse, latency: float) -> None:
         """Apply one assistant turn: run its tool calls, or hand a plain message to the user."""
-        turn, cfg = self.turn, self.cfg
-        cap = cfg.max_tool_calls_per_turn
-        calls = resp.tool_calls[:cap]
-        malformed = resp.malformed[: max(0, cap - len(calls))]
-        dropped = len(resp.tool_calls) - len(calls) + len(resp.malformed) - len(malformed)
+        turn = self.turn
+        calls, bad, wire, dropped = turn_calls(turn, resp.tool_calls, resp.malformed, self.cfg.max_tool_calls_per_turn)
         if dropped:
             self.errors["too_many_calls"] += dropped
-        wire = [wire_call(c.id or f"call_{turn}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
-        bad = [(f"call_{turn}_bad{i}", m) for i, m in enumerate(malformed)]
-        wire += [wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
         self.messages.append(assistant_message(resp.text, wire))
         tokens = _turn_tokens(resp, turn, len(self.messages) - 1)
         if tokens is not None:

@@ -42,8 +42,8 @@ from rollout.agent import (
     TRANSFER_TOOL,
     AgentConfig,
     assistant_message,
+    turn_calls,
     unusable_call_result,
-    wire_call,
 )
 from rollout.control_tokens import control_tokens, escape_messages
 from rollout.parsing import parse_tool_calls
@@ -198,11 +198,8 @@ class ConversationRollout:
         raw = tokenizer.decode(tokens, skip_special_tokens=True)
         text, calls, malformed = parse_tool_calls(raw, "length" if cut else None, [t["function"]["name"]
                                                                                     for t in e.tools])
-        calls, malformed = calls[:MAX_CALLS_PER_TURN], malformed[: max(0, MAX_CALLS_PER_TURN - len(calls))]
         env = e.env
-        wire = [wire_call(f"call_{e.turns}_{i}", c.name, c.arguments) for i, c in enumerate(calls)]
-        bad = [(f"call_{e.turns}_bad{i}", m) for i, m in enumerate(malformed)]
-        wire += [wire_call(cid, "invalid_tool_call", m.raw or m.detail) for cid, m in bad]
+        calls, bad, wire, _ = turn_calls(e.turns, calls, malformed, MAX_CALLS_PER_TURN)
         said = assistant_message(text, wire)
         if not wire:
             reply = env._hear(text)
