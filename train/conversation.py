@@ -118,6 +118,9 @@ class ConversationRollout:
         self.turn_tokens = turn_tokens
         self.last: list[Episode] = []
         self.record = Path(record) if record is not None else None  # judged episodes, one JSON line each
+        if self.record is not None:  # a run's record holds its own episodes only (as its metrics.jsonl)
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            self.record.write_text("", encoding="utf-8")
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         rows = getattr(trainer, "rollout_rows", None)
@@ -143,7 +146,6 @@ class ConversationRollout:
                 "step": step, "task_id": task.id if task else None, "closing": e.env.closing, "turns": e.turns,
                 "generated_tokens": sum(e.mask), "score": v.score if v else None, "passed": v.passed if v else None,
                 "reasons": v.reasons if v else [], "messages": e.env.messages}, ensure_ascii=False, default=str))
-        self.record.parent.mkdir(parents=True, exist_ok=True)
         with self.record.open("a", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in lines))
         return len(lines)

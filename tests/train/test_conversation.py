@@ -186,3 +186,6 @@ def test_judged_episodes_are_kept_one_line_each(tok: Any, tasks: list[Task], air
     assert kept[0]["task_id"] == tasks[0].id and kept[0]["messages"] == played[0].env.messages
     assert kept[1]["reasons"] and kept[0]["generated_tokens"] == sum(played[0].mask)
     assert ConversationRollout(["airline"]).keep(1) == 0  # nowhere to keep them
+    # a new run into the same folder starts its record afresh
+    ConversationRollout(["airline"], record=tmp_path / "runs" / "episodes.jsonl")
+    assert (tmp_path / "runs" / "episodes.jsonl").read_text() == ""
