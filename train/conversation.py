@@ -50,6 +50,7 @@ from rollout.parsing import parse_tool_calls
 from rollout.user import termination_for
 from train.environments import (
     DEFAULT_VERIFIERS,
+    EPISODE_COLUMN,
     UserFactory,
     WorldEnvironment,
     as_task,
@@ -60,7 +61,6 @@ from train.environments import (
 Generate = Callable[[list[list[int]], int], list[list[int]]]
 
 MAX_CALLS_PER_TURN = AgentConfig().max_tool_calls_per_turn
-EPISODE_COLUMN = "episode"  # the rollout's extra column: each completion's environment
 
 
 @dataclass

@@ -61,6 +61,7 @@ from verifiers.base import applies, get_verifier, primary_verifier
 
 DEFAULT_VERIFIERS = ("composite",)
 USER_TOOL = "send_message_to_user"
+EPISODE_COLUMN = "episode"  # train.conversation's rollout column: each completion's environment
 RESERVED = {"reset", "get_reward", USER_TOOL}
 UserFactory = Callable[[Task], UserSimulator]
 
@@ -377,7 +378,7 @@ def verifier_reward(completions: Sequence[Any], environments: Sequence[WorldEnvi
     when TRL passes `log_metric`.
     """
     if environments is None:
-        environments = kwargs.get("episode")  # train.conversation's rollout hands them over in this column
+        environments = kwargs.get(EPISODE_COLUMN)  # train.conversation's rollout hands them over here
     if environments is None:
         raise ValueError("verifier_reward needs TRL's `environments` (GRPOTrainer(environment_factory=...)) "
                          "or the `episode` column of train.conversation.ConversationRollout")
