@@ -12,7 +12,7 @@ reward 0 and no group with any reward variance in 3 steps). `ConversationRollout
   loop sends; no user tool);
 - each model turn is read with the agent loop's parser (`rollout.parsing.parse_tool_calls`):
   tool calls run in a fresh copy of the task's world (`WorldEnvironment`, at most
-  `MAX_CALLS_PER_TURN` a turn), an unusable call gets the agent loop's `invalid_tool_call`
+  `MAX_CALLS_PER_TURN` a turn, the rest counted as `too_many_calls`), an unusable call gets the agent loop's `invalid_tool_call`
   result, and a turn without calls goes to the task's user, whose reply opens the next turn;
 - the episode ends when the user ends the conversation (`user_stop`), after a successful
   hand-off (`transfer`), or as `max_turns` (scored 0 by the verifiers) after `max_turns`
@@ -201,7 +201,9 @@ class ConversationRollout:
         text, calls, malformed = parse_tool_calls(raw, "length" if cut else None, [t["function"]["name"]
                                                                                     for t in e.tools])
         env = e.env
-        calls, bad, wire, _ = turn_calls(e.turns, calls, malformed, MAX_CALLS_PER_TURN)
+        calls, bad, wire, dropped = turn_calls(e.turns, calls, malformed, MAX_CALLS_PER_TURN)
+        if dropped:  # counted as the agent loop counts them; they get no result
+            env.errors["too_many_calls"] += dropped
         said = assistant_message(text, wire)
         if not wire:
             reply = env._hear(text)

@@ -129,6 +129,16 @@ def test_an_unusable_call_gets_the_agent_loops_error_result_and_the_episode_goes
     assert e.turns >= 3 and e.env.messages[-1]["role"] == "user"
 
 
+def test_calls_over_the_turn_cap_are_counted_as_the_agent_loop_counts_them(
+        tok: Any, tasks: list[Task], airline: World) -> None:
+    """Six calls in one turn: the first four run, the two over the cap get no result and are
+    counted as `too_many_calls`, as `rollout.agent` counts them."""
+    call = '<tool_call>{"name": "get_user_details", "arguments": {"user_id": "nobody_1"}}</tool_call>'
+    [e], _ = _play(tok, [_row(tasks[0], airline)], [[call * 6, "Could you give me your user id?"]], max_turns=2)
+    assert len([m for m in e.env.messages if m["role"] == "tool"]) == 4
+    assert e.env.errors["too_many_calls"] == 2
+
+
 def test_the_budget_and_the_turn_limit_close_an_episode_as_max_turns(
         tok: Any, tasks: list[Task], airline: World) -> None:
     turns = _agent_turns(tasks[0])
