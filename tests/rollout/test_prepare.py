@@ -177,6 +177,29 @@ def test_a_trained_folder_is_its_own_model(tmp_path: Path, monkeypatch: pytest.M
     assert model_name(ckpt) == f"embedded:{MODEL_NAME}" and folder_template(ckpt) == chat_template()
 
 
+def test_the_weights_digest_is_of_the_contents(tmp_path: Path) -> None:
+    """The same files saved again (another run's folder, a later mtime) give the same digest;
+    other weights or another chat template give another."""
+    import os
+    import shutil
+
+    from rollout.prepare import weights_digest
+
+    a = tmp_path / "sft" / "final"
+    a.mkdir(parents=True)
+    (a / "model.safetensors").write_bytes(b"weights-1")
+    (a / "config.json").write_text("{}")
+    b = tmp_path / "grpo" / "final"
+    shutil.copytree(a, b)
+    os.utime(b / "model.safetensors", ns=(1, 1))
+    assert weights_digest(a) == weights_digest(b)
+    (b / "model.safetensors").write_bytes(b"weights-2")
+    assert weights_digest(a) != weights_digest(b)
+    (b / "model.safetensors").write_bytes(b"weights-1")
+    (b / "chat_template.jinja").write_text("{{ messages }}")
+    assert weights_digest(a) != weights_digest(b)
+
+
 def test_decode_threads_follow_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from rollout import prepare
 
