@@ -58,13 +58,15 @@ from typing import Any
 # episodes, 902 s (eval 603, of it 49-147 s for two episodes: turns written to the 256-token
 # limit), so --quick also gives an episode turn 128 tokens: 865 s (stop 47, beside short
 # tests: data 29, train 376, eval 457; 14 min 25 s wall). The full run's 40 episodes a model
-# are most of its time: about 3 hours of episodes for the base and three arms, 4-5 hours in
-# all on this CPU.
+# are most of its time: about 3 hours of episodes for the base and three arms, beside ~70
+# minutes of SFT (3 arms x 30 steps), 4-5 hours in all on this CPU.
 QUICK = {"n_tasks": 16, "steps": 2, "eval_tasks": 2, "dialogues": 2, "max_turns": 3, "tau2_tasks": 0,
          "max_tokens": 128}
 # max_turns: model calls an episode; the held-out reference dialogues make 5-9, so 12 leaves room.
 # max_tokens unset: train.evaluate.EVAL_MAX_TOKENS (256), what every other evaluation uses.
-FULL = {"n_tasks": 60, "steps": 12, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
+# steps: 30 of 2 rows, 60 rows an arm: at 24 rows (12 steps) every arm scored below the base on
+# next actions, at 60 each cleared +30 points (docs/training.md).
+FULL = {"n_tasks": 60, "steps": 30, "eval_tasks": 40, "dialogues": 40, "max_turns": 12, "tau2_tasks": 10}
 
 
 def run_config(n_tasks: int, seed: int, trials: int, test_fraction: float, curation: str) -> dict[str, Any]:
