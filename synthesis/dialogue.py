@@ -100,12 +100,13 @@ class DialoguePolicy:
 
 
 def policy_rule_text(world: World, rule: str) -> str:
-    """The sentence of `policy.md` that states `rule` (its bold title dropped)."""
+    """The sentence of `policy.md` that states `rule`, as a reply to a customer can quote it:
+    its bold title and the markdown's code marks dropped ("while the order is pending")."""
     number = rule.split("_")[0]
     m = re.search(rf"\*\*{number}(?:\b|_)[^*]*\*\*(?:\s*\*\([^)]*\)\*)?\s*:\s*(.+?)(?=\n-\s|\n\n|\Z)", world.policy, re.S)
     if m is None:
         raise KeyError(f"{world.name}: policy.md has no rule {number}")
-    text = " ".join(m.group(1).split())
+    text = " ".join(m.group(1).replace("`", "").split())
     return re.split(r"(?<=\.)\s", text)[0].rstrip(".")
 
 

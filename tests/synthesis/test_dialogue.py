@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from data.records import Fact, Sampling, Task, Turn
+from envs.registry import get_world
 from envs.world import World
 from synthesis.dialogue import (
     DialoguePolicy,
@@ -46,6 +47,9 @@ def test_a_refusal_states_the_rule_in_the_policys_words(airline: World, tasks: l
         "a reservation needs as many free seats on the flight as it has passengers"
     with pytest.raises(KeyError, match="no rule R99"):
         policy_rule_text(airline, "R99_NOTHING")
+    # the policy's code marks are markdown, not words a customer reads
+    assert policy_rule_text(get_world("retail"), "R11_ADDRESS_CHANGE").startswith(
+        "the shipping address of an order can be changed while the order is pending or processed, not once")
 
 
 def test_answer_text_says_every_fact_by_its_first_spelling() -> None:
