@@ -263,29 +263,27 @@ def _make_buy(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Varian
 
 
 def _make_two_accounts(kind: str, conn: sqlite3.Connection, rng: random.Random) -> Variant | None:
-    """The same person holds two accounts; the gift card sits on the other one (R03)."""
+    """The same person holds two accounts; the gift card sits on the other one (R03). The
+    other account is a new customer row of the same person (name, zip, address), with an
+    id of the generator's form (`first_last_NNNN`) and an email of its own."""
     customers = kit.rows(conn, "SELECT * FROM customers ORDER BY customer_id")
-    if len(customers) < 2:
+    if not customers:
         return None
-    a, other = rng.sample(customers, 2)
+    a = rng.choice(customers)
     b = _Builder(conn, rng, a)
     card = b.card()
     v, _, _ = _siblings(conn, rng)
     q = rng.choice([1, 2])
-    email = f"{a['first_name']}.{a['last_name']}.{other['customer_id'].rsplit('_', 1)[-1]}@example.net".lower()
-    b.patches.append(f"UPDATE customers SET first_name = {kit.q(a['first_name'])}, last_name = {kit.q(a['last_name'])},"
-                     f" zip = {kit.q(a['zip'])}, email = {kit.q(email)} WHERE customer_id = {kit.q(other['customer_id'])}")
-    other = {**other, "email": email}
-    gift = next(iter(kit.rows(conn, "SELECT * FROM payment_methods WHERE customer_id = ? AND kind = 'gift_card'",
-                           other["customer_id"])), None)
+    taken = {int(c["customer_id"].rsplit("_", 1)[-1]) for c in customers if c["customer_id"].rsplit("_", 1)[-1].isdigit()}
+    number = rng.choice([n for n in range(1000, 10000) if n not in taken])
+    first, last = a["first_name"].lower(), a["last_name"].lower()
+    other = {"customer_id": f"{first}_{last}_{number}", "email": f"{first}.{last}.{number}@example.net"}
+    b.patches.append(f"INSERT INTO customers VALUES ({kit.q(other['customer_id'])}, {kit.q(a['first_name'])}, "
+                     f"{kit.q(a['last_name'])}, {kit.q(other['email'])}, {kit.q(a['zip'])}, {kit.q(a['address'])})")
     balance = v["price"] * q + rng.randrange(0, 60, 10)
-    if gift is None:
-        gid = f"gift_card_x{rng.randrange(16**5):05x}"
-        b.patches.append(f"INSERT INTO payment_methods VALUES ({kit.q(gid)}, {kit.q(other['customer_id'])}, 'gift_card',"
-                         f" NULL, {balance})")
-    else:
-        gid = gift["payment_id"]
-        b.set_balance(gid, balance)
+    gid = f"gift_card_x{rng.randrange(16**5):05x}"
+    b.patches.append(f"INSERT INTO payment_methods VALUES ({kit.q(gid)}, {kit.q(other['customer_id'])}, 'gift_card',"
+                     f" NULL, {balance})")
     b.set_stock(v["variant_id"], max(v["stock"], q + 2))
     focus = {"buy": {"customer_ids": [a["customer_id"], other["customer_id"]], "variant_ids": [v["variant_id"]],
                      "quantities": [q], "payment_ids": [gid, card["payment_id"]]},

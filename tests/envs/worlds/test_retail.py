@@ -370,3 +370,24 @@ def test_a_refusal_task_refuses_what_its_user_asks_for(retail: World, kind: str)
     refused, rule = refused_request(retail, retail.state_ref(2, 30, variant.patches), variant)
     assert refused is not None and rule == retail.design.RULE_OF[kind]
     assert refused.name == ASKED[kind.split("_")[0]], (kind, refused)
+
+
+@pytest.mark.parametrize("kind", ["payment_same_account", "payment_other_account"])
+def test_the_other_account_is_the_same_persons_own(retail: World, kind: str) -> None:
+    """The person's second account is a customer row of its own: the person's name, an id of
+    the generator's form that no one else holds, and the gift card on it; no other customer
+    is renamed."""
+    base = retail.build_state(2, 30)
+    before = {r[0]: r[1:] for r in base.execute("SELECT * FROM customers")}
+    variant = retail.design._MAKERS[kind](kind, base, random.Random(7))
+    base.close()
+    env = retail.env(retail.state_ref(2, 30, variant.patches))
+    after = {r[0]: r[1:] for r in env.conn.execute("SELECT * FROM customers")}
+    owner, other = variant.focus["buy"]["customer_ids"]
+    assert other not in before and set(after) == set(before) | {other}
+    assert all(after[c] == before[c] for c in before)
+    first, last = after[other][0], after[other][1]
+    assert (first, last) == before[owner][:2] and re.fullmatch(rf"{first.lower()}_{last.lower()}_\d{{4}}", other)
+    gift = variant.focus["buy"]["payment_ids"][0]
+    assert env.conn.execute("SELECT customer_id, kind FROM payment_methods WHERE payment_id = ?",
+                            (gift,)).fetchone() == (other, "gift_card")
