@@ -360,7 +360,7 @@ def report(conn: sqlite3.Connection, call: ToolCall, result: Any, facts: list[Fa
     a = call.arguments
     if call.name == "place_order":
         return [f"Your order {result['order_id']} is placed: {result['total']} was charged to {_pay(conn, result['payment_id'])}.",
-                f"Order {result['order_id']} is on its way to being processed; the total of {result['total']} "
+                f"Order {result['order_id']} is placed and pending; the total of {result['total']} "
                 f"was charged to {_pay(conn, result['payment_id'])}."]
     if call.name == "cancel_pending_order":
         return [f"Order {result['order_id']} is cancelled and {result['total']} is refunded to "
