@@ -96,8 +96,9 @@ class CommunicateVerifier(OutcomeVerifier):
     name = "communicate"
     # 3.0: claims in any wording, claims with nothing written, rules in own words;
     # 3.1: a rule's words the user said anyway are no evidence that it was stated;
-    # 3.2: words a sentence only shares with the world's policy claim no change (`without_policy`)
-    version = "3.2.0"
+    # 3.2: words a sentence only shares with the world's policy claim no change (`without_policy`);
+    # 3.2.1: a reason names a rule once ("the rule R06…", not "the the rule R06…")
+    version = "3.2.1"
     basis_name = "COMMUNICATE"
     audit_kinds = frozenset({"drop_communication", "claim_success", "omit_result"})
 
@@ -116,7 +117,7 @@ class CommunicateVerifier(OutcomeVerifier):
         context = " ".join(message_text(m) for m in trajectory.messages if m.get("role") == "user")
         found = [any(states_rule(r, f.any_of, context=context) for r in replies) if f.kind == "rule"
                  else any(mentions_value(r, x) for x in f.any_of for r in replies) for f in facts]
-        reasons = [f"never told the user the {f.label} ({f.any_of[0]!r})" for f, ok in zip(facts, found, strict=True)
+        reasons = [f"never told the user the {f.label.removeprefix('the ')} ({f.any_of[0]!r})" for f, ok in zip(facts, found, strict=True)
                    if not ok]
         checks = len(facts)
         if v.outcome == "refusal":

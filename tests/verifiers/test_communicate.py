@@ -71,7 +71,7 @@ def test_a_model_written_refusal_that_restates_the_policy_claims_no_change() -> 
     task, traj = Task.model_validate(case["task"]), Trajectory.model_validate(case["trajectory"])
     verdict = get_verifier("communicate").verify(task, traj)
     assert not verdict.passed and verdict.reasons == [
-        "never told the user the the rule R06_DELIVERED_ONLY ('only from `delivered` orders')"]
+        "never told the user the rule R06_DELIVERED_ONLY ('only from `delivered` orders')"]
     refusal = traj.messages[-2]["content"]
     assert refusal.startswith("I'm sorry, I can't return") and "The total is refunded" in refusal
     right = traj.model_copy(deep=True)
