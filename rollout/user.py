@@ -58,7 +58,8 @@ _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 
 
 # words after which "you" is an object ("asked you to", "on you"): it becomes "me", not "I"
-_OBJECT_AFTER = re.compile(r"\b(to|for|on|with|from|at|by|about|of|than|behind|without|asked|told|gave|give|sent|"
+# ("than" is not one: "cheaper than you expected" is "than I expected")
+_OBJECT_AFTER = re.compile(r"\b(to|for|on|with|from|at|by|about|of|behind|without|asked|told|gave|give|sent|"
                            r"send|let|help|helped|charged|cost|owe|owes|remind|reminded|call|called|email|emailed|"
                            r"thank|pay|paid|got|get|bother|bothers|left|leave|keep|kept)\s+$", re.IGNORECASE)
 

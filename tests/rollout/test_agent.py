@@ -126,6 +126,9 @@ def test_scripted_user_speaks_in_first_person(tasks: list[Task]) -> None:
     # The opening states the goal only; the user's id is given when the agent asks for it.
     assert msg.startswith(first_person(tasks[0].user.reason)) and tasks[0].user.known_info["user_id"] not in msg
     assert first_person("You want to pay with your card") == "I want to pay with my card"
+    assert first_person("It felt cheaper than you expected for the price you paid.") == \
+        "It felt cheaper than I expected for the price I paid."
+    assert first_person("You asked them to call you back.") == "I asked them to call me back."
     reply = asyncio.run(user.respond([{"role": "assistant", "content": "Shall I book it?"}]))
     assert reply in CONFIRMATIONS  # one of the seeded realisations of a yes
     uid = tasks[0].user.known_info["user_id"]
