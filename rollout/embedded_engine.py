@@ -78,6 +78,7 @@ class _Engine:
             raise ValueError(f"kv_reuse must be one of {REUSE_MODES}, not {kv_reuse!r}")
         self.kv_reuse = kv_reuse
         self.kv = KVStore(int(kv_budget_mb * 2**20))
+        self.decoder = ReusingDecoder(self.model, self.kv, self.eos_ids, keep_conversations=kv_reuse == "full")
         log.info("embedded model loaded from %s in %.1f s (%d threads)", folder, time.monotonic() - t0, self.threads)
 
     def render(self, request: _Request) -> list[int]:
@@ -196,18 +197,44 @@ class _Engine:
 
     # -- generation with key/value reuse
 
-    def _cached_start(self, request: _Request, ids: np.ndarray) -> tuple[int | None, list[tuple[Any, Any]], int]:
-        """Where the row's prefill can start: (the conversation entry used, its layers cut to
-        the reused length, that length). Computes and stores the shared prefix when missing."""
-        hit = self.kv.lookup(ids, conversations=self.kv_reuse == "full")
+    def _generate_reusing(
+        self, batch: list[_Request], rows: list[tuple[int, list[int]]], stop: threading.Event
+    ) -> tuple[list[list[int]], list[int]]:
+        """`ReusingDecoder.generate` over the rows, each request's shared prefix its system
+        turn with the tools (`prefix_ids`, rendered only on a miss)."""
+        samplings = [batch[i].sampling for i, _ in rows]
+        return self.decoder.generate([ids for _, ids in rows], lambda k: self.prefix_ids(batch[rows[k][0]]),
+                                     _row_sampler(samplings), samplings[0].max_tokens, stop)
+
+
+class ReusingDecoder:
+    """Batched decoding that reuses cached keys and values (`rollout.kv_cache.KVStore`):
+    each row is prefilled after its longest cached prefix (a conversation's earlier turns,
+    or a shared prefix, computed once and stored when missing), then the rows decode
+    together (left-padded into one cache, with per-row positions); finished rows leave the
+    batch and, with `keep_conversations`, their keys and values are kept for the
+    conversation's next turn. `model` is any causal LM (the embedded model, or a trainer's
+    model between optimizer steps); the caller owns the store's lifetime (a store must not
+    outlive the weights its entries were computed with)."""
+
+    def __init__(self, model: Any, kv: KVStore, eos_ids: list[int], keep_conversations: bool = True) -> None:
+        self.model, self.kv, self.eos_ids = model, kv, list(eos_ids)
+        self.keep_conversations = keep_conversations
+        self.device = next(model.parameters()).device  # sampling runs on the CPU, the model where it is
+
+    def cached_start(self, prefix_of: Any, k: int, ids: np.ndarray) -> tuple[int | None, list[tuple[Any, Any]], int]:
+        """Where row `k`'s prefill can start: (the conversation entry used, its layers cut to
+        the reused length, that length). Computes and stores the shared prefix
+        (`prefix_of(k)`) when missing."""
+        hit = self.kv.lookup(ids, conversations=self.keep_conversations)
         if hit is None or hit[1].kind == "conversation":
-            prefix = self.prefix_ids(request)
+            prefix = list(prefix_of(k))
             n_prefix = len(prefix)
             if 0 < n_prefix < ids.shape[0] and list(ids[:n_prefix]) == prefix and (
                 hit is None or hit[2] < n_prefix
             ):
                 if self.kv.find_prefix(ids[:n_prefix]) is None:
-                    layers, _ = self._forward([], prefix, 0)
+                    layers, _ = self.forward([], prefix, 0)
                     self.kv.put("prefix", prefix, layers)
                     hit = (-1, KVEntry("prefix", ids[:n_prefix], layers, 0), n_prefix)
                 else:
@@ -217,7 +244,7 @@ class _Engine:
         handle, entry, n = hit
         return (handle if entry.kind == "conversation" else None), entry.sliced(n), n
 
-    def _forward(self, past: list[tuple[Any, Any]], tokens: list[int], start: int) -> tuple[list[tuple[Any, Any]], Any]:
+    def forward(self, past: list[tuple[Any, Any]], tokens: list[int], start: int) -> tuple[list[tuple[Any, Any]], Any]:
         """Prefill `tokens` at positions `start`.. after the cached `past`; returns the layers
         of the whole sequence and the last position's logits."""
         import torch
@@ -228,38 +255,35 @@ class _Engine:
             cache.update(k, v, layer)
         total = start + len(tokens)
         out = self.model(
-            input_ids=torch.tensor([tokens], dtype=torch.long),
-            attention_mask=torch.ones((1, total), dtype=torch.long),
-            position_ids=torch.arange(start, total, dtype=torch.long)[None],
+            input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
+            attention_mask=torch.ones((1, total), dtype=torch.long, device=self.device),
+            position_ids=torch.arange(start, total, dtype=torch.long, device=self.device)[None],
             cache=cache,
             use_cache=True,
             logits_to_keep=1,
         )
         layers = [(lay.keys, lay.values) for lay in out.cache.layers]
-        return layers, out.logits[:, -1]
+        return layers, out.logits[:, -1].cpu()
 
-    def _generate_reusing(
-        self, batch: list[_Request], rows: list[tuple[int, list[int]]], stop: threading.Event
-    ) -> tuple[list[list[int]], list[int]]:
-        """Prefill each row after its longest cached prefix, then decode the rows together
-        (left-padded into one cache, with per-row positions); finished rows leave the batch
-        and, in "full" mode, their keys and values are kept for the conversation's next turn."""
+    def generate(self, rows: list[list[int]], prefix_of: Any, sampler: Any, max_new: int,
+                 stop: threading.Event) -> tuple[list[list[int]], list[int]]:
+        """The new token ids of each row (ending at an end-of-sequence id or after
+        `max_new`), and how many of each row's prompt tokens came from the cache.
+        `prefix_of(k)`: row k's shared prefix ids ([] for none); `sampler`: a
+        `_row_sampler` over the rows."""
         import torch
         from transformers import DynamicCache
 
-        samplings = [batch[i].sampling for i, _ in rows]
-        sampler = _row_sampler(samplings)
-        max_new = samplings[0].max_tokens
         eos = set(self.eos_ids)
-        arrays = [np.asarray(ids, dtype=np.int64) for _, ids in rows]
+        arrays = [np.asarray(ids, dtype=np.int64) for ids in rows]
         per_row: list[list[tuple[Any, Any]]] = []
         logits: list[Any] = []
         reused: list[int] = []
         superseded: list[int | None] = []
         with torch.inference_mode():
-            for (i, ids), arr in zip(rows, arrays, strict=True):
-                handle, past, n = self._cached_start(batch[i], arr)
-                layers, last = self._forward(past, ids[n:], n)
+            for k, (ids, arr) in enumerate(zip(rows, arrays, strict=True)):
+                handle, past, n = self.cached_start(prefix_of, k, arr)
+                layers, last = self.forward(past, ids[n:], n)
                 self.kv.stats.reused_tokens += n
                 self.kv.stats.prefilled_tokens += len(ids) - n
                 per_row.append(layers)
@@ -268,7 +292,7 @@ class _Engine:
                 entry = self.kv.entries.get(handle) if handle is not None else None
                 superseded.append(handle if entry is not None and n >= entry.prompt_len else None)
 
-            lengths = [len(ids) for _, ids in rows]
+            lengths = [len(ids) for ids in rows]
             width = max(lengths)
             n_rows = len(rows)
             cache = DynamicCache()
@@ -282,7 +306,7 @@ class _Engine:
                     values[row, :, width - lengths[row] :] = v[0]
                 cache.update(keys, values, layer)
             del per_row
-            mask = torch.zeros((n_rows, width), dtype=torch.long)
+            mask = torch.zeros((n_rows, width), dtype=torch.long, device=self.device)
             for row, n in enumerate(lengths):
                 mask[row, width - n :] = 1
 
@@ -298,37 +322,38 @@ class _Engine:
                 if stop.is_set():
                     break
                 if done:
-                    self._keep(cache, done, active, arrays, outputs, width, lengths)
+                    self.keep(cache, done, active, arrays, outputs, width, lengths)
                     keep = [pos for pos in range(len(active)) if pos not in set(done)]
                     if not keep:
                         break
                     active = [active[pos] for pos in keep]
                     index = torch.tensor(keep, dtype=torch.long)
-                    cache.batch_select_indices(index)
-                    mask = mask[index]
+                    cache.batch_select_indices(index.to(self.device))
+                    mask = mask[index.to(self.device)]
                     chosen = chosen[index]
                 step += 1
                 mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-                positions = torch.tensor([[lengths[row] + step - 1] for row in active], dtype=torch.long)
+                positions = torch.tensor([[lengths[row] + step - 1] for row in active], dtype=torch.long,
+                                         device=self.device)
                 out = self.model(
-                    input_ids=chosen[:, None].long(),
+                    input_ids=chosen[:, None].long().to(self.device),
                     attention_mask=mask,
                     position_ids=positions,
                     cache=cache,
                     use_cache=True,
                 )
                 cache = out.cache
-                chosen = sampler.choose(out.logits[:, -1], active)
+                chosen = sampler.choose(out.logits[:, -1].cpu(), active)
         for handle in superseded:
             if handle is not None:
                 self.kv.drop(handle)
         return outputs, reused
 
-    def _keep(self, cache: Any, done: list[int], active: list[int], arrays: list[np.ndarray],
-              outputs: list[list[int]], width: int, lengths: list[int]) -> None:
+    def keep(self, cache: Any, done: list[int], active: list[int], arrays: list[np.ndarray],
+             outputs: list[list[int]], width: int, lengths: list[int]) -> None:
         """Store, for each finished row, its prompt plus what it generated (the last token,
-        never fed, excluded) as a conversation entry ("full" mode only)."""
-        if self.kv_reuse != "full":
+        never fed, excluded) as a conversation entry (with `keep_conversations` only)."""
+        if not self.keep_conversations:
             return
         seq = cache.get_seq_length()
         for pos in done:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.records import Step, ToolCall
+from data.records import Sampling, Step, ToolCall
 from envs.registry import get_world
 from rollout.agent import (
     TRANSFER_TOOL,
@@ -263,21 +263,25 @@ def exposing_rows(base: type) -> type:
 
 def trainer_generate(trainer: Any) -> Generate:
     """Batched sampling with the trainer's model and generation settings, `max_new` tokens at
-    most: `model.generate` left-padded, as TRL's own transformers path; with `use_vllm`,
-    TRL's generation (`_generate_single_turn`, the vLLM server or colocated engine, whose
-    turns the caller cuts to `max_new`)."""
+    most. With `use_vllm`, TRL's generation (`_generate_single_turn`, the vLLM server or
+    colocated engine, whose turns the caller cuts to `max_new`). Otherwise, when the settings
+    are temperature and top-p only (TRL's defaults), `reusing_generate`: each episode's keys
+    and values are kept between its turns, so a turn prefills only what followed the last one;
+    else `model.generate` left-padded, every turn prefilled whole, as TRL's own transformers
+    path."""
     if getattr(trainer, "use_vllm", False):
         def through_trl(batch: list[list[int]], max_new: int) -> list[list[int]]:
             ids, _ = trainer._generate_single_turn(batch, None, {}, 1)
             return [list(x)[:max_new] for x in ids]
 
         return through_trl
+    if temperature_top_p_only(trainer.generation_config):
+        return reusing_generate(trainer)
 
     def generate(batch: list[list[int]], max_new: int) -> list[list[int]]:
         import copy
 
         import torch
-        from trl.models.utils import unwrap_model_for_generation
 
         pad_id = trainer.processing_class.pad_token_id
         pad_id = pad_id if pad_id is not None else trainer.eos_token_ids[0]
@@ -290,13 +294,82 @@ def trainer_generate(trainer: Any) -> Generate:
         config = copy.deepcopy(trainer.generation_config)
         config.max_new_tokens = max_new
         device = trainer.accelerator.device
-        with (unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-                                          generation_kwargs=trainer.generation_kwargs,
-                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs)
-              as model, torch.no_grad()):
+        with (_generating(trainer) as model, torch.no_grad()):
             out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                  generation_config=config)
         return [out[row, width:].tolist() for row in range(len(batch))]
 
+    return generate
+
+
+def temperature_top_p_only(config: Any) -> bool:
+    """Whether a `GenerationConfig` samples by temperature and top-p alone (no top-k, min-p,
+    repetition penalty or suppressed tokens), which `rollout.embedded_engine`'s row sampler
+    reproduces."""
+    return (not getattr(config, "top_k", None) and getattr(config, "min_p", None) is None
+            and getattr(config, "repetition_penalty", None) in (None, 1.0)
+            and not getattr(config, "suppress_tokens", None) and not getattr(config, "bad_words_ids", None)
+            and getattr(config, "num_beams", 1) in (None, 1))
+
+
+def _generating(trainer: Any) -> Any:
+    """The trainer's model unwrapped for generation (gradient checkpointing off), as TRL does."""
+    from trl.models.utils import unwrap_model_for_generation
+
+    return unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                       gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                                       generation_kwargs=trainer.generation_kwargs,
+                                       gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs)
+
+
+def shared_prefixes(batch: list[list[int]]) -> list[list[int]]:
+    """Each row's longest common prefix with another row of the batch (short of its last
+    token): a group's shared prompt, or a world's system prompt and tools, prefilled once."""
+    import numpy as np
+
+    from rollout.kv_cache import common_prefix
+
+    arrays = [np.asarray(ids, dtype=np.int64) for ids in batch]
+    out = []
+    for i, a in enumerate(arrays):
+        n = max((common_prefix(a, b) for j, b in enumerate(arrays) if j != i), default=0)
+        out.append(list(batch[i][: min(n, len(batch[i]) - 1)]))
+    return out
+
+
+REUSE_BUDGET_MB = 4096.0  # fp32 SmolLM2-135M: ~46 KB a token, so ~90k tokens of episodes
+
+
+def reusing_generate(trainer: Any, budget_mb: float = REUSE_BUDGET_MB) -> Generate:
+    """A `Generate` over the trainer's model that keeps keys and values between an episode's
+    turns (`rollout.embedded_engine.ReusingDecoder`): the group's shared prompt is prefilled
+    once, each later turn only after the longest cached prefix of its ids, and the open
+    episodes decode together. Sampling is the trainer's temperature and top-p (greedy at
+    temperature 0), each row seeded from torch's generator (so `set_seed` repeats a run). The
+    store lives as long as this `Generate`, one rollout: the weights change after it."""
+    import threading
+
+    from rollout.embedded_engine import ReusingDecoder, _row_sampler
+    from rollout.kv_cache import KVStore
+
+    kv = KVStore(int(budget_mb * 2**20))
+    never = threading.Event()
+    config = trainer.generation_config
+    greedy = not getattr(config, "do_sample", True) or not config.temperature
+    temperature = 0.0 if greedy else float(config.temperature)
+    top_p = float(config.top_p) if config.top_p is not None else 1.0
+    eos = sorted({int(i) for i in trainer.eos_token_ids})
+
+    def generate(batch: list[list[int]], max_new: int) -> list[list[int]]:
+        import torch
+
+        seeds = torch.randint(0, 2**31 - 1, (len(batch),)).tolist()
+        sampler = _row_sampler([Sampling(temperature=temperature, top_p=top_p, max_tokens=max_new, seed=int(s))
+                                for s in seeds])
+        shared = shared_prefixes(batch)
+        with _generating(trainer) as model:
+            out, _ = ReusingDecoder(model, kv, eos).generate(batch, shared.__getitem__, sampler, max_new, never)
+        return out
+
+    generate.store = kv  # type: ignore[attr-defined]  # its stats: tokens reused and prefilled
     return generate

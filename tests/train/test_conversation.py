@@ -199,3 +199,78 @@ def test_judged_episodes_are_kept_one_line_each(tok: Any, tasks: list[Task], air
     # a new run into the same folder starts its record afresh
     ConversationRollout(["airline"], record=tmp_path / "runs" / "episodes.jsonl")
     assert (tmp_path / "runs" / "episodes.jsonl").read_text() == ""
+
+
+class _PatientUser:
+    """A user who answers every message (the random model's turns end no conversation)."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def first_message(self) -> str:
+        return self.task.instruction
+
+    async def respond(self, messages: list[dict[str, Any]]) -> str:
+        return f"Please go on ({len(messages)})."
+
+
+def _generating_trainer(model: Any, tok: Any, monkeypatch: pytest.MonkeyPatch, **sampling: Any) -> Any:
+    """What `trainer_generate` reads of a GRPOTrainer, around `model` (unwrapping is TRL's)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    import train.conversation as conversation
+
+    monkeypatch.setattr(conversation, "_generating", lambda trainer: contextlib.nullcontext(model))
+    config = GenerationConfig(eos_token_id=[tok.eos_token_id], pad_token_id=tok.pad_token_id, **sampling)
+    return SimpleNamespace(generation_config=config, eos_token_ids=[tok.eos_token_id], processing_class=tok,
+                           accelerator=SimpleNamespace(device="cpu"), use_vllm=False)
+
+
+def test_reusing_generation_plays_the_episodes_plain_generation_plays(
+        tok: Any, tasks: list[Task], airline: World, tiny_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Greedy, the turns generated with each episode's keys and values kept between turns are
+    the tokens `model.generate` writes from the whole ids every turn; the group's prompt and
+    each episode's earlier turns come from the cache."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from train.conversation import trainer_generate
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    rows = [_row(tasks[0], airline)] * 2 + [_row(tasks[1], airline)] * 2
+    rollout = ConversationRollout(["airline"], max_turns=3, turn_tokens=24, user_factory=_PatientUser)
+    played = {}
+    for name, sampling in {"plain": {"do_sample": False, "top_k": 50}, "reusing": {"do_sample": False}}.items():
+        generate = trainer_generate(_generating_trainer(model, tok, monkeypatch, **sampling))
+        assert hasattr(generate, "store") == (name == "reusing")
+        episodes = rollout.play(rows, tok, generate, [tok.eos_token_id], 1200)
+        played[name] = [(e.completion_ids, e.mask, e.turns) for e in episodes]
+        if name == "reusing":
+            stats = generate.store.stats
+            prompt = sum(len(e.prompt_ids) for e in episodes)
+            assert stats.reused_tokens > prompt and stats.prefilled_tokens < prompt
+    assert played["reusing"] == played["plain"]
+    assert all(turns > 1 for _, _, turns in played["plain"])
+
+
+def test_reusing_generation_samples_by_the_trainers_seed(
+        tok: Any, tasks: list[Task], airline: World, tiny_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from train.conversation import trainer_generate
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    trainer = _generating_trainer(model, tok, monkeypatch, do_sample=True, temperature=1.0, top_p=0.9)
+    rows = [_row(tasks[0], airline)] * 2
+    runs = []
+    for seed in (3, 3, 4):
+        torch.manual_seed(seed)
+        episodes = ConversationRollout(["airline"], max_turns=2, turn_tokens=16).play(
+            rows, tok, trainer_generate(trainer), [tok.eos_token_id], 800)
+        runs.append([e.completion_ids for e in episodes])
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+    assert runs[0][0] != runs[0][1]  # the group's episodes are sampled apart
