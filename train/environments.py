@@ -48,7 +48,7 @@ import inspect
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -129,6 +129,14 @@ def check_row_versions(row: dict[str, Any], task: Task, check_verifier: bool = T
     if check_verifier and name and version and version != (have := get_verifier(name).version):
         raise ValueError(f"row of task {task.id} is judged by {name} {version}, but the installed {name} is "
                          f"{have}: install the trajforge version named in the release's lineage")
+
+
+def check_release_versions(rows: Iterable[dict[str, Any]], verifiers: Sequence[str]) -> None:
+    """`check_row_versions` on every row of a release, before training starts: a row made
+    with another world (or, for a row judged by one of `verifiers`, another verifier) version
+    is refused up front, not at the step that first samples it."""
+    for row in rows:
+        check_row_versions(row, as_task(row["task"]), check_verifier=row.get("verifier") in verifiers)
 
 
 class WorldEnvironment:

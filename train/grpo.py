@@ -154,11 +154,16 @@ def _train_grpo(dataset_path: Path | str, manifest: store.Manifest, cfg: GRPOSta
     prompt_tokens: list[int] = []
     factory = rollout = None
     if cfg.multi_turn:
-        from train.environments import environment_factories, verifier_reward
+        from train.environments import (
+            check_release_versions,
+            environment_factories,
+            verifier_reward,
+        )
 
         ds = to_trl_env_prompts(load_release(dataset_path, "train"))
         if len(ds) == 0:
             raise store.DatasetError(f"{dataset_path}: the train split has no rows")
+        check_release_versions(ds, cfg.verifiers)  # every row, before a step is spent
         worlds = sorted(set(ds["environment"]))
         if cfg.user_channel == "text":
             from train.conversation import ConversationRollout

@@ -114,6 +114,27 @@ def test_environment_refuses_a_task_of_another_world(tasks: list[Task]) -> None:
         verifier_reward([[]])
 
 
+def test_a_release_made_with_another_world_or_verifier_version_is_refused_before_training(
+        tasks: list[Task]) -> None:
+    """Every row is checked up front: a row of another world version names its task and the
+    versions; a verifier version counts only for a row judged by a verifier in use; rows of
+    schema version 1 (no versions) pass."""
+    from envs.registry import world_version
+    from train.environments import check_release_versions
+    from verifiers.base import get_verifier
+
+    rows = [{"task": canonical_json(t.model_dump()), "world_version": world_version(t.world),
+             "verifier": "composite", "verifier_version": get_verifier("composite").version} for t in tasks[:3]]
+    check_release_versions(rows + [{"task": rows[0]["task"]}], ["composite"])
+    stale = [*rows[:2], {**rows[2], "world_version": "0123456789abcdef"}]
+    with pytest.raises(ValueError, match=f"task {tasks[2].id} was made with world 'airline' version 0123456789abcdef"):
+        check_release_versions(stale, ["composite"])
+    judged = [*rows[:2], {**rows[2], "verifier_version": "0.0.1"}]
+    with pytest.raises(ValueError, match="judged by composite 0.0.1"):
+        check_release_versions(judged, ["composite"])
+    check_release_versions(judged, ["state_match"])  # judged by another verifier here
+
+
 def test_constraint_tasks_can_be_scored_by_constraint_satisfaction() -> None:
     from synthesis.base import SynthesisConfig, get_method
     from verifiers.constraints import score_constraints
