@@ -7,7 +7,9 @@ Each option is off by default and changes TRL 1.16's GRPO only where stated:
   group mean), so with `beta=0` it adds no policy gradient, but its tokens still count in
   the `dapo` loss normaliser (diluting the other groups' gradient) and, with `beta>0`, the KL
   term still acts on it. The filter drops those completions from the loss mask and from the
-  normaliser. Logged: `filter/zero_variance_groups` (share of groups dropped).
+  normaliser. When it drops every group of a generation batch, the policy's forward and
+  backward are skipped (the loss and every gradient are 0 either way). Logged:
+  `filter/zero_variance_groups` (share of groups dropped), `filter/loss_skipped`.
 - **Success-rate-aware advantage weighting** (ProxMO, `success_weighting = α`), **ours**:
   with p the group's success rate (share of completions whose total reward reaches
   `success_threshold`), each advantage is multiplied by `1 + α·(1 − p)` when positive (rare
@@ -137,6 +139,16 @@ def trainer_class(options: ObjectiveOptions) -> type:
             return logps, entropies, aux
 
         def _compute_loss(self, model: Any, inputs: Any) -> Any:
+            if self.objective.filter_zero_variance and float(inputs["num_items_in_batch"]) == 0:
+                # Every group of the generation batch, on every process, was dropped: the loss
+                # is 0 and so is every gradient. The policy's forward and backward (half a
+                # step on the CPU) are skipped; a zero loss over the parameters keeps the
+                # backward and the optimizer step as they were (zero gradients).
+                mode = "train" if self.model.training else "eval"
+                self._metrics[mode]["filter/loss_skipped"].append(1.0)
+                return sum((p * 0).sum() for p in model.parameters() if p.requires_grad)
+            if self.objective.filter_zero_variance:
+                self._metrics["train" if self.model.training else "eval"]["filter/loss_skipped"].append(0.0)
             self._tf_eps = (float(self.epsilon_low), float(self.epsilon_high))
             try:
                 return super()._compute_loss(model, inputs)

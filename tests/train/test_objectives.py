@@ -75,6 +75,8 @@ def test_trl_gives_zero_variance_groups_no_advantage_and_the_filter_drops_them(t
     assert plain["frac_reward_zero_std"] == 1.0 and plain["loss"] == 0.0
     [filtered] = _run_text_grpo(tiny_model, tmp_path / "filtered", constant, filter_zero_variance=True)
     assert filtered["filter/zero_variance_groups"] == 1.0 and filtered["loss"] == 0.0
+    # nothing left to learn from: the policy's forward and backward are skipped, the gradient is 0
+    assert filtered["filter/loss_skipped"] == 1.0 and filtered["grad_norm"] == 0.0
 
 
 @pytest.mark.slow
@@ -82,8 +84,9 @@ def test_success_weighting_and_entropy_clipping_are_applied(tiny_model: Path, tm
     def alternating(completions: list[Any], **kw: Any) -> list[float]:
         return [float(i % 2 == 0) for i in range(len(completions))]  # every group: one success, one failure
 
-    logs = _run_text_grpo(tiny_model, tmp_path / "w", alternating, success_weighting=1.0)
+    logs = _run_text_grpo(tiny_model, tmp_path / "w", alternating, success_weighting=1.0, filter_zero_variance=True)
     assert logs[0]["advantage/success_weight_mean"] == pytest.approx(1.5)  # p = 0.5: 1 + 1·0.5 both ways
+    assert logs[0]["filter/loss_skipped"] == 0.0  # groups with variance: the loss is computed
     assert logs[0]["frac_reward_zero_std"] == 0.0 and logs[0]["grad_norm"] > 0.0
 
     logs = _run_text_grpo(tiny_model, tmp_path / "e", alternating, entropy_clip_beta=1.0)
