@@ -42,8 +42,9 @@ def train(
             cli._fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
     try:
-        result = cli._flows().train_flow(kind, str(dataset), cfg, str(run_dir), max_steps,
-                                     show_progress=sys.stderr.isatty())
+        with cli._SIGNALS.installed():  # SIGTERM or Ctrl-C ends it within seconds, as a run
+            result = cli._flows().train_flow(kind, str(dataset), cfg, str(run_dir), max_steps,
+                                             show_progress=sys.stderr.isatty())
     except (store.DatasetError, RuntimeError, ValueError) as exc:
         cli._fail(exc)
     print(json.dumps(result, default=str))
@@ -123,8 +124,9 @@ def eval_(
         raise cli.UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
 
     try:
-        result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12, max_tasks,
-                                        next_action)
+        with cli._SIGNALS.installed():
+            result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12,
+                                            max_tasks, next_action)
     except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
         cli._fail(exc)
     Console().print(_pair_table(result))
@@ -224,7 +226,8 @@ def self_play(config: cli.ConfigOpt = None, out: cli.OutOpt = Path("out"),
     cfg = cli._config(config, set_, {"self_play.rounds": rounds})
     cli._writable(out)
     try:
-        result = cli._flows().self_play_flow(cfg, str(out))
+        with cli._SIGNALS.installed():
+            result = cli._flows().self_play_flow(cfg, str(out))
     except (RuntimeError, ValueError) as exc:
         cli._fail(exc)
     print(json.dumps(result))
