@@ -61,7 +61,7 @@ class _Group(TyperGroup):
         except KeyboardInterrupt as exc:
             signum = _SIGNALS.signum or getattr(exc, "signum", signal.SIGINT)
             if _SIGNALS.signum is None:
-                _error(_interrupted_message(signum))
+                _error(_interrupted_message(signum, _SIGNALS.resumes))
             raise typer.Exit(EXIT_CODES.get(signum, 130)) from None
         except Exception as exc:
             # typer's and click's own exits and usage errors (typer vendors click) are theirs to report
@@ -97,8 +97,10 @@ def _global_options(
 
 # -- interruption ------------------------------------------------------------------------
 
-def _interrupted_message(signum: int) -> str:
+def _interrupted_message(signum: int, resumes: bool = True) -> str:
     name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT (Ctrl-C)"
+    if not resumes:  # a training or evaluation run keeps no shards: a rerun starts it again
+        return f"interrupted by {name}; nothing was published (rerun the command to start again)"
     return f"interrupted by {name}; rerun the same command to resume (finished shards are kept)"
 
 
@@ -122,9 +124,13 @@ class _Signals:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.resumes = True
 
     @contextmanager
-    def installed(self) -> Iterator[None]:
+    def installed(self, resumes: bool = True) -> Iterator[None]:
+        """Watch for the signals while the block runs; `resumes`: whether the same command
+        run again resumes (a flow of shards) or starts again (training, evaluation)."""
+        self.resumes = resumes
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -158,7 +164,7 @@ class _Signals:
         self.signum = signum
         if not _DEBUG:
             logging.disable(logging.CRITICAL)
-        _error(_interrupted_message(signum))
+        _error(_interrupted_message(signum, self.resumes))
         if not _DEBUG:  # the unwinding run's teardown noise is not the user's business
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 2)

@@ -42,7 +42,7 @@ def train(
             cli._fail(FileNotFoundError(f"no release under {out / 'releases'}; run `trajforge run` first or pass --dataset"))
     run_dir = out / "train" / f"{kind}-{store.new_version()}"
     try:
-        with cli._SIGNALS.installed():  # SIGTERM or Ctrl-C ends it within seconds, as a run
+        with cli._SIGNALS.installed(resumes=False):  # SIGTERM or Ctrl-C ends it within seconds
             result = cli._flows().train_flow(kind, str(dataset), cfg, str(run_dir), max_steps,
                                              show_progress=sys.stderr.isatty())
     except (store.DatasetError, RuntimeError, ValueError) as exc:
@@ -124,7 +124,7 @@ def eval_(
         raise cli.UserError(f"--model {model}: no model folder there (e.g. out/train/sft-<version>/final)")
 
     try:
-        with cli._SIGNALS.installed():
+        with cli._SIGNALS.installed(resumes=False):
             result = cli._flows().eval_flow(str(dataset), str(model), base, split, trials, max_turns or 12,
                                             max_tasks, next_action)
     except (store.DatasetError, FileNotFoundError, RuntimeError, ValueError) as exc:
@@ -226,7 +226,7 @@ def self_play(config: cli.ConfigOpt = None, out: cli.OutOpt = Path("out"),
     cfg = cli._config(config, set_, {"self_play.rounds": rounds})
     cli._writable(out)
     try:
-        with cli._SIGNALS.installed():
+        with cli._SIGNALS.installed(resumes=False):
             result = cli._flows().self_play_flow(cfg, str(out))
     except (RuntimeError, ValueError) as exc:
         cli._fail(exc)

@@ -44,4 +44,4 @@ def test_sigterm_ends_a_training_run_in_seconds(releases: dict[str, Path], tiny_
     assert proc.returncode == 143, err[-3000:]
     assert took < 10, f"SIGTERM took {took:.1f} s to end the training run"
     assert [line for line in err.splitlines() if line.startswith("error:")] == [
-        "error: interrupted by SIGTERM; rerun the same command to resume (finished shards are kept)"], err[-3000:]
+        "error: interrupted by SIGTERM; nothing was published (rerun the command to start again)"], err[-3000:]
