@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.lean_server import LeanServer
+from tests.interrupt import terminate
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -49,15 +49,9 @@ def test_sigterm_ends_the_run_in_seconds_and_the_rerun_resumes(tmp_path: Path, p
             done = len(_rollout_parts(out))
             time.sleep(1.0)  # the next shards' requests are in flight (stalled)
             assert proc.poll() is None, "the run finished before it could be interrupted"
-            start = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - start
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert proc.returncode == 143, err[-3000:]
+            code, err, took = terminate(proc)
+        assert code == 143, err[-3000:]
         assert took < 10, f"SIGTERM took {took:.1f} s to end the run"
         assert "Traceback" not in err, err[-3000:]
         lines = [line for line in err.splitlines() if line.strip()]

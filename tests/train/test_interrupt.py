@@ -7,13 +7,14 @@ server, a real process, TRL SFT on a tiny model)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.interrupt import terminate
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -33,15 +34,9 @@ def test_sigterm_ends_a_training_run_in_seconds(releases: dict[str, Path], tiny_
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "training did not log a step in time"
             time.sleep(0.2)
-        start = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - start
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 143, err[-3000:]
+        code, err, took = terminate(proc)
+    assert code == 143, err[-3000:]
     assert took < 10, f"SIGTERM took {took:.1f} s to end the training run"
     assert [line for line in err.splitlines() if line.startswith("error:")] == [
         "error: interrupted by SIGTERM; nothing was published (rerun the command to start again)"], err[-3000:]
