@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,7 +79,7 @@ def main() -> None:
     with hub_offline():
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
-    tok.chat_template = folder_template(None if args.model is None else __import__("pathlib").Path(folder))
+    tok.chat_template = folder_template(None if args.model is None else Path(folder))
     model.eval()
     rows = group_rows(size["worlds"], size["tasks"], size["episodes"], args.seed)
     conversation._generating = lambda trainer: contextlib.nullcontext(model)  # the trainer's unwrapping is TRL's

@@ -184,7 +184,7 @@ class _Engine:
             eos_token_id=self.eos_ids,
             pad_token_id=self.pad_id,
         )
-        sampler = _row_sampler([batch[i].sampling for i, _ in rows])
+        sampler = row_sampler([batch[i].sampling for i, _ in rows])
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids,
@@ -204,7 +204,7 @@ class _Engine:
         turn with the tools (`prefix_ids`, rendered only on a miss)."""
         samplings = [batch[i].sampling for i, _ in rows]
         return self.decoder.generate([ids for _, ids in rows], lambda k: self.prefix_ids(batch[rows[k][0]]),
-                                     _row_sampler(samplings), samplings[0].max_tokens, stop)
+                                     row_sampler(samplings), samplings[0].max_tokens, stop)
 
 
 class ReusingDecoder:
@@ -270,7 +270,7 @@ class ReusingDecoder:
         """The new token ids of each row (ending at an end-of-sequence id or after
         `max_new`), and how many of each row's prompt tokens came from the cache.
         `prefix_of(k)`: row k's shared prefix ids ([] for none); `sampler`: a
-        `_row_sampler` over the rows."""
+        `row_sampler` over the rows."""
         import torch
         from transformers import DynamicCache
 
@@ -366,7 +366,7 @@ class ReusingDecoder:
             self.kv.put("conversation", tokens, layers, prompt_len=lengths[row])
 
 
-def _row_sampler(samplings: list[Sampling]) -> Any:
+def row_sampler(samplings: list[Sampling]) -> Any:
     """A logits processor that picks each row's next token by that row's own settings.
 
     Greedy rows take the argmax; others sample with temperature/top_p from their own

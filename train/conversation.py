@@ -12,8 +12,9 @@ reward 0 and no group with any reward variance in 3 steps). `ConversationRollout
   loop sends; no user tool);
 - each model turn is read with the agent loop's parser (`rollout.parsing.parse_tool_calls`):
   tool calls run in a fresh copy of the task's world (`WorldEnvironment`, at most
-  `MAX_CALLS_PER_TURN` a turn, the rest counted as `too_many_calls`), an unusable call gets the agent loop's `invalid_tool_call`
-  result, and a turn without calls goes to the task's user, whose reply opens the next turn;
+  `MAX_CALLS_PER_TURN` a turn, the rest counted as `too_many_calls`), an unusable call gets
+  the agent loop's `invalid_tool_call` result, and a turn without calls goes to the task's
+  user, whose reply opens the next turn;
 - the episode ends when the user ends the conversation (`user_stop`), after a successful
   hand-off (`transfer`), or as `max_turns` (scored 0 by the verifiers) after `max_turns`
   model turns or when the next turn would not fit the completion budget.
@@ -349,7 +350,7 @@ def reusing_generate(trainer: Any, budget_mb: float = REUSE_BUDGET_MB) -> Genera
     store lives as long as this `Generate`, one rollout: the weights change after it."""
     import threading
 
-    from rollout.embedded_engine import ReusingDecoder, _row_sampler
+    from rollout.embedded_engine import ReusingDecoder, row_sampler
     from rollout.kv_cache import KVStore
 
     kv = KVStore(int(budget_mb * 2**20))
@@ -364,7 +365,7 @@ def reusing_generate(trainer: Any, budget_mb: float = REUSE_BUDGET_MB) -> Genera
         import torch
 
         seeds = torch.randint(0, 2**31 - 1, (len(batch),)).tolist()
-        sampler = _row_sampler([Sampling(temperature=temperature, top_p=top_p, max_tokens=max_new, seed=int(s))
+        sampler = row_sampler([Sampling(temperature=temperature, top_p=top_p, max_tokens=max_new, seed=int(s))
                                 for s in seeds])
         shared = shared_prefixes(batch)
         with _generating(trainer) as model:

@@ -139,16 +139,15 @@ def trainer_class(options: ObjectiveOptions) -> type:
             return logps, entropies, aux
 
         def _compute_loss(self, model: Any, inputs: Any) -> Any:
-            if self.objective.filter_zero_variance and float(inputs["num_items_in_batch"]) == 0:
-                # Every group of the generation batch, on every process, was dropped: the loss
-                # is 0 and so is every gradient. The policy's forward and backward (half a
-                # step on the CPU) are skipped; a zero loss over the parameters keeps the
-                # backward and the optimizer step as they were (zero gradients).
-                mode = "train" if self.model.training else "eval"
-                self._metrics[mode]["filter/loss_skipped"].append(1.0)
-                return sum((p * 0).sum() for p in model.parameters() if p.requires_grad)
             if self.objective.filter_zero_variance:
-                self._metrics["train" if self.model.training else "eval"]["filter/loss_skipped"].append(0.0)
+                # Every group of the generation batch, on every process, dropped: the loss is 0
+                # and so is every gradient. The policy's forward and backward (half a step on
+                # the CPU) are skipped; a zero loss over the parameters keeps the backward and
+                # the optimizer step as they were (zero gradients).
+                skip = float(inputs["num_items_in_batch"]) == 0
+                self._metrics["train" if self.model.training else "eval"]["filter/loss_skipped"].append(float(skip))
+                if skip:
+                    return sum((p * 0).sum() for p in model.parameters() if p.requires_grad)
             self._tf_eps = (float(self.epsilon_low), float(self.epsilon_high))
             try:
                 return super()._compute_loss(model, inputs)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from data.records import Sampling
-from rollout.embedded_engine import _Engine, _Request, _row_sampler
+from rollout.embedded_engine import _Engine, _Request, row_sampler
 from rollout.model import ChatResponse, ModelError
 
 
@@ -101,10 +101,10 @@ def test_row_sampler_greedy_and_seeded_rows() -> None:
     torch = pytest.importorskip("torch")
     scores = torch.tensor([[0.0, 3.0, 1.0, 2.9]] * 3)
     rows = [Sampling(temperature=0.0), Sampling(temperature=5.0, seed=7), Sampling(temperature=5.0, seed=7)]
-    picks = [_row_sampler(rows).choose(scores, [0, 1, 2]).tolist() for _ in range(2)]
+    picks = [row_sampler(rows).choose(scores, [0, 1, 2]).tolist() for _ in range(2)]
     assert picks[0] == picks[1] and picks[0][0] == 1  # greedy takes the argmax; seeded rows repeat
     assert picks[0][1] == picks[0][2]  # same seed, same draw
-    narrow = _row_sampler([Sampling(temperature=5.0, top_p=0.01, seed=s) for s in range(8)])
+    narrow = row_sampler([Sampling(temperature=5.0, top_p=0.01, seed=s) for s in range(8)])
     assert narrow.choose(scores[:1].repeat(8, 1), list(range(8))).tolist() == [1] * 8  # top_p keeps the best only
-    masked = _row_sampler([Sampling(temperature=0.0)])(None, scores[:1])
+    masked = row_sampler([Sampling(temperature=0.0)])(None, scores[:1])
     assert masked[0, 1] == 0 and torch.isinf(masked[0, [0, 2, 3]]).all()
